@@ -1,0 +1,43 @@
+"""The exceptions users see. Each names the thing, the value and the fix.
+
+One class per kind of failure a caller may want to handle differently; all derive from
+:class:`KafkaGroupError` so ``except KafkaGroupError`` catches everything of ours.
+"""
+
+from __future__ import annotations
+
+
+class KafkaGroupError(Exception):
+    """Base class of every error raised by spark-kafka-group."""
+
+
+class OptionError(KafkaGroupError, ValueError):
+    """A source option is missing, unknown, malformed or not allowed."""
+
+
+class BrokerUnavailableError(KafkaGroupError):
+    """The Kafka bootstrap servers did not answer in time."""
+
+
+class TopicNotFoundError(KafkaGroupError):
+    """A subscribed or assigned topic does not exist on the cluster."""
+
+
+class NoOffsetForPartitionError(KafkaGroupError):
+    """A partition has no committed offset and ``startingOffsets`` is ``none``."""
+
+
+class OffsetOutOfRangeError(KafkaGroupError):
+    """A position lies outside [log start offset, high watermark] and failOnDataLoss is true."""
+
+
+class GroupStoreError(KafkaGroupError):
+    """The group log could not be read or written."""
+
+
+class IncompatibleGroupStoreError(GroupStoreError):
+    """The group store path holds something that is not a group log this version can read."""
+
+
+class MemberFencedError(KafkaGroupError):
+    """This member was fenced (expired, duplicate instance id or stale generation)."""
