@@ -1,0 +1,433 @@
+"""The source's options, parsed once into a typed, validated :class:`SourceOptions`.
+
+Spark hands a Python data source its options lower-cased (``CaseInsensitiveDict``), so every
+name is matched case-insensitively and messages quote the documented spelling. Option names
+are public API: keep them.
+
+* ``kafka.*`` keys pass through to librdkafka (security, fetch tuning, ...) except the keys
+  the source must own, which are refused with the option to use instead.
+* ``groupStore.*`` keys pass through to delta-rs as storage options (S3, ADLS, GCS).
+* Anything else that is not a known option is an error naming it and the closest valid name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from spark_kafka_group.errors import OptionError
+
+StartingMode = Literal["earliest", "latest", "none", "json"]
+
+#: Kafka's special ListOffsets timestamps, also used by Spark's per-partition JSON.
+EARLIEST = -2
+LATEST = -1
+
+ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
+
+# librdkafka settings the source decides itself, with the reason shown to the user.
+_OWNED_KAFKA_KEYS: dict[str, str] = {
+    "group.id": "use the option 'groupId': the group is coordinated through the group log",
+    "group.instance.id": "use the option 'groupInstanceId'",
+    "enable.auto.commit": "offsets are committed to the group log after each micro-batch",
+    "enable.auto.offset.store": "offsets are committed to the group log after each micro-batch",
+    "auto.offset.reset": "use the option 'startingOffsets' (earliest, latest, none or JSON)",
+    "session.timeout.ms": "use the option 'sessionTimeoutMs'",
+    "heartbeat.interval.ms": "use the option 'heartbeatIntervalMs'",
+    "max.poll.interval.ms": "use the option 'rebalanceTimeoutMs'",
+    "partition.assignment.strategy": "use the option 'assignmentStrategy'",
+    "group.protocol": "the group protocol is implemented by the source itself",
+    "group.remote.assignor": "use the option 'assignmentStrategy'",
+    "enable.partition.eof": "the fetcher sets it to find the end of a range",
+    "key.deserializer": "records are returned as binary; cast or decode in Spark",
+    "value.deserializer": "records are returned as binary; cast or decode in Spark",
+}
+
+
+@dataclass(frozen=True)
+class _Spec:
+    name: str  # documented spelling
+    default: str | None
+    doc: str
+
+
+# Every option other than the kafka.* / groupStore.* families, with its default.
+OPTION_SPECS: tuple[_Spec, ...] = (
+    _Spec("kafka.bootstrap.servers", None, "Kafka bootstrap servers (required)."),
+    _Spec(
+        "subscribe", None, "Comma-separated topic list (one of subscribe/subscribePattern/assign)."
+    ),
+    _Spec("subscribePattern", None, "Java-style regex of topics to subscribe to."),
+    _Spec("assign", None, 'JSON {"topic": [partitions]} of fixed partitions.'),
+    _Spec("groupId", None, "Consumer group id shared by every member query (required)."),
+    _Spec("groupStore", None, "Directory or object-store URI holding one group log per group."),
+    _Spec("startingOffsets", "earliest", "For partitions the group never committed."),
+    _Spec("failOnDataLoss", "true", "Fail when offsets are out of range or data was deleted."),
+    _Spec("maxOffsetsPerTrigger", None, "Upper bound on records per micro-batch."),
+    _Spec("minPartitions", None, "Minimum number of Spark input partitions per batch."),
+    _Spec("maxRecordsPerPartition", None, "Split an input partition above this many records."),
+    _Spec("includeHeaders", "false", "Add the headers column."),
+    _Spec("kafkaConsumer.pollTimeoutMs", "120000", "Executor fetch gives up after this long."),
+    _Spec("heartbeatIntervalMs", "3000", "How often the member heartbeats to the group log."),
+    _Spec("sessionTimeoutMs", "45000", "A silent member is expired after this long."),
+    _Spec("rebalanceTimeoutMs", "60000", "How long a rebalance waits for members to rejoin."),
+    _Spec(
+        "assignmentStrategy", "cooperative-sticky", "range|roundrobin|sticky|cooperative-sticky."
+    ),
+    _Spec("groupInstanceId", None, "Static member id (KIP-345): keep partitions across restarts."),
+    _Spec(
+        "scheduledRebalanceMaxDelayMs", "0", "How long a departed static member's partitions wait."
+    ),
+    _Spec("rebalanceListener", None, "module:Class with on_partitions_assigned/revoked/lost."),
+    _Spec("commitToKafka", "false", "Also commit offsets to the Kafka consumer group groupId."),
+    _Spec(
+        "importFromKafkaGroup", None, "Kafka group whose offsets seed partitions never committed."
+    ),
+)
+
+_SPECS_BY_KEY = {spec.name.lower(): spec for spec in OPTION_SPECS}
+_GROUP_ID_RE = re.compile(r"^[A-Za-z0-9._\-]{1,200}$")
+
+
+@dataclass(frozen=True)
+class StartingOffsets:
+    """Where a partition the group never committed starts.
+
+    ``mode`` is earliest / latest / none, or ``json`` with ``per_partition`` holding
+    ``{(topic, partition): offset}`` where offset may be :data:`EARLIEST` or :data:`LATEST`.
+    Partitions absent from the JSON start at ``latest``, as in Spark's Kafka source.
+    """
+
+    mode: StartingMode
+    per_partition: Mapping[tuple[str, int], int] = field(default_factory=dict)
+
+    def for_partition(self, topic: str, partition: int) -> int | None:
+        """EARLIEST, LATEST or an exact offset; ``None`` means "no reset policy" (``none``)."""
+        if self.mode == "earliest":
+            return EARLIEST
+        if self.mode == "latest":
+            return LATEST
+        if self.mode == "none":
+            return None
+        return self.per_partition.get((topic, partition), LATEST)
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """The member's group-protocol settings (Kafka consumer equivalents in parentheses)."""
+
+    group_id: str
+    store: str
+    storage_options: Mapping[str, str]
+    heartbeat_interval_ms: int  # heartbeat.interval.ms
+    session_timeout_ms: int  # session.timeout.ms
+    rebalance_timeout_ms: int  # max.poll.interval.ms
+    assignment_strategy: str  # partition.assignment.strategy
+    instance_id: str | None  # group.instance.id
+    scheduled_rebalance_max_delay_ms: int  # scheduled.rebalance.max.delay.ms
+    rebalance_listener: str | None
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    bootstrap_servers: str
+    subscribe: tuple[str, ...] | None
+    subscribe_pattern: str | None
+    assign: Mapping[str, tuple[int, ...]] | None
+    group: GroupSettings
+    starting_offsets: StartingOffsets
+    fail_on_data_loss: bool
+    max_offsets_per_trigger: int | None
+    min_partitions: int | None
+    max_records_per_partition: int | None
+    include_headers: bool
+    poll_timeout_ms: int
+    commit_to_kafka: bool
+    import_from_kafka_group: str | None
+    #: librdkafka settings from ``kafka.*`` options, prefix removed.
+    kafka_params: Mapping[str, str]
+
+    @property
+    def subscription_description(self) -> str:
+        if self.subscribe is not None:
+            return f"subscribe={','.join(self.subscribe)}"
+        if self.subscribe_pattern is not None:
+            return f"subscribePattern={self.subscribe_pattern}"
+        return f"assign={json.dumps({t: list(p) for t, p in (self.assign or {}).items()})}"
+
+
+def parse_options(raw: Mapping[str, str]) -> SourceOptions:
+    """Validate ``raw`` (as given to ``DataSource.__init__``) into :class:`SourceOptions`."""
+    values: dict[str, str] = {}
+    kafka_params: dict[str, str] = {}
+    storage_options: dict[str, str] = {}
+    for key, value in raw.items():
+        lower = key.lower()
+        if lower in _SPECS_BY_KEY:
+            values[lower] = str(value)
+        elif lower.startswith("groupstore."):
+            storage_options[key[len("groupstore.") :]] = str(value)
+        elif lower.startswith("kafka."):
+            kafka_key = key[len("kafka.") :].lower()
+            if kafka_key in _OWNED_KAFKA_KEYS:
+                raise OptionError(
+                    f"Option 'kafka.{kafka_key}' is not allowed: {_OWNED_KAFKA_KEYS[kafka_key]}."
+                )
+            kafka_params[kafka_key] = str(value)
+        else:
+            raise OptionError(_unknown_option_message(key))
+
+    def get(name: str) -> str | None:
+        spec = _SPECS_BY_KEY[name.lower()]
+        return values.get(name.lower(), spec.default)
+
+    servers = (get("kafka.bootstrap.servers") or "").strip()
+    if not servers:
+        raise OptionError(
+            "Option 'kafka.bootstrap.servers' is required, e.g. "
+            ".option('kafka.bootstrap.servers', 'broker1:9092,broker2:9092')."
+        )
+
+    subscribe, pattern, assign = _parse_subscription(
+        get("subscribe"), get("subscribePattern"), get("assign")
+    )
+
+    group_id = (get("groupId") or "").strip()
+    if not group_id:
+        raise OptionError(
+            "Option 'groupId' is required: every query with the same groupId shares the topic "
+            "as one consumer group, e.g. .option('groupId', 'orders-ingest')."
+        )
+    if not _GROUP_ID_RE.match(group_id):
+        raise OptionError(
+            f"Option 'groupId' = {group_id!r} is not valid: use 1-200 characters from "
+            "letters, digits, '.', '_' and '-' (it names a directory in the group store)."
+        )
+
+    heartbeat = _positive_int("heartbeatIntervalMs", get("heartbeatIntervalMs"))
+    session = _positive_int("sessionTimeoutMs", get("sessionTimeoutMs"))
+    if heartbeat >= session:
+        raise OptionError(
+            f"Option 'heartbeatIntervalMs' = {heartbeat} must be lower than 'sessionTimeoutMs' = "
+            f"{session} (Kafka recommends at most a third of it), or the member expires between "
+            "two heartbeats."
+        )
+    strategy = (get("assignmentStrategy") or "").strip().lower()
+    if strategy not in ASSIGNMENT_STRATEGIES:
+        raise OptionError(
+            f"Option 'assignmentStrategy' = {strategy!r} is not one of "
+            f"{', '.join(ASSIGNMENT_STRATEGIES)}{_suggestion(strategy, ASSIGNMENT_STRATEGIES)}."
+        )
+    listener = get("rebalanceListener")
+    if listener is not None and not re.match(r"^[\w.]+:[\w.]+$", listener.strip()):
+        raise OptionError(
+            f"Option 'rebalanceListener' = {listener!r} must name a class as 'module:Class', "
+            "e.g. 'my_pkg.listeners:AuditListener'."
+        )
+    instance_id = get("groupInstanceId")
+    if instance_id is not None and not instance_id.strip():
+        raise OptionError("Option 'groupInstanceId' is empty: give a stable name or leave it out.")
+
+    group = GroupSettings(
+        group_id=group_id,
+        store=(get("groupStore") or "").strip() or _default_store(),
+        storage_options=storage_options,
+        heartbeat_interval_ms=heartbeat,
+        session_timeout_ms=session,
+        rebalance_timeout_ms=_positive_int("rebalanceTimeoutMs", get("rebalanceTimeoutMs")),
+        assignment_strategy=strategy,
+        instance_id=instance_id.strip() if instance_id else None,
+        scheduled_rebalance_max_delay_ms=_non_negative_int(
+            "scheduledRebalanceMaxDelayMs", get("scheduledRebalanceMaxDelayMs")
+        ),
+        rebalance_listener=listener.strip() if listener else None,
+    )
+
+    return SourceOptions(
+        bootstrap_servers=servers,
+        subscribe=subscribe,
+        subscribe_pattern=pattern,
+        assign=assign,
+        group=group,
+        starting_offsets=_parse_starting_offsets(get("startingOffsets") or "earliest"),
+        fail_on_data_loss=_bool("failOnDataLoss", get("failOnDataLoss")),
+        max_offsets_per_trigger=_optional_positive("maxOffsetsPerTrigger", get),
+        min_partitions=_optional_positive("minPartitions", get),
+        max_records_per_partition=_optional_positive("maxRecordsPerPartition", get),
+        include_headers=_bool("includeHeaders", get("includeHeaders")),
+        poll_timeout_ms=_positive_int(
+            "kafkaConsumer.pollTimeoutMs", get("kafkaConsumer.pollTimeoutMs")
+        ),
+        commit_to_kafka=_bool("commitToKafka", get("commitToKafka")),
+        import_from_kafka_group=(get("importFromKafkaGroup") or "").strip() or None,
+        kafka_params=kafka_params,
+    )
+
+
+def _default_store() -> str:
+    from spark_kafka_group.store import default_group_store
+
+    return default_group_store()
+
+
+def _unknown_option_message(key: str) -> str:
+    lower = key.lower()
+    if lower in ("group.id", "groupid ", "consumer.group.id"):
+        return f"Unknown option {key!r}: use 'groupId'."
+    names = [spec.name for spec in OPTION_SPECS]
+    by_lower = {name.lower(): name for name in names}
+    close = difflib.get_close_matches(lower, list(by_lower), n=1, cutoff=0.6)
+    hint = f" Did you mean '{by_lower[close[0]]}'?" if close else ""
+    return (
+        f"Unknown option {key!r}.{hint} Valid options: {', '.join(names)}; "
+        "plus 'kafka.*' (passed to the Kafka consumer) and 'groupStore.*' (storage options)."
+    )
+
+
+def _suggestion(value: str, choices: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _parse_subscription(
+    subscribe: str | None, pattern: str | None, assign: str | None
+) -> tuple[tuple[str, ...] | None, str | None, dict[str, tuple[int, ...]] | None]:
+    given = [
+        n
+        for n, v in (("subscribe", subscribe), ("subscribePattern", pattern), ("assign", assign))
+        if v is not None
+    ]
+    if len(given) != 1:
+        what = "none was given" if not given else f"got {', '.join(repr(g) for g in given)}"
+        raise OptionError(
+            "Exactly one of the options 'subscribe', 'subscribePattern' or 'assign' is required; "
+            f"{what}."
+        )
+    if subscribe is not None:
+        topics = tuple(t.strip() for t in subscribe.split(",") if t.strip())
+        if not topics:
+            raise OptionError(
+                f"Option 'subscribe' = {subscribe!r} names no topic: give a comma-separated list "
+                "such as 'orders,payments'."
+            )
+        return topics, None, None
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise OptionError(
+                f"Option 'subscribePattern' = {pattern!r} is not a valid regular expression: {exc}."
+            ) from None
+        if not pattern.strip():
+            raise OptionError(
+                "Option 'subscribePattern' is empty: give a regex such as 'orders-.*'."
+            )
+        return None, pattern, None
+    assert assign is not None
+    example = 'e.g. {"orders": [0, 1, 2]}'
+    try:
+        parsed = json.loads(assign)
+    except json.JSONDecodeError as exc:
+        raise OptionError(
+            f"Option 'assign' = {assign!r} is not valid JSON ({exc.msg}); {example}."
+        ) from None
+    if not isinstance(parsed, dict) or not parsed:
+        raise OptionError(
+            f"Option 'assign' = {assign!r} must be a non-empty JSON object; {example}."
+        )
+    result: dict[str, tuple[int, ...]] = {}
+    for topic, partitions in parsed.items():
+        if (
+            not isinstance(partitions, list)
+            or not partitions
+            or not all(
+                isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in partitions
+            )
+        ):
+            raise OptionError(
+                f"Option 'assign': topic {topic!r} maps to {partitions!r}; expected a non-empty "
+                f"list of partition numbers >= 0, {example}."
+            )
+        result[topic] = tuple(sorted(set(partitions)))
+    return None, None, result
+
+
+def _parse_starting_offsets(value: str) -> StartingOffsets:
+    text = value.strip()
+    if text.lower() in ("earliest", "latest", "none"):
+        return StartingOffsets(mode=text.lower())  # type: ignore[arg-type]
+    example = (
+        'earliest, latest, none, or JSON such as {"orders": {"0": 23, "1": -2}} '
+        "(-2 = earliest, -1 = latest)"
+    )
+    if not text.startswith("{"):
+        raise OptionError(
+            f"Option 'startingOffsets' = {value!r} is not valid: use {example}."
+            + _suggestion(text.lower(), ("earliest", "latest", "none"))
+        )
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OptionError(
+            f"Option 'startingOffsets' = {value!r} is not valid JSON ({exc.msg}); use {example}."
+        ) from None
+    per_partition: dict[tuple[str, int], int] = {}
+    if not isinstance(parsed, dict):
+        raise OptionError(f"Option 'startingOffsets' = {value!r}: use {example}.")
+    for topic, offsets in parsed.items():
+        if not isinstance(offsets, dict):
+            raise OptionError(
+                f"Option 'startingOffsets': topic {topic!r} maps to {offsets!r}; expected an "
+                'object of partition -> offset such as {"0": 23}.'
+            )
+        for partition, offset in offsets.items():
+            if (
+                not str(partition).isdigit()
+                or not isinstance(offset, int)
+                or isinstance(offset, bool)
+                or offset < EARLIEST
+            ):
+                raise OptionError(
+                    f"Option 'startingOffsets': {topic!r} partition {partition!r} -> {offset!r} "
+                    "is not valid; partitions are numbers >= 0 and offsets are >= 0, "
+                    "-2 (earliest) or -1 (latest)."
+                )
+            per_partition[(topic, int(partition))] = offset
+    return StartingOffsets(mode="json", per_partition=per_partition)
+
+
+def _bool(name: str, value: str | None) -> bool:
+    text = (value or "").strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise OptionError(f"Option {name!r} = {value!r} must be 'true' or 'false'.")
+
+
+def _int(name: str, value: str | None) -> int:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise OptionError(f"Option {name!r} = {value!r} is not a whole number.") from None
+
+
+def _positive_int(name: str, value: str | None) -> int:
+    number = _int(name, value)
+    if number <= 0:
+        raise OptionError(f"Option {name!r} = {value!r} must be a positive number.")
+    return number
+
+
+def _non_negative_int(name: str, value: str | None) -> int:
+    number = _int(name, value)
+    if number < 0:
+        raise OptionError(f"Option {name!r} = {value!r} must be 0 or more.")
+    return number
+
+
+def _optional_positive(name: str, get: object) -> int | None:
+    value = get(name)  # type: ignore[operator]
+    return None if value is None else _positive_int(name, value)

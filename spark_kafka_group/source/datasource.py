@@ -1,0 +1,34 @@
+"""``spark.readStream.format("kafka-group")``: the DataSource Spark instantiates by name."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from spark_kafka_group import FORMAT_NAME
+from spark_kafka_group.fetcher import spark_schema_ddl
+from spark_kafka_group.options import SourceOptions, parse_options
+
+
+class KafkaGroupDataSource(DataSource):
+    """Kafka topics read as one member of a consumer group whose log is a Delta table.
+
+    Options are validated here, when the query is defined, so a typo fails fast with a
+    message naming the option (see :mod:`spark_kafka_group.options`).
+    """
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.parsed: SourceOptions = parse_options(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> str:
+        return spark_schema_ddl(self.parsed.include_headers)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from spark_kafka_group.source.reader import KafkaGroupStreamReader
+
+        return KafkaGroupStreamReader(self.parsed)

@@ -1,0 +1,70 @@
+"""The source's offset: what Spark checkpoints for every micro-batch.
+
+Spark stores it as JSON and hands it back as ``start``/``end``; it must be deterministic
+(fixed key order, only primitives) because Spark compares and replays it. It carries:
+
+* ``generation`` and ``member``: the group generation and member id the batch was planned
+  in. A rebalance changes the generation, so it always yields a new batch and hence a
+  ``commit()`` of the previous one (DESIGN section 6); the member id lets a commit made on
+  the member's behalf (the StreamingQueryListener path) be checked like the member's own.
+* ``offsets``: the end position (exclusive) of every partition planned in the batch.
+* ``starts``: the start position of partitions that are new in this batch (newly assigned or
+  newly discovered). Keeping them in the end offset makes ``partitions(start, end)``
+  self-contained, so replaying a checkpointed batch plans exactly the same ranges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TopicPartition = tuple[str, int]
+
+
+def _nested(positions: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    nested: dict[str, dict[str, int]] = {}
+    for topic, partition in sorted(positions):
+        nested.setdefault(topic, {})[str(partition)] = int(positions[(topic, partition)])
+    return nested
+
+
+def _flat(nested: Mapping[str, Mapping[str, int]] | None) -> dict[TopicPartition, int]:
+    return {
+        (topic, int(partition)): int(offset)
+        for topic, partitions in (nested or {}).items()
+        for partition, offset in partitions.items()
+    }
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    generation: int
+    member: str
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    starts: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "member": self.member,
+            "offsets": _nested(self.offsets),
+            "starts": _nested(self.starts),
+        }
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> SourceOffset:
+        return cls(
+            generation=int(value.get("generation", -1)),
+            member=str(value.get("member", "")),
+            offsets=_flat(value.get("offsets")),
+            starts=_flat(value.get("starts")),
+        )
+
+    def start_of(self, tp: TopicPartition, previous: SourceOffset | None) -> int | None:
+        """Where ``tp``'s range in the batch ending at ``self`` starts (None: not planned)."""
+        if tp in self.starts:
+            return self.starts[tp]
+        if previous is not None and tp in previous.offsets:
+            return previous.offsets[tp]
+        return None

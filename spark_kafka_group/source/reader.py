@@ -1,0 +1,316 @@
+"""The streaming reader: Spark's micro-batch calls mapped onto the group member and the fetcher.
+
+Lives in Spark's long-lived streaming-source Python process on the driver (one per query);
+the group member and its heartbeat thread live here too. ``read()`` runs on executors and
+only uses the pickled :class:`KafkaInputPartition` (DESIGN sections 2 and 6).
+
+Per trigger (``latestOffset``):
+
+1. Commit the offsets of the batch that just completed (``start``; idempotent) and release
+   partitions being revoked whose last batch is now complete (cooperative rebalancing).
+2. Ask the member for the current assignment (this also ticks the protocol).
+3. Positions: partitions continuously owned since ``start`` keep Spark's position; others
+   start from the group's committed offset, else ``startingOffsets``
+   (:mod:`spark_kafka_group.source.positions`).
+4. End offsets: the high watermarks, bounded by the read limit and, under
+   Trigger.AvailableNow, by the targets fixed when the query started.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+from spark_kafka_group.fetcher import FetchSpec, fetch
+from spark_kafka_group.options import SourceOptions
+from spark_kafka_group.source.offsets import SourceOffset, TopicPartition
+from spark_kafka_group.source.planning import OffsetRange, limit_end_offsets, split_ranges
+from spark_kafka_group.source.positions import LogBounds, check_in_range, initial_positions
+
+log = logging.getLogger(__name__)
+
+try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python sources.
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    HAS_ADMISSION_CONTROL = True
+except ImportError:  # pyspark 4.0 / 4.1
+    HAS_ADMISSION_CONTROL = False
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Placeholder so the class statement below works on pyspark < 4.2."""
+
+    ReadLimit = Any  # type: ignore[misc,assignment]
+
+
+class KafkaInputPartition(InputPartition):
+    """One Spark task: a [from, until) range of one Kafka partition."""
+
+    def __init__(self, spec: FetchSpec) -> None:
+        super().__init__(spec)
+        self.spec = spec
+
+
+class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        self._opts = options
+        self._lock = threading.Lock()
+        self._cluster: Any = None
+        self._member: Any = None
+        # Trigger.AvailableNow: the offsets to stop at, fixed at query start (and for
+        # partitions assigned later, when first seen).
+        self._targets: dict[TopicPartition, int] | None = None
+        self._latest_seen: dict[TopicPartition, int] = {}
+        # The last end offset handed to Spark: a revoked partition is released once a
+        # completed batch ends at or after the last batch that contained it.
+        self._last_planned: SourceOffset | None = None
+
+    # -- lazily created driver-side parts (never in __init__: Spark also builds readers in
+    #    short-lived workers that must not join the group) --------------------------------
+
+    def _ensure_started(self) -> Any:
+        if self._member is None:
+            from spark_kafka_group.kafka import KafkaCluster
+            from spark_kafka_group.member import GroupMember
+
+            self._cluster = KafkaCluster(
+                self._opts.bootstrap_servers, client_conf=dict(self._opts.kafka_params)
+            )
+            self._member = GroupMember.for_source(self._opts, cluster=self._cluster)
+            self._member.start()
+        return self._member
+
+    # -- Spark API ------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        with self._lock:
+            member = self._ensure_started()
+            assignment = member.poll()
+            positions = self._positions_for_new(assignment.owned, bounds=None)
+            offset = SourceOffset(
+                generation=assignment.generation,
+                member=assignment.member_id,
+                offsets=positions,
+            )
+            self._last_planned = offset
+            return offset.to_json()
+
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        with self._lock:
+            member = self._ensure_started()
+            assignment = member.poll()
+            if start is not None:
+                # pyspark >= 4.2: ``start`` is the end of the last completed batch and no other
+                # batch is in flight, so every partition being revoked can be released now.
+                self._commit_completed(SourceOffset.from_json(start), in_flight=None)
+                assignment = member.poll()
+            previous = SourceOffset.from_json(start) if start is not None else self._last_planned
+            planned = sorted(assignment.owned - assignment.revoking)
+            bounds = self._bounds(planned)
+
+            kept: dict[TopicPartition, int] = {}
+            new: list[TopicPartition] = []
+            for tp in planned:
+                if (
+                    previous is not None
+                    and tp in previous.offsets
+                    and assignment.owned_since.get(tp, 0) <= previous.generation
+                ):
+                    kept[tp] = previous.offsets[tp]
+                else:
+                    new.append(tp)
+            kept = check_in_range(
+                kept,
+                bounds=bounds,
+                fail_on_data_loss=self._opts.fail_on_data_loss,
+                source="checkpointed position",
+            )
+            starts = self._positions_for_new(new, bounds=bounds)
+            positions = {**kept, **starts}
+
+            latest = dict(bounds.latest)
+            if self._targets is not None:
+                for tp in planned:
+                    self._targets.setdefault(tp, latest[tp])
+                    latest[tp] = min(latest[tp], self._targets[tp])
+            ends = limit_end_offsets(positions, latest, self._max_records(limit))
+            end = SourceOffset(
+                generation=assignment.generation,
+                member=assignment.member_id,
+                offsets=ends,
+                starts=starts,
+            )
+            if previous is not None and not starts and _same_position(end, previous):
+                # Nothing new: hand back the previous offset unchanged, so Spark plans no batch.
+                return start if start is not None else previous.to_json()
+            self._last_planned = end
+            return end.to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self._opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self._opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def reportLatestOffset(self) -> dict | None:
+        if not self._latest_seen:
+            return None
+        last = self._last_planned
+        return SourceOffset(
+            generation=last.generation if last else -1,
+            member=last.member if last else "",
+            offsets=self._latest_seen,
+        ).to_json()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        with self._lock:
+            member = self._ensure_started()
+            owned = sorted(member.poll().owned)
+            self._targets = dict(self._bounds(owned).latest)
+            log.info("Trigger.AvailableNow: reading up to %s", _describe(self._targets))
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        previous, current = SourceOffset.from_json(start), SourceOffset.from_json(end)
+        ours = self._partitions_still_ours()
+        ranges: list[OffsetRange] = []
+        for tp, until in sorted(current.offsets.items()):
+            begin = current.start_of(tp, previous)
+            if begin is None:
+                begin = until
+            if ours is not None and tp not in ours and until > begin:
+                log.warning(
+                    "Skipping %s-%d [%d, %d) of a replayed batch: this member no longer owns "
+                    "it; its new owner starts from the group's committed offset.",
+                    tp[0],
+                    tp[1],
+                    begin,
+                    until,
+                )
+                continue
+            ranges.append(OffsetRange(tp[0], tp[1], begin, until))
+        split = split_ranges(
+            ranges,
+            min_partitions=self._opts.min_partitions,
+            max_records_per_partition=self._opts.max_records_per_partition,
+        )
+        client_conf = tuple(sorted(self._opts.kafka_params.items()))
+        return [
+            KafkaInputPartition(
+                FetchSpec(
+                    topic=r.topic,
+                    partition=r.partition,
+                    from_offset=r.from_offset,
+                    until_offset=r.until_offset,
+                    bootstrap_servers=self._opts.bootstrap_servers,
+                    client_conf=client_conf,
+                    include_headers=self._opts.include_headers,
+                    fail_on_data_loss=self._opts.fail_on_data_loss,
+                    fetch_timeout_s=self._opts.poll_timeout_ms / 1000.0,
+                )
+            )
+            for r in split
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaInputPartition)
+        yield from fetch(partition.spec)
+
+    def commit(self, end: dict) -> None:
+        with self._lock:
+            if self._member is not None:
+                self._commit_completed(SourceOffset.from_json(end), in_flight=self._last_planned)
+
+    def stop(self) -> None:
+        # Not reliably called by Spark (DESIGN section 6): correctness never depends on it.
+        with self._lock:
+            if self._member is not None:
+                self._member.close()
+                self._member = None
+            if self._cluster is not None:
+                self._cluster.close()
+                self._cluster = None
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _commit_completed(self, done: SourceOffset, *, in_flight: SourceOffset | None) -> None:
+        """Commit a completed batch's end offsets (idempotent) and release the partitions being
+        revoked that no batch still in flight reads: their final offsets are committed now."""
+        busy = in_flight.offsets if in_flight is not None else {}
+        release = {tp for tp in self._member.poll().revoking if tp not in busy}
+        self._member.commit(done.offsets, release=release)
+
+    def _partitions_still_ours(self) -> frozenset[TopicPartition] | None:
+        if self._member is None:
+            return None
+        assignment = self._member.poll()
+        return assignment.owned | assignment.revoking
+
+    def _bounds(self, partitions: Sequence[TopicPartition]) -> LogBounds:
+        earliest = self._cluster.earliest_offsets(partitions)
+        latest = self._cluster.latest_offsets(partitions)
+        self._latest_seen.update(latest)
+        return LogBounds(earliest=earliest, latest=latest)
+
+    def _positions_for_new(
+        self,
+        partitions: Sequence[TopicPartition] | frozenset[TopicPartition],
+        *,
+        bounds: LogBounds | None,
+    ) -> dict[TopicPartition, int]:
+        if not partitions:
+            return {}
+        partitions = sorted(partitions)
+        bounds = bounds or self._bounds(partitions)
+        committed = self._member.committed_offsets()
+        from_group = {tp: committed[tp] for tp in partitions if tp in committed}
+        checked = check_in_range(
+            from_group,
+            bounds=bounds,
+            fail_on_data_loss=self._opts.fail_on_data_loss,
+            source=f"committed offset of group {self._opts.group.group_id!r}:",
+        )
+        positions = initial_positions(
+            partitions,
+            committed=checked,
+            starting=self._opts.starting_offsets,
+            bounds=bounds,
+            group_id=self._opts.group.group_id,
+        )
+        explicit = {tp: p for tp, p in positions.items() if tp not in checked}
+        positions.update(
+            check_in_range(
+                explicit,
+                bounds=bounds,
+                fail_on_data_loss=self._opts.fail_on_data_loss,
+                source="startingOffsets position",
+            )
+        )
+        for tp in partitions:
+            origin = "committed offset" if tp in checked else "startingOffsets"
+            log.info("%s-%d starts at %d (%s)", tp[0], tp[1], positions[tp], origin)
+        return positions
+
+    def _max_records(self, limit: ReadLimit | None) -> int | None:
+        if limit is None:  # pyspark < 4.2: no read limit argument; honour the option ourselves
+            return self._opts.max_offsets_per_trigger
+        if HAS_ADMISSION_CONTROL and isinstance(limit, ReadMaxRows):
+            return int(limit.max_rows)
+        return None
+
+
+def _same_position(a: SourceOffset, b: SourceOffset) -> bool:
+    return (
+        a.generation == b.generation and a.member == b.member and dict(a.offsets) == dict(b.offsets)
+    )
+
+
+def _describe(offsets: Mapping[TopicPartition, int]) -> str:
+    return ", ".join(f"{t}-{p}@{o}" for (t, p), o in sorted(offsets.items())) or "(nothing)"

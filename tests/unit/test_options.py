@@ -1,0 +1,196 @@
+"""Option parsing: every bad option set gives a clear message naming the option and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_kafka_group.errors import OptionError
+from spark_kafka_group.options import EARLIEST, LATEST, parse_options
+
+BASE = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "groupId": "g", "groupStore": "/s"}
+
+
+def lower(options: dict[str, str]) -> dict[str, str]:
+    """Spark hands Python data sources their options lower-cased."""
+    return {k.lower(): v for k, v in options.items()}
+
+
+def without(*keys: str, **extra: str) -> dict[str, str]:
+    options = {k: v for k, v in BASE.items() if k not in keys}
+    options.update(extra)
+    return options
+
+
+BAD_OPTION_SETS = [
+    (
+        "missing servers",
+        without("kafka.bootstrap.servers"),
+        ["kafka.bootstrap.servers", "required"],
+    ),
+    ("empty servers", without(**{"kafka.bootstrap.servers": " "}), ["kafka.bootstrap.servers"]),
+    ("no subscription", without("subscribe"), ["Exactly one of", "none was given"]),
+    (
+        "two subscription modes",
+        without(subscribePattern="t.*"),
+        ["'subscribe'", "'subscribePattern'"],
+    ),
+    (
+        "three subscription modes",
+        without(subscribePattern="t.*", assign='{"t":[0]}'),
+        ["Exactly one"],
+    ),
+    ("empty subscribe", without(subscribe=" , "), ["names no topic"]),
+    (
+        "bad regex",
+        without("subscribe", subscribePattern="orders-("),
+        ["subscribePattern", "regular expression"],
+    ),
+    ("assign not json", without("subscribe", assign="{t: 0}"), ["assign", "not valid JSON"]),
+    (
+        "assign negative partition",
+        without("subscribe", assign='{"t": [-1]}'),
+        ["assign", "partition numbers >= 0"],
+    ),
+    ("assign empty", without("subscribe", assign="{}"), ["non-empty JSON object"]),
+    ("missing groupId", without("groupId"), ["'groupId' is required"]),
+    ("groupId with slash", without(groupId="a/b"), ["groupId", "not valid"]),
+    ("kafka.group.id", without(**{"kafka.group.id": "g"}), ["kafka.group.id", "groupId"]),
+    (
+        "kafka.auto.offset.reset",
+        without(**{"kafka.auto.offset.reset": "earliest"}),
+        ["startingOffsets"],
+    ),
+    (
+        "kafka.enable.auto.commit",
+        without(**{"kafka.enable.auto.commit": "true"}),
+        ["not allowed", "group log"],
+    ),
+    (
+        "typo in option",
+        without(startingOffset="earliest"),
+        ["Unknown option", "Did you mean 'startingOffsets'"],
+    ),
+    (
+        "typo maxOffsetsPerTriger",
+        without(maxOffsetsPerTriger="10"),
+        ["Did you mean 'maxOffsetsPerTrigger'"],
+    ),
+    (
+        "bad startingOffsets word",
+        without(startingOffsets="earlyest"),
+        ["startingOffsets", "did you mean 'earliest'"],
+    ),
+    (
+        "bad startingOffsets json",
+        without(startingOffsets='{"t": {"0": 1'),
+        ["startingOffsets", "not valid JSON"],
+    ),
+    ("startingOffsets bad offset", without(startingOffsets='{"t": {"0": -7}}'), ["-2 (earliest)"]),
+    (
+        "startingOffsets partitions not object",
+        without(startingOffsets='{"t": [0]}'),
+        ["partition -> offset"],
+    ),
+    (
+        "negative maxOffsetsPerTrigger",
+        without(maxOffsetsPerTrigger="-5"),
+        ["maxOffsetsPerTrigger", "positive"],
+    ),
+    ("zero minPartitions", without(minPartitions="0"), ["minPartitions", "positive"]),
+    (
+        "non-numeric maxRecordsPerPartition",
+        without(maxRecordsPerPartition="lots"),
+        ["whole number"],
+    ),
+    (
+        "failOnDataLoss not bool",
+        without(failOnDataLoss="yes"),
+        ["failOnDataLoss", "'true' or 'false'"],
+    ),
+    ("includeHeaders not bool", without(includeHeaders="1"), ["includeHeaders"]),
+    (
+        "heartbeat >= session",
+        without(heartbeatIntervalMs="50000"),
+        ["heartbeatIntervalMs", "sessionTimeoutMs"],
+    ),
+    (
+        "unknown strategy",
+        without(assignmentStrategy="cooperative_sticky"),
+        ["did you mean 'cooperative-sticky'"],
+    ),
+    ("bad listener", without(rebalanceListener="my_listener"), ["module:Class"]),
+    (
+        "negative delay",
+        without(scheduledRebalanceMaxDelayMs="-1"),
+        ["scheduledRebalanceMaxDelayMs", "0 or more"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [(o, e) for _, o, e in BAD_OPTION_SETS],
+    ids=[n for n, _, _ in BAD_OPTION_SETS],
+)
+def test_bad_options_give_clear_errors(options: dict[str, str], expected: list[str]) -> None:
+    with pytest.raises(OptionError) as raised:
+        parse_options(lower(options))
+    message = str(raised.value)
+    for fragment in expected:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+def test_option_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        parse_options({})
+
+
+def test_defaults() -> None:
+    opts = parse_options(lower(BASE))
+    assert opts.subscribe == ("t",)
+    assert opts.starting_offsets.mode == "earliest"
+    assert opts.fail_on_data_loss is True
+    assert opts.include_headers is False
+    assert opts.max_offsets_per_trigger is None
+    assert opts.group.assignment_strategy == "cooperative-sticky"
+    assert opts.group.heartbeat_interval_ms == 3000
+    assert opts.group.session_timeout_ms == 45000
+    assert opts.group.store == "/s"
+
+
+def test_passthrough_and_storage_options_keep_their_values() -> None:
+    opts = parse_options(
+        lower(
+            without(
+                **{
+                    "kafka.security.protocol": "SASL_SSL",
+                    "kafka.fetch.max.bytes": "1048576",
+                    "groupStore.AWS_REGION": "eu-west-1",
+                }
+            )
+        )
+    )
+    assert opts.kafka_params == {"security.protocol": "SASL_SSL", "fetch.max.bytes": "1048576"}
+    assert opts.group.storage_options == {"aws_region": "eu-west-1"}
+
+
+def test_subscriptions() -> None:
+    assert parse_options(lower(without(subscribe="a, b ,c"))).subscribe == ("a", "b", "c")
+    opts = parse_options(lower(without("subscribe", assign='{"a": [2, 0, 2]}')))
+    assert opts.assign == {"a": (0, 2)}
+    assert (
+        parse_options(lower(without("subscribe", subscribePattern="a.*"))).subscribe_pattern
+        == "a.*"
+    )
+
+
+def test_starting_offsets_json() -> None:
+    opts = parse_options(lower(without(startingOffsets='{"t": {"0": 5, "1": -2}}')))
+    starting = opts.starting_offsets
+    assert starting.for_partition("t", 0) == 5
+    assert starting.for_partition("t", 1) == EARLIEST
+    assert starting.for_partition("t", 2) == LATEST
+    assert (
+        parse_options(lower(without(startingOffsets="NONE"))).starting_offsets.for_partition("t", 0)
+        is None
+    )
