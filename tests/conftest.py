@@ -6,8 +6,13 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Python workers must run this interpreter (DESIGN section 6).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -31,3 +36,30 @@ def bootstrap_servers() -> Iterator[str]:
 def topic_name() -> str:
     """A fresh topic name per test (the broker is shared across the session)."""
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local Spark session for the whole run (start-up is the slow part)."""
+    from pyspark.sql import SparkSession
+
+    import spark_kafka_group
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("spark-kafka-group tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    spark_kafka_group.register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def group_store(tmp_path: Path) -> str:
+    """A fresh local group store directory."""
+    return str(tmp_path / "groups")

@@ -3,6 +3,8 @@
 Spark stores it as JSON and hands it back as ``start``/``end``; it must be deterministic
 (fixed key order, only primitives) because Spark compares and replays it. It carries:
 
+* ``group`` and ``store``: the group id and group store, so that whoever reads the offset
+  from Spark's checkpoint or query progress knows which group log it belongs to.
 * ``generation`` and ``member``: the group generation and member id the batch was planned
   in. A rebalance changes the generation, so it always yields a new batch and hence a
   ``commit()`` of the previous one (DESIGN section 6); the member id lets a commit made on
@@ -39,6 +41,8 @@ def _flat(nested: Mapping[str, Mapping[str, int]] | None) -> dict[TopicPartition
 
 @dataclass(frozen=True)
 class SourceOffset:
+    group: str
+    store: str
     generation: int
     member: str
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
@@ -46,6 +50,8 @@ class SourceOffset:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "group": self.group,
+            "store": self.store,
             "generation": self.generation,
             "member": self.member,
             "offsets": _nested(self.offsets),
@@ -55,6 +61,8 @@ class SourceOffset:
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> SourceOffset:
         return cls(
+            group=str(value.get("group", "")),
+            store=str(value.get("store", "")),
             generation=int(value.get("generation", -1)),
             member=str(value.get("member", "")),
             offsets=_flat(value.get("offsets")),

@@ -7,9 +7,9 @@
 4. Else (``none``) :class:`NoOffsetForPartitionError` naming the partitions.
 
 Every position is then checked against [log start, high watermark]: out of range fails with
-:class:`OffsetOutOfRangeError` when ``failOnDataLoss`` is true, else is reset (below the log
-start: to the log start, data was deleted; above the high watermark: to the high watermark,
-the log was truncated or recreated) and reported at WARN.
+:class:`OffsetOutOfRangeError` when ``failOnDataLoss`` is true, else is reset by the reset
+policy as Kafka's ``auto.offset.reset`` does (``startingOffsets`` latest: the high watermark;
+otherwise the log start) and reported at WARN.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ def check_in_range(
     *,
     bounds: LogBounds,
     fail_on_data_loss: bool,
+    starting: StartingOffsets,
     source: str,
 ) -> dict[TopicPartition, int]:
     """Positions checked against the log bounds; see the module docstring for the policy.
@@ -84,9 +85,9 @@ def check_in_range(
         if low <= position <= high:
             checked[tp] = position
             continue
-        reset = low if position < low else high
+        reset = high if starting.for_partition(*tp) == LATEST else low
         what = (
-            f"{source} {position} of partition {tp[0]}-{tp[1]} is out of range "
+            f"{source} for partition {tp[0]}-{tp[1]} is {position}, out of range "
             f"[log start {low}, high watermark {high}]"
         )
         if fail_on_data_loss:

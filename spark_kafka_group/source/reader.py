@@ -97,6 +97,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             assignment = member.poll()
             positions = self._positions_for_new(assignment.owned, bounds=None)
             offset = SourceOffset(
+                group=self._opts.group.group_id,
+                store=self._opts.group.store,
                 generation=assignment.generation,
                 member=assignment.member_id,
                 offsets=positions,
@@ -132,6 +134,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 kept,
                 bounds=bounds,
                 fail_on_data_loss=self._opts.fail_on_data_loss,
+                starting=self._opts.starting_offsets,
                 source="checkpointed position",
             )
             starts = self._positions_for_new(new, bounds=bounds)
@@ -144,6 +147,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                     latest[tp] = min(latest[tp], self._targets[tp])
             ends = limit_end_offsets(positions, latest, self._max_records(limit))
             end = SourceOffset(
+                group=self._opts.group.group_id,
+                store=self._opts.group.store,
                 generation=assignment.generation,
                 member=assignment.member_id,
                 offsets=ends,
@@ -165,6 +170,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return None
         last = self._last_planned
         return SourceOffset(
+            group=self._opts.group.group_id,
+            store=self._opts.group.store,
             generation=last.generation if last else -1,
             member=last.member if last else "",
             offsets=self._latest_seen,
@@ -275,7 +282,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             from_group,
             bounds=bounds,
             fail_on_data_loss=self._opts.fail_on_data_loss,
-            source=f"committed offset of group {self._opts.group.group_id!r}:",
+            starting=self._opts.starting_offsets,
+            source=f"committed offset of group {self._opts.group.group_id!r}",
         )
         positions = initial_positions(
             partitions,
@@ -290,6 +298,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 explicit,
                 bounds=bounds,
                 fail_on_data_loss=self._opts.fail_on_data_loss,
+                starting=self._opts.starting_offsets,
                 source="startingOffsets position",
             )
         )

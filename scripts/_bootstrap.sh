@@ -1,0 +1,69 @@
+# Shared by scripts/setup and scripts/test: make sure Java and the virtualenv are ready.
+# Idempotent: a second run only checks. Sourced, not executed.
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SPARK_KAFKA_GROUP_VENV:-$REPO_ROOT/.venv}"
+
+pick_python() {
+    for candidate in "${PYTHON:-}" python3.12 python3.11 python3.10 python3; do
+        [ -n "$candidate" ] || continue
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    echo "error: Python 3.10 or newer is required (set PYTHON=/path/to/python3.x)." >&2
+    return 1
+}
+
+java_major() {
+    # Prints the major version of the java on PATH (17, 21, ...) or nothing.
+    command -v java >/dev/null 2>&1 || return 0
+    java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1
+}
+
+ensure_java() {
+    local major
+    major="$(java_major)"
+    if [ -n "$major" ] && [ "$major" -ge 17 ]; then
+        return 0
+    fi
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+        echo "Java 17+ not found (found: ${major:-none}); installing openjdk-17-jre-headless ..."
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+        major="$(java_major)"
+        if [ -n "$major" ] && [ "$major" -ge 17 ]; then
+            return 0
+        fi
+    fi
+    cat >&2 <<MSG
+error: Spark needs Java 17 or newer on PATH (found: ${major:-none}).
+  Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless
+  macOS:         brew install openjdk@17
+  or set JAVA_HOME and PATH to an existing JDK/JRE 17+.
+MSG
+    return 1
+}
+
+# ensure_venv VENV_DIR [extra pip requirement ...]
+ensure_venv() {
+    local venv="$1"
+    shift
+    local python
+    python="$(pick_python)" || return 1
+    if [ ! -x "$venv/bin/python" ]; then
+        echo "Creating virtualenv $venv ..."
+        "$python" -m venv "$venv"
+    fi
+    local stamp="$venv/.spark-kafka-group-installed"
+    local wanted
+    wanted="$(cat "$REPO_ROOT/pyproject.toml" ; echo "$*")"
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+        echo "Installing spark-kafka-group and its test extras into $venv ..."
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$REPO_ROOT[test]" "$@"
+        printf '%s' "$wanted" >"$stamp"
+    fi
+}

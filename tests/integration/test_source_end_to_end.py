@@ -1,0 +1,173 @@
+"""One member end to end: real local Spark, real broker, real Delta group log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+import spark_kafka_group
+from spark_kafka_group.sample_data import create_topic, produce_sample
+from tests.streaming import (
+    Collected,
+    expected_records,
+    run_available_now,
+    source_options,
+    start_query,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+
+def committed(store: str, group: str) -> dict[tuple[str, int], int]:
+    return dict(spark_kafka_group.describe_group(store, group).committed)
+
+
+@pytest.mark.smoke
+def test_reads_every_record_exactly_once_and_resumes(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    create_topic(bootstrap_servers, topic_name, 3)
+    first = produce_sample(bootstrap_servers, topic_name, partitions=3, per_partition=200)
+    options = source_options(bootstrap_servers, topic_name, "g-e2e", group_store)
+    checkpoint = str(tmp_path / "ckpt")
+
+    run1 = run_available_now(spark, options, checkpoint)
+    assert run1.records == expected_records(first)
+    # The final batch's offsets reach the group log on every supported pyspark version.
+    assert committed(group_store, "g-e2e") == {(topic_name, p): n for p, n in first.items()}
+
+    # Same checkpoint, more records: only the new ones.
+    second = produce_sample(
+        bootstrap_servers, topic_name, partitions=3, per_partition=50, start=200
+    )
+    run2 = run_available_now(spark, options, checkpoint)
+    assert run2.records == expected_records(second, start=first)
+
+    # New checkpoint, same group: resumes from the group's committed offsets.
+    third = produce_sample(bootstrap_servers, topic_name, partitions=3, per_partition=30, start=250)
+    resumed_from = {p: first[p] + second[p] for p in first}
+    run3 = run_available_now(spark, options, str(tmp_path / "ckpt-new"))
+    assert run3.records == expected_records(third, start=resumed_from)
+
+
+def test_max_offsets_per_trigger_bounds_every_batch(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    create_topic(bootstrap_servers, topic_name, 3)
+    counts = produce_sample(bootstrap_servers, topic_name, partitions=3, per_partition=100)
+    options = source_options(
+        bootstrap_servers, topic_name, "g-limit", group_store, maxOffsetsPerTrigger=70
+    )
+    run = run_available_now(spark, options, str(tmp_path / "ckpt"))
+    sizes = [len(rows) for _, rows in sorted(run.batches.items())]
+    assert run.records == expected_records(counts)
+    assert max(sizes) <= 70
+    assert sum(sizes) == sum(counts.values())
+    assert len([s for s in sizes if s]) >= sum(counts.values()) // 70
+
+
+def test_starting_offsets_latest_and_json(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    create_topic(bootstrap_servers, topic_name, 3)
+    counts = produce_sample(bootstrap_servers, topic_name, partitions=3, per_partition=20)
+
+    latest = source_options(
+        bootstrap_servers, topic_name, "g-latest", group_store, startingOffsets="latest"
+    )
+    assert run_available_now(spark, latest, str(tmp_path / "c1")).records == []
+
+    per_partition = json.dumps({topic_name: {"0": 5, "1": -2, "2": -1}})
+    explicit = source_options(
+        bootstrap_servers, topic_name, "g-json", group_store, startingOffsets=per_partition
+    )
+    run = run_available_now(spark, explicit, str(tmp_path / "c2"))
+    assert run.records == sorted(
+        [(0, o) for o in range(5, counts[0])] + [(1, o) for o in range(counts[1])]
+    )
+
+
+def test_starting_offsets_none_names_the_partitions(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    create_topic(bootstrap_servers, topic_name, 2)
+    produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=5)
+    options = source_options(
+        bootstrap_servers, topic_name, "g-none", group_store, startingOffsets="none"
+    )
+    query = start_query(spark, options, str(tmp_path / "c"), Collected())
+    with pytest.raises(StreamingQueryException) as raised:
+        query.awaitTermination(120)
+    message = str(raised.value)
+    assert "NoOffsetForPartitionError" in message
+    assert f"{topic_name}-0" in message and f"{topic_name}-1" in message
+    assert "startingOffsets" in message
+
+
+def test_out_of_range_committed_offset(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    create_topic(bootstrap_servers, topic_name, 1)
+    counts = produce_sample(bootstrap_servers, topic_name, partitions=1, per_partition=10)
+    # An operator set the group's offset beyond the end of the log (e.g. the topic was
+    # recreated): the committed offset is out of range.
+    spark_kafka_group.reset_offsets(
+        group_store, "g-oor", {(topic_name, 0): counts[0] + 1000}, execute=True
+    )
+    strict = source_options(bootstrap_servers, topic_name, "g-oor", group_store)
+    query = start_query(spark, strict, str(tmp_path / "c1"), Collected())
+    with pytest.raises(StreamingQueryException) as raised:
+        query.awaitTermination(120)
+    assert "out of range" in str(raised.value)
+    assert "failOnDataLoss=false" in str(raised.value)
+    assert committed(group_store, "g-oor") == {(topic_name, 0): counts[0] + 1000}
+
+    lenient = source_options(
+        bootstrap_servers, topic_name, "g-oor", group_store, failOnDataLoss="false"
+    )
+    more = produce_sample(bootstrap_servers, topic_name, partitions=1, per_partition=3, start=10)
+    run = run_available_now(spark, lenient, str(tmp_path / "c2"))
+    # Reset by the policy (startingOffsets=earliest, like auto.offset.reset): everything is
+    # read again from the log start and the committed offset is valid once more.
+    assert run.records == expected_records({0: counts[0] + more[0]})
+    assert committed(group_store, "g-oor") == {(topic_name, 0): counts[0] + more[0]}
+
+
+def test_schema_headers_and_tombstones(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    from spark_kafka_group.sample_data import produce
+
+    create_topic(bootstrap_servers, topic_name, 1)
+    produce(
+        bootstrap_servers,
+        topic_name,
+        [(0, b"k1", b"v1"), (0, b"k2", None), (0, None, b"v3")],
+        headers=[("h", b"x")],
+    )
+    options = source_options(
+        bootstrap_servers, topic_name, "g-h", group_store, includeHeaders="true"
+    )
+    frame = spark.readStream.format("kafka-group").options(**options).load()
+    assert frame.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>>"
+    )
+    rows: list = []
+    query = (
+        frame.writeStream.foreachBatch(lambda df, _: rows.extend(df.collect()))
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    spark_kafka_group.leave_group(query)
+    rows.sort(key=lambda r: r.offset)
+    assert [(r.key, r.value) for r in rows[:3]] == [(b"k1", b"v1"), (b"k2", None), (None, b"v3")]
+    assert all(r.topic == topic_name and r.partition == 0 for r in rows)
+    assert [(h.key, h.value) for h in rows[0].headers] == [("h", b"x")]
+    assert rows[0].timestamp is not None
+    assert rows[0].timestampType == 0

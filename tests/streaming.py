@@ -1,0 +1,97 @@
+"""Helpers to run real kafka-group streaming queries and collect what each batch read."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+
+@dataclass
+class Collected:
+    """Rows per micro-batch, gathered by a foreachBatch sink in the test process."""
+
+    batches: dict[int, list[tuple[int, int, bytes | None]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sink(self, frame: DataFrame, batch_id: int) -> None:
+        rows = frame.select("partition", "offset", "value").collect()
+        with self.lock:
+            self.batches[batch_id] = [(r.partition, r.offset, r.value) for r in rows]
+
+    @property
+    def records(self) -> list[tuple[int, int]]:
+        with self.lock:
+            return sorted((p, o) for rows in self.batches.values() for p, o, _ in rows)
+
+    def count(self) -> int:
+        with self.lock:
+            return sum(len(rows) for rows in self.batches.values())
+
+
+def source_options(
+    bootstrap_servers: str, topic: str, group_id: str, group_store: str, **extra: Any
+) -> dict[str, str]:
+    options = {
+        "kafka.bootstrap.servers": bootstrap_servers,
+        "subscribe": topic,
+        "groupId": group_id,
+        "groupStore": group_store,
+        "startingOffsets": "earliest",
+        # Short timeouts keep the tests fast; the defaults are Kafka's.
+        "heartbeatIntervalMs": "500",
+        "sessionTimeoutMs": "6000",
+        "rebalanceTimeoutMs": "10000",
+    }
+    options.update({k: str(v) for k, v in extra.items()})
+    return options
+
+
+def start_query(
+    spark: SparkSession,
+    options: Mapping[str, str],
+    checkpoint: str,
+    collected: Collected,
+    *,
+    available_now: bool = True,
+    processing_time: str = "500 milliseconds",
+) -> StreamingQuery:
+    reader = spark.readStream.format("kafka-group")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    writer = reader.load().writeStream.foreachBatch(collected.sink)
+    writer = writer.option("checkpointLocation", checkpoint)
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=processing_time)
+    return writer.start()
+
+
+def run_available_now(
+    spark: SparkSession, options: Mapping[str, str], checkpoint: str, *, timeout_s: float = 180
+) -> Collected:
+    """Run a query with Trigger.AvailableNow to completion and leave the group."""
+    import spark_kafka_group
+
+    collected = Collected()
+    query = start_query(spark, options, checkpoint, collected)
+    finished = query.awaitTermination(timeout_s)
+    spark_kafka_group.leave_group(query)
+    if not finished:
+        query.stop()
+        raise AssertionError(f"query did not finish within {timeout_s}s")
+    if query.exception() is not None:
+        raise AssertionError(f"query failed: {query.exception()}")
+    return collected
+
+
+def expected_records(counts: Mapping[int, int], start: Mapping[int, int] | None = None) -> list:
+    start = start or {}
+    return sorted(
+        (p, o) for p, n in counts.items() for o in range(start.get(p, 0), start.get(p, 0) + n)
+    )
