@@ -20,14 +20,40 @@ from spark_kafka_group._version import __version__
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["FORMAT_NAME", "__version__", "register"]
+__all__ = [
+    "FORMAT_NAME",
+    "__version__",
+    "describe_group",
+    "leave_group",
+    "register",
+    "reset_offsets",
+]
 
 #: The name passed to ``spark.readStream.format(...)``.
 FORMAT_NAME = "kafka-group"
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``kafka-group`` data source with ``spark`` (idempotent)."""
+    """Register the ``kafka-group`` data source with ``spark`` and add the listener that
+    commits each completed batch from the query progress (idempotent)."""
+    from spark_kafka_group.progress import GroupProgressListener
     from spark_kafka_group.source.datasource import KafkaGroupDataSource
 
     spark.dataSource.register(KafkaGroupDataSource)
+    if not getattr(spark, "_kafka_group_listener", None):
+        listener = GroupProgressListener()
+        spark.streams.addListener(listener)
+        spark._kafka_group_listener = listener  # type: ignore[attr-defined]
+
+
+def __getattr__(name: str) -> object:
+    # The group operations import pyspark / deltalake; load them on first use.
+    if name in ("describe_group", "reset_offsets"):
+        from spark_kafka_group import admin
+
+        return getattr(admin, name)
+    if name == "leave_group":
+        from spark_kafka_group.progress import leave_group
+
+        return leave_group
+    raise AttributeError(f"module 'spark_kafka_group' has no attribute {name!r}")

@@ -62,6 +62,16 @@ class KafkaInputPartition(InputPartition):
 
 class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
+        self._init(options)
+
+    # Spark pickles the reader to run ``read()`` on executors: only the options travel.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self._opts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._init(state["options"])
+
+    def _init(self, options: SourceOptions) -> None:
         self._opts = options
         self._lock = threading.Lock()
         self._cluster: Any = None
@@ -80,12 +90,12 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def _ensure_started(self) -> Any:
         if self._member is None:
             from spark_kafka_group.kafka import KafkaCluster
-            from spark_kafka_group.member import GroupMember
+            from spark_kafka_group.member import member_for_source
 
             self._cluster = KafkaCluster(
                 self._opts.bootstrap_servers, client_conf=dict(self._opts.kafka_params)
             )
-            self._member = GroupMember.for_source(self._opts, cluster=self._cluster)
+            self._member = member_for_source(self._opts, self._cluster)
             self._member.start()
         return self._member
 
@@ -252,7 +262,12 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         revoked that no batch still in flight reads: their final offsets are committed now."""
         busy = in_flight.offsets if in_flight is not None else {}
         release = {tp for tp in self._member.poll().revoking if tp not in busy}
-        self._member.commit(done.offsets, release=release)
+        self._member.commit(
+            done.offsets,
+            batch_generation=done.generation,
+            batch_member=done.member,
+            release=release,
+        )
 
     def _partitions_still_ours(self) -> frozenset[TopicPartition] | None:
         if self._member is None:

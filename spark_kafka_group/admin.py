@@ -1,0 +1,194 @@
+"""Group operations from outside a member: describe, reset offsets, commit or leave on a
+member's behalf. Used by the CLI, the Python API (``spark_kafka_group.describe_group`` ...)
+and the progress listener. Every change goes through the protocol's handlers, like a member's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from spark_kafka_group.errors import KafkaGroupError
+from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
+from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.store import GroupLog, group_log_uri
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+
+class GroupNotEmptyError(KafkaGroupError):
+    """The operation needs a group without live members (as Kafka's offset reset does)."""
+
+
+@dataclass(frozen=True)
+class MemberInfo:
+    member_id: str
+    instance_id: str | None
+    client_host: str
+    generation: int
+    last_seen_ms: int
+    assignment: tuple[TP, ...]
+    revoking: tuple[TP, ...]
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    group_id: str
+    uri: str
+    version: int
+    state: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    members: tuple[MemberInfo, ...] = ()
+    committed: Mapping[TP, int] = field(default_factory=dict)
+
+
+def _client(
+    store: str, group_id: str, storage_options: Mapping[str, str] | None, *, create: bool
+) -> GroupLogClient:
+    return GroupLogClient(store, group_id, storage_options=storage_options, create=create)
+
+
+def describe_group(
+    store: str, group_id: str, *, storage_options: Mapping[str, str] | None = None
+) -> GroupInfo:
+    """The group as its log says now (read only; a missing log describes an empty group)."""
+    uri = group_log_uri(store, group_id)
+    existing = GroupLog.open(uri, storage_options=storage_options, create=False)
+    if existing.latest_version() < 0:
+        return GroupInfo(group_id, uri, -1, "Empty", 0, None, None)
+    client = _client(store, group_id, storage_options, create=False)
+    group = client.fold().group
+    members = tuple(
+        MemberInfo(
+            member_id=m.member_id,
+            instance_id=m.instance_id,
+            client_host=m.client_host,
+            generation=m.generation,
+            last_seen_ms=m.last_seen_ms,
+            assignment=tuple(sorted((tp.topic, tp.partition) for tp in m.assignment)),
+            revoking=tuple(sorted((tp.topic, tp.partition) for tp in m.revoking)),
+        )
+        for m in group.members.values()
+    )
+    return GroupInfo(
+        group_id=group_id,
+        uri=uri,
+        version=client.version,
+        state=group.state.value,
+        generation=group.generation,
+        protocol=group.protocol,
+        leader=group.leader,
+        members=members,
+        committed={(tp.topic, tp.partition): o.offset for tp, o in sorted(group.offsets.items())},
+    )
+
+
+def reset_offsets(
+    store: str,
+    group_id: str,
+    offsets: Mapping[TP, int],
+    *,
+    execute: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+) -> dict[TP, tuple[int | None, int]]:
+    """Set committed offsets; the plan ``{tp: (current, new)}``. Changes nothing unless
+    ``execute``. Refused while the group has live members (expired ones are removed first)."""
+    client = _client(store, group_id, storage_options, create=execute)
+
+    def decide(
+        work: GroupCoordinator, now: int
+    ) -> tuple[list[GroupRecord], dict[TP, tuple[int | None, int]]]:
+        records = work.tick(now)  # members past their session timeout are not live
+        work.apply_all(records)
+        group = work.group
+        if group.members:
+            live = ", ".join(
+                f"{m.member_id}" + (f" (instance {m.instance_id})" if m.instance_id else "")
+                for m in group.members.values()
+            )
+            raise GroupNotEmptyError(
+                f"Group {group_id!r} has live members ({live}): stop their queries (and call "
+                "spark_kafka_group.leave_group(query), or wait for their session timeout) "
+                "before resetting offsets."
+            )
+        plan = {
+            tp: (group.offsets[tp].offset if tp in group.offsets else None, int(new))  # type: ignore[index]
+            for tp, new in sorted(offsets.items())
+        }
+        if not execute:
+            return [], plan
+        commits, response = work.commit_offsets(None, -1, dict(offsets), now)
+        if response.error is not GroupError.NONE or not response.accepted >= set(offsets):
+            raise GroupNotEmptyError(
+                f"Group {group_id!r} refused the offset reset: {response.partition_errors}"
+            )
+        return records + commits, plan
+
+    if not execute and client.table.latest_version() < 0:
+        return {tp: (None, int(o)) for tp, o in sorted(offsets.items())}
+    return client.transact(decide)
+
+
+def commit_for_member(
+    store: str,
+    group_id: str,
+    member_id: str,
+    generation: int,
+    offsets: Mapping[TP, int],
+    *,
+    storage_options: Mapping[str, str] | None = None,
+) -> int:
+    """Commit a completed batch's offsets on behalf of ``member_id``; how many were written.
+
+    Only while the member is still in the generation the batch was planned in, only for
+    partitions it holds, and never moving a committed offset backwards: anything else is
+    the member's own business (it commits itself) or a zombie's.
+    """
+    client = _client(store, group_id, storage_options, create=False)
+
+    def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], int]:
+        member = work.group.member(member_id)
+        if member is None or member.generation != generation:
+            return [], 0
+        committed = work.group.offsets
+        fresh = {
+            tp: off
+            for tp, off in offsets.items()
+            if tp in member.held and (tp not in committed or committed[tp].offset < off)  # type: ignore[index]
+        }
+        if not fresh:
+            return [], 0
+        records, response = work.commit_offsets(
+            member_id, work.group.generation, fresh, now, instance_id=member.instance_id
+        )
+        return records, len(response.accepted)
+
+    return client.transact(decide)
+
+
+def leave_for_member(
+    store: str,
+    group_id: str,
+    member_id: str,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+) -> bool:
+    """Write LEAVE for a dynamic member (static members keep their partitions, as in Kafka)."""
+    client = _client(store, group_id, storage_options, create=False)
+
+    def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], bool]:
+        member = work.group.member(member_id)
+        if member is None or member.instance_id is not None:
+            return [], False
+        records, response = work.leave(member_id, now, reason="leave_group() after query stop")
+        return records, response.error is GroupError.NONE
+
+    left = client.transact(decide)
+    if left:
+        log.info("Member %s left group %s", member_id, group_id)
+    return left

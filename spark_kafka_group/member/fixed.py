@@ -1,0 +1,88 @@
+"""``assign``: a fixed set of partitions, without group management (Kafka's ``assign()``).
+
+As with a Kafka consumer that uses ``assign()`` and commits to a group, the query does not
+join the group: it owns exactly the listed partitions and commits as a "simple" group member,
+which the protocol accepts only while the group has no dynamic members (Kafka: commits with
+generation -1 to an Empty group). Several ``assign`` queries may share a group id; nothing
+then stops them from reading the same partitions, exactly as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+
+from spark_kafka_group.errors import MemberFencedError
+from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
+from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.member.member import Assignment, new_member_id
+from spark_kafka_group.options import GroupSettings
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+
+class FixedAssignmentMember:
+    def __init__(self, settings: GroupSettings, partitions: Iterable[TP]) -> None:
+        self.settings = settings
+        self.member_id = f"assign-{new_member_id()}"
+        self._client = GroupLogClient(
+            settings.store, settings.group_id, storage_options=settings.storage_options
+        )
+        owned = frozenset(partitions)
+        self._assignment = Assignment(
+            generation=0,
+            member_id=self.member_id,
+            owned=owned,
+            owned_since=dict.fromkeys(owned, 0),
+            stable=True,
+        )
+
+    def start(self) -> Assignment:
+        self._client.fold()
+        return self._assignment
+
+    def poll(self) -> Assignment:
+        return self._assignment
+
+    def committed_offsets(self) -> dict[TP, int]:
+        offsets = self._client.fold().group.offsets
+        return {(tp.topic, tp.partition): o.offset for tp, o in offsets.items()}
+
+    def commit(
+        self,
+        offsets: Mapping[TP, int],
+        *,
+        batch_generation: int,
+        batch_member: str,
+        release: Iterable[TP] = (),
+    ) -> None:
+        mine = {tp: o for tp, o in offsets.items() if tp in self._assignment.owned}
+
+        def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], GroupError]:
+            committed = work.group.offsets
+            fresh = {
+                tp: o
+                for tp, o in mine.items()
+                if tp not in committed or committed[tp].offset != o  # type: ignore[comparison-overlap]
+            }
+            if not fresh:
+                return [], GroupError.NONE
+            records, response = work.commit_offsets(None, -1, fresh, now)
+            return records, response.error
+
+        error = self._client.transact(decide)
+        if error is not GroupError.NONE:
+            raise MemberFencedError(
+                f"Group {self.settings.group_id!r} rejected the commit of this 'assign' query "
+                f"({error}): the group has members that subscribe to topics, and Kafka only "
+                "accepts commits from queries without group management while the group is "
+                "empty. Use 'subscribe' in every query of the group, or another groupId."
+            )
+
+    def leave(self) -> None:
+        """Nothing to leave: an ``assign`` query is not a group member."""
+
+    def close(self) -> None:
+        """Nothing to stop."""

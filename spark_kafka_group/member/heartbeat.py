@@ -1,0 +1,62 @@
+"""The member's background thread: steps the protocol every heartbeat interval.
+
+Timer bookkeeping only (as kafka-python's ``heartbeat.py``); what a step does is the member's
+business. A failing step (e.g. the group store briefly unavailable) is logged and retried
+with exponential backoff, never fatal: the reader keeps consuming what it owns meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 10.0
+
+
+class HeartbeatThread:
+    def __init__(self, step: Callable[[], None], delay_s: Callable[[], float]) -> None:
+        self._step = step
+        self._delay_s = delay_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failures = 0
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="kafka-group-heartbeat", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, waking early when stopped."""
+        self._stop.wait(seconds)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._next_delay()):
+            try:
+                self._step()
+                self._failures = 0
+            except Exception as exc:
+                self._failures += 1
+                log.warning(
+                    "group member background step failed (%d in a row), retrying in %.1fs: %s",
+                    self._failures,
+                    self._next_delay(),
+                    exc,
+                )
+
+    def _next_delay(self) -> float:
+        delay = self._delay_s()
+        if self._failures:
+            delay = min(MAX_BACKOFF_S, delay * (2 ** min(self._failures, 6)))
+        return delay

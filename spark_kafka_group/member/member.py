@@ -1,0 +1,462 @@
+"""The group member that lives in a query's streaming-source process on the driver.
+
+It drives the pure protocol (:mod:`spark_kafka_group.group`, see its package docstring for
+the sequence) over the group log: join, wait for the others, sync (the leader assigns),
+heartbeat, commit, release revoked partitions, rejoin when fenced. A background thread
+(:mod:`.heartbeat`) steps it every heartbeat interval; the reader steps it on every
+``latestOffset`` too (``poll``).
+
+What the reader sees is an :class:`Assignment`: the partitions it may plan (``owned`` minus
+``revoking``), the ones it must finish and release (``revoking``), and for each partition
+the generation since which this member holds it continuously (``owned_since``): a batch
+planned before that generation must neither supply a position nor commit for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from spark_kafka_group.errors import GroupStoreError, MemberFencedError, OptionError
+from spark_kafka_group.group import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupError,
+    GroupRecord,
+    GroupState,
+    JoinRequest,
+    MemberView,
+    RebalanceProtocol,
+    TopicPartition,
+)
+from spark_kafka_group.group.timer import Clock
+from spark_kafka_group.member.heartbeat import HeartbeatThread
+from spark_kafka_group.member.listener import RebalanceListenerRunner
+from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.options import GroupSettings
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+#: While rebalancing, the member steps this often instead of every heartbeat interval.
+REBALANCE_POLL_MS = 200
+#: How often the member compares topic metadata with the group's assignment snapshot
+#: (new partitions, topics matching a pattern), in heartbeat intervals.
+METADATA_CHECK_EVERY_HEARTBEATS = 10
+
+
+@dataclass(frozen=True)
+class Assignment:
+    generation: int
+    member_id: str
+    #: Everything the member holds: partitions it may plan and those being revoked.
+    owned: frozenset[TP] = frozenset()
+    #: Held partitions the member must finish and release (cooperative rebalancing).
+    revoking: frozenset[TP] = frozenset()
+    #: Generation since which each held partition has been held continuously.
+    owned_since: Mapping[TP, int] = field(default_factory=dict)
+    stable: bool = False
+
+
+@dataclass(frozen=True)
+class SubscriptionSpec:
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+
+
+def new_member_id() -> str:
+    """Kafka-style member id: who and where, plus a random part (one per incarnation)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+class GroupMember:
+    def __init__(
+        self,
+        settings: GroupSettings,
+        *,
+        subscription: SubscriptionSpec,
+        topic_counts: Callable[[], Mapping[str, int]],
+        client_id: str = "spark-kafka-group",
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = settings
+        self._subscription = subscription
+        self._topic_counts = topic_counts
+        self._client_id = client_id
+        self._client = GroupLogClient(
+            settings.store,
+            settings.group_id,
+            storage_options=settings.storage_options,
+            config=GroupConfig(
+                scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms
+            ),
+            clock=clock,
+        )
+        self._clock = self._client.clock
+        self._lock = threading.RLock()
+        self.member_id = new_member_id()
+        self._assignment = Assignment(generation=-1, member_id=self.member_id)
+        self._last_write_ms = -(10**15)
+        self._last_metadata_check_ms = -(10**15)
+        # Offsets and releases waiting to be written (the store may be briefly unavailable).
+        self._pending_offsets: dict[TP, int] = {}
+        self._pending_release: set[TP] = set()
+        self._fatal: Exception | None = None
+        self._listener = RebalanceListenerRunner.load(settings.rebalance_listener)
+        self._heartbeat = HeartbeatThread(self._background_step, self._next_step_delay_s)
+
+    @classmethod
+    def for_source(cls, opts: object, *, cluster: object) -> GroupMember:
+        """The member of a ``kafka-group`` query (``opts``: SourceOptions)."""
+        from spark_kafka_group.options import SourceOptions
+
+        assert isinstance(opts, SourceOptions)
+        subscription = SubscriptionSpec(topics=opts.subscribe or (), pattern=opts.subscribe_pattern)
+        # Fail fast, with the cluster's own words, when a subscribed topic does not exist.
+        cluster.topic_partitions(  # type: ignore[attr-defined]
+            subscribe=opts.subscribe, pattern=opts.subscribe_pattern
+        )
+        return cls(
+            opts.group,
+            subscription=subscription,
+            topic_counts=lambda: cluster.topic_partitions(pattern=".*"),  # type: ignore[attr-defined]
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, *, wait_s: float | None = None) -> Assignment:
+        """Join and wait (bounded) for the first assignment; then heartbeat in the background."""
+        settings = self.settings
+        if wait_s is None:
+            wait_s = (2 * settings.heartbeat_interval_ms + REBALANCE_POLL_MS * 5) / 1000.0
+        deadline = self._clock.now_ms() + int(wait_s * 1000)
+        assignment = self.poll()
+        while not assignment.stable and self._clock.now_ms() < deadline:
+            self._heartbeat.sleep(REBALANCE_POLL_MS / 1000.0)
+            assignment = self.poll()
+        self._heartbeat.start()
+        return assignment
+
+    def close(self) -> None:
+        """Stop heartbeating; a dynamic member also leaves (Kafka's consumer.close())."""
+        self._heartbeat.stop()
+        if self.settings.instance_id is None:
+            try:
+                self.leave()
+            except Exception as exc:  # close() must not fail the query
+                log.warning("group %s: leaving on close failed: %s", self.settings.group_id, exc)
+
+    def leave(self, reason: str = "the query left the group") -> None:
+        """Write LEAVE now, so the group rebalances at once instead of after the timeout."""
+        with self._lock:
+            self._flush_pending()
+
+            def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
+                if work.group.member(self.member_id) is None:
+                    return [], None
+                records, _ = work.leave(
+                    self.member_id, now, instance_id=self.settings.instance_id, reason=reason
+                )
+                return records, None
+
+            self._client.transact(decide)
+            log.info("Left group %s as member %s", self.settings.group_id, self.member_id)
+            self._update_view(self._client.coordinator)
+
+    # -- what the reader calls ---------------------------------------------------------------
+
+    def poll(self) -> Assignment:
+        """One protocol step (fold, tick, join/sync/heartbeat as needed); the assignment."""
+        with self._lock:
+            self._raise_if_fatal()
+            try:
+                self._step()
+            except GroupStoreError as exc:
+                # Keep consuming what we own; the heartbeat thread retries with backoff.
+                log.warning("group %s: group log unavailable: %s", self.settings.group_id, exc)
+            self._raise_if_fatal()
+            return self._assignment
+
+    def committed_offsets(self) -> dict[TP, int]:
+        with self._lock:
+            offsets = self._client.coordinator.group.offsets
+            return {(tp.topic, tp.partition): o.offset for tp, o in offsets.items()}
+
+    def commit(
+        self,
+        offsets: Mapping[TP, int],
+        *,
+        batch_generation: int,
+        batch_member: str,
+        release: Iterable[TP] = (),
+    ) -> None:
+        """Commit a completed batch's end offsets and release revoked partitions it finished.
+
+        Partitions the batch planned under another incarnation of the member, or before the
+        member (re)acquired them, are left out: their committed offset belongs to whoever
+        read them since. If the store is unavailable the commit is kept and retried.
+        """
+        with self._lock:
+            if batch_member == self.member_id:
+                since = self._assignment.owned_since
+                for tp, offset in offsets.items():
+                    if since.get(tp, batch_generation + 1) <= batch_generation:
+                        self._pending_offsets[tp] = offset
+            self._pending_release.update(set(release) & self._assignment.revoking)
+            try:
+                self._flush_pending()
+            except GroupStoreError as exc:
+                log.warning(
+                    "group %s: commit of %d partition(s) postponed, the group log is "
+                    "unavailable: %s",
+                    self.settings.group_id,
+                    len(self._pending_offsets),
+                    exc,
+                )
+
+    # -- the protocol step -------------------------------------------------------------------
+
+    def _background_step(self) -> None:
+        with self._lock:
+            if self._fatal is None:
+                self._step()
+
+    def _next_step_delay_s(self) -> float:
+        if self._assignment.stable:
+            return self.settings.heartbeat_interval_ms / 1000.0
+        return REBALANCE_POLL_MS / 1000.0
+
+    def _step(self) -> None:
+        self._flush_pending()
+        self._client.transact(self._decide)
+        self._update_view(self._client.coordinator)
+
+    def _decide(self, work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
+        out: list[GroupRecord] = list(work.tick(now))
+        work.apply_all(out)
+
+        def do(result: tuple[list[GroupRecord], object]) -> object:
+            records, response = result
+            work.apply_all(records)
+            out.extend(records)
+            return response
+
+        me, instance = self.member_id, self.settings.instance_id
+        view = work.member_view(me)
+        if view.fenced:
+            return out, None
+        heartbeat_due = now - self._last_write_ms >= self.settings.heartbeat_interval_ms
+
+        def wrote() -> bool:  # any record of a member counts as its heartbeat
+            return any(r.member_id == me and r.kind != "EXPIRE" for r in out)
+
+        if view.needs_join:
+            response = do(work.join(self._join_request(view), now))
+            self._check_join_error(getattr(response, "error", GroupError.NONE))
+        elif view.awaiting_sync and view.is_leader:
+            do(
+                work.sync(
+                    me,
+                    view.group_generation,
+                    now,
+                    instance_id=instance,
+                    metadata=dict(self._topic_counts()),
+                )
+            )
+        elif view.state == GroupState.STABLE and view.known:
+            if now - self._last_metadata_check_ms >= (
+                METADATA_CHECK_EVERY_HEARTBEATS * self.settings.heartbeat_interval_ms
+            ):
+                self._last_metadata_check_ms = now
+                do(work.metadata_changed(me, dict(self._topic_counts()), now, instance_id=instance))
+            if heartbeat_due and not wrote():
+                do(work.heartbeat(me, view.member_generation, now, instance_id=instance))
+        elif heartbeat_due and view.known and not wrote():
+            do(work.heartbeat(me, view.member_generation, now, instance_id=instance))
+        if wrote():
+            self._last_write_ms = now
+        return out, None
+
+    def _flush_pending(self) -> None:
+        if not self._pending_offsets and not self._pending_release:
+            return
+        offsets, release = dict(self._pending_offsets), set(self._pending_release)
+
+        def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], object]:
+            view = work.member_view(self.member_id)
+            if not view.known or view.fenced:
+                return [], None
+            held = set(view.assignment) | set(view.revoking)
+            committed = work.group.offsets
+            fresh = {
+                tp: off
+                for tp, off in offsets.items()
+                if TopicPartition(*tp) in held
+                # Never move a committed offset backwards on a member's say-so.
+                and off > committed.get(TopicPartition(*tp), _NO_COMMIT).offset
+            }
+            out: list[GroupRecord] = []
+            response = None
+            if fresh:
+                records, response = work.commit_offsets(
+                    self.member_id,
+                    view.group_generation,
+                    fresh,
+                    now,
+                    instance_id=self.settings.instance_id,
+                )
+                work.apply_all(records)
+                out.extend(records)
+            to_release = release & {(t, p) for t, p in view.revoking}
+            if to_release:
+                records, _ = work.ack_revocation(
+                    self.member_id,
+                    view.group_generation,
+                    sorted(to_release),
+                    now,
+                    instance_id=self.settings.instance_id,
+                )
+                work.apply_all(records)
+                out.extend(records)
+            return out, response
+
+        response = self._client.transact(decide)
+        self._pending_offsets.clear()
+        self._pending_release.clear()
+        rejected = {
+            tp: error
+            for tp, error in getattr(response, "partition_errors", {}).items()
+            if error is not GroupError.NONE
+        }
+        if rejected:
+            log.warning(
+                "group %s: commit rejected for %s (member %s is no longer their owner); they "
+                "will be read again by their current owner from the last accepted commit",
+                self.settings.group_id,
+                ", ".join(f"{tp.topic}-{tp.partition}: {e}" for tp, e in sorted(rejected.items())),
+                self.member_id,
+            )
+        self._update_view(self._client.coordinator)
+
+    # -- assignment bookkeeping --------------------------------------------------------------
+
+    def _update_view(self, coordinator: GroupCoordinator) -> None:
+        view = coordinator.member_view(self.member_id)
+        group_id = self.settings.group_id
+        previous = self._assignment
+        if view.fenced:
+            self._lose(previous.owned, "fenced: another member took over its groupInstanceId")
+            self._fatal = MemberFencedError(
+                f"Member {self.member_id} of group {group_id!r} was fenced: another query "
+                f"joined with the same groupInstanceId {self.settings.instance_id!r}. Give every "
+                "concurrently running query its own groupInstanceId."
+            )
+            return
+        if not view.known:
+            if previous.owned:
+                self._lose(previous.owned, "expired from the group (session timeout)")
+            # Rejoin as a new incarnation, as a Kafka consumer resets its member id.
+            if previous.generation >= 0:
+                self.member_id = new_member_id()
+                log.warning("Rejoining group %s as member %s", group_id, self.member_id)
+            self._assignment = Assignment(generation=-1, member_id=self.member_id)
+            return
+        held = frozenset((t, p) for t, p in view.assignment) | frozenset(
+            (t, p) for t, p in view.revoking
+        )
+        # Still a member: what it no longer holds was revoked (released after its final
+        # commit, or given up by an eager rejoin), not lost.
+        revoked = previous.owned - held
+        if revoked:
+            log.info("Revoked from %s: %s", self.member_id, _names(revoked))
+            self._listener.revoked(sorted(revoked))
+        generation = view.member_generation
+        since = {tp: previous.owned_since.get(tp, generation) for tp in held}
+        new = held - previous.owned
+        stable = view.state == GroupState.STABLE and generation == view.group_generation
+        self._assignment = Assignment(
+            generation=generation,
+            member_id=self.member_id,
+            owned=held,
+            revoking=frozenset((t, p) for t, p in view.revoking),
+            owned_since=since,
+            stable=stable,
+        )
+        if generation != previous.generation:
+            log.info(
+                "Joined group %s as member %s (generation %d, protocol %s, leader: %s)",
+                group_id, self.member_id, generation, view.protocol, view.is_leader,
+            )  # fmt: skip
+        if new:
+            log.info("Newly assigned to %s: %s", self.member_id, _names(new))
+            self._listener.assigned(sorted(new))
+        newly_revoking = self._assignment.revoking - previous.revoking
+        if newly_revoking:
+            log.info("Revoking from %s: %s (finishing the in-flight batch)", self.member_id,
+                     _names(newly_revoking))  # fmt: skip
+
+    def _lose(self, partitions: Iterable[TP], why: str) -> None:
+        partitions = sorted(partitions)
+        if not partitions:
+            return
+        log.warning(
+            "Member %s of group %s lost %s: %s", self.member_id, self.settings.group_id,
+            _names(partitions), why,
+        )  # fmt: skip
+        self._pending_offsets.clear()
+        self._listener.lost(partitions)
+
+    def _join_request(self, view: MemberView) -> JoinRequest:
+        cooperative = self._client.coordinator.rebalance_protocol() is not RebalanceProtocol.EAGER
+        held = sorted(self._assignment.owned) if view.known and cooperative else []
+        return JoinRequest(
+            member_id=self.member_id,
+            protocols=(self.settings.assignment_strategy,),
+            topics=self._subscription.topics,
+            pattern=self._subscription.pattern,
+            instance_id=self.settings.instance_id,
+            owned=held,
+            session_timeout_ms=self.settings.session_timeout_ms,
+            rebalance_timeout_ms=self.settings.rebalance_timeout_ms,
+            client_id=self._client_id,
+            client_host=socket.gethostname(),
+        )
+
+    def _check_join_error(self, error: GroupError) -> None:
+        group_id = self.settings.group_id
+        if error is GroupError.INVALID_SESSION_TIMEOUT:
+            self._fatal = OptionError(
+                f"Group {group_id!r} refused sessionTimeoutMs={self.settings.session_timeout_ms}: "
+                "it must be between 6000 and 1800000 ms (Kafka's group.min/max.session.timeout.ms)."
+            )
+        elif error is GroupError.INCONSISTENT_GROUP_PROTOCOL:
+            protocol = self._client.coordinator.group.protocol
+            self._fatal = OptionError(
+                f"Group {group_id!r} uses assignmentStrategy {protocol!r}, and this query asks "
+                f"for {self.settings.assignment_strategy!r}: members of one group need an "
+                "assignment strategy in common. Use the same assignmentStrategy for every query."
+            )
+        elif error not in (GroupError.NONE, GroupError.REBALANCE_IN_PROGRESS):
+            log.warning("group %s: join answered %s; retrying", group_id, error)
+
+    def _raise_if_fatal(self) -> None:
+        if self._fatal is not None:
+            self._heartbeat.stop()
+            raise self._fatal
+
+
+class _NoCommit:
+    offset = -1
+
+
+_NO_COMMIT = _NoCommit()
+
+
+def _names(partitions: Iterable[TP]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(partitions)) or "(none)"

@@ -1,0 +1,97 @@
+"""Offsets from Spark's query progress, committed from the user's driver process.
+
+The group member commits every batch itself from ``latestOffset``/``commit()``, but Spark
+does not always give it the chance for the last batch (DESIGN section 6: with pyspark 4.0 /
+4.1 and Trigger.AvailableNow nothing is called after the single batch; after
+``query.stop()`` the last batch's ``commit()`` never comes). Spark's query progress does
+carry every completed batch's end offset, which for this source names the group, the store,
+the member and the generation (:class:`~spark_kafka_group.source.offsets.SourceOffset`).
+So:
+
+* :class:`GroupProgressListener`, added by :func:`spark_kafka_group.register`, commits each
+  completed batch's offsets on the member's behalf (idempotent: whatever the member already
+  committed is skipped);
+* :func:`leave_group` commits the final batch and writes the member's LEAVE.
+
+Storage credentials for an object-store group log come from the environment here (the
+``groupStore.*`` options are not part of the progress); pass ``storage_options`` otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from spark_kafka_group.admin import commit_for_member, leave_for_member
+from spark_kafka_group.source.offsets import SourceOffset
+
+log = logging.getLogger(__name__)
+
+
+def group_offsets(progress: Any) -> Iterator[SourceOffset]:
+    """The ``kafka-group`` end offsets in one query progress (a dict or a progress object)."""
+    if progress is None:
+        return
+    sources = progress["sources"] if isinstance(progress, Mapping) else progress.sources
+    for source in sources:
+        end = source["endOffset"] if isinstance(source, Mapping) else source.endOffset
+        if isinstance(end, str):
+            try:
+                end = json.loads(end)
+            except ValueError:
+                continue
+        if isinstance(end, Mapping) and {"group", "store", "member", "offsets"} <= set(end):
+            yield SourceOffset.from_json(end)
+
+
+def commit_progress(progress: Any, *, storage_options: Mapping[str, str] | None = None) -> int:
+    written = 0
+    for offset in group_offsets(progress):
+        if offset.member and offset.offsets:
+            written += commit_for_member(
+                offset.store,
+                offset.group,
+                offset.member,
+                offset.generation,
+                offset.offsets,
+                storage_options=storage_options,
+            )
+    return written
+
+
+def leave_group(query: StreamingQuery, *, storage_options: Mapping[str, str] | None = None) -> None:
+    """Commit the query's last completed batch and leave its group now (call after stop or
+    termination). Static members (``groupInstanceId``) commit but stay, as in Kafka."""
+    progress = query.lastProgress
+    commit_progress(progress, storage_options=storage_options)
+    for offset in group_offsets(progress):
+        if offset.member:
+            leave_for_member(
+                offset.store, offset.group, offset.member, storage_options=storage_options
+            )
+
+
+class GroupProgressListener(StreamingQueryListener):
+    """Commits every completed batch of ``kafka-group`` queries (see the module docstring)."""
+
+    def __init__(self, storage_options: Mapping[str, str] | None = None) -> None:
+        self._storage_options = storage_options
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            commit_progress(event.progress, storage_options=self._storage_options)
+        except Exception:
+            log.warning("kafka-group: committing from query progress failed", exc_info=True)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
