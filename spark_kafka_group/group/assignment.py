@@ -1,0 +1,118 @@
+"""The leader's side of SyncGroup: from the folded group and topic metadata to a SYNC payload.
+
+On top of the chosen assignor, three rules hold whatever the assignor does:
+
+* a partition still held by one member (assigned or being revoked) is never given to another
+  in the same generation: it is revoked from the holder, and the follow-up rebalance after
+  the holder's revocation ack assigns it (KIP-429; with eager assignors nothing is held,
+  since joining gave everything up);
+* partitions of a departed static member wait for it while a scheduled rebalance delay runs
+  (KIP-415); with a cooperative assignor nothing moves during the delay (seed 001), and when
+  it expires a returned instance is treated as owning them again, so it gets them back;
+* the assignment records the metadata snapshot it used (seed 000's ``assignmentSnapshot``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from typing import Any
+
+from spark_kafka_group.group.assignors import Assignor, MemberSubscription, RebalanceProtocol
+from spark_kafka_group.group.metadata import (
+    GroupMetadata,
+    TopicPartition,
+    scheduled_to_payload,
+    tp_list,
+)
+
+
+def sync_payload(
+    group: GroupMetadata, assignor: Assignor, metadata: Mapping[str, int], now_ms: int
+) -> dict[str, Any]:
+    """The payload of the leader's SYNC record (see :class:`~.kinds.RecordKind`)."""
+    snapshot = group.relevant_metadata(metadata)
+    topics_of = {mid: m.subscription.resolve(snapshot) for mid, m in group.members.items()}
+    active = {i: s for i, s in group.scheduled.items() if s.until_ms > now_ms}
+    expired = {i: s for i, s in group.scheduled.items() if s.until_ms <= now_ms}
+    reserved: set[TopicPartition] = set()
+    for s in active.values():
+        reserved |= s.partitions
+    returning: dict[str, set[TopicPartition]] = {}
+    for inst, s in expired.items():
+        mid = group.static_members.get(inst)
+        if mid is not None:
+            returning.setdefault(mid, set()).update(s.partitions)
+
+    def valid(tp: TopicPartition, mid: str) -> bool:
+        return tp.topic in topics_of[mid] and 0 <= tp.partition < snapshot[tp.topic]
+
+    if active and assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE:
+        target = _frozen_assignment(group, topics_of, snapshot, reserved, valid)
+    else:
+        subs = {
+            mid: MemberSubscription(
+                topics=topics_of[mid],
+                owned=frozenset(m.held | returning.get(mid, set())),
+                instance_id=m.instance_id,
+            )
+            for mid, m in group.members.items()
+        }
+        raw = assignor.assign(snapshot, subs)
+        target = {}
+        given: set[TopicPartition] = set()
+        for mid in group.members:  # defensive: drop what no assignor may give
+            mine = set()
+            for tp in raw.get(mid, ()):
+                tp = TopicPartition(tp[0], int(tp[1]))
+                if valid(tp, mid) and tp not in reserved and tp not in given:
+                    mine.add(tp)
+                    given.add(tp)
+            target[mid] = mine
+    holder = group.holders()
+    assignment: dict[str, list[list[Any]]] = {}
+    revoking: dict[str, list[list[Any]]] = {}
+    for mid, m in group.members.items():
+        mine = {tp for tp in target[mid] if holder.get(tp, mid) == mid}
+        assignment[mid] = tp_list(mine)
+        revoking[mid] = tp_list(m.held - mine)
+    delay_ms = min((s.until_ms for s in active.values()), default=now_ms) - now_ms
+    return {
+        "protocol": group.protocol,
+        "assignment": assignment,
+        "revoking": revoking,
+        "snapshot": snapshot,
+        "delay_ms": delay_ms,
+        "scheduled": scheduled_to_payload(active),
+    }
+
+
+def _frozen_assignment(
+    group: GroupMetadata,
+    topics_of: Mapping[str, frozenset[str]],
+    snapshot: Mapping[str, int],
+    reserved: set[TopicPartition],
+    valid: Any,
+) -> dict[str, set[TopicPartition]]:
+    """While a scheduled delay runs: members keep what they hold; only partitions nobody holds
+    or waits for go to the least loaded subscribed member."""
+    target = {mid: {tp for tp in m.held if valid(tp, mid)} for mid, m in group.members.items()}
+    taken = set(reserved)
+    for mine in target.values():
+        taken |= mine
+    order = list(group.members)
+    rank = {mid: i for i, mid in enumerate(order)}
+    for topic in sorted(snapshot):
+        candidates = [mid for mid in order if topic in topics_of[mid]]
+        if not candidates:
+            continue
+        heap = [(len(target[mid]), rank[mid], mid) for mid in candidates]
+        heapq.heapify(heap)
+        for p in range(snapshot[topic]):
+            tp = TopicPartition(topic, p)
+            if tp in taken:
+                continue
+            n, r, mid = heapq.heappop(heap)
+            target[mid].add(tp)
+            heapq.heappush(heap, (n + 1, r, mid))
+    return target

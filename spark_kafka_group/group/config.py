@@ -1,0 +1,29 @@
+"""The coordinator's local configuration.
+
+Configuration only shapes the records a member writes (which requests it accepts, how long a
+scheduled rebalance delay is); replay never reads it, so members with different settings still
+fold the same log to the same state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS, Assignor
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    #: Kafka's group.min.session.timeout.ms / group.max.session.timeout.ms.
+    min_session_timeout_ms: int = 6_000
+    max_session_timeout_ms: int = 1_800_000
+    #: KIP-415 scheduled.rebalance.max.delay.ms: how long a departed static member's
+    #: partitions wait for it (0: redistribute at once).
+    scheduled_rebalance_max_delay_ms: int = 0
+    #: Kafka's group.max.size (None: unbounded).
+    max_group_size: int | None = None
+    #: Kafka's offset.metadata.max.bytes (characters here).
+    max_offset_metadata_length: int = 4096
+    #: Assignors by protocol name; the leader must know the group's chosen protocol.
+    assignors: Mapping[str, Assignor] = field(default_factory=lambda: dict(BUILTIN_ASSIGNORS))

@@ -1,0 +1,701 @@
+"""The group coordinator's handlers: pure functions of the folded group, a request and now_ms.
+
+Every handler returns ``(records, response)`` and changes nothing. The caller appends the
+records to the group log (compare-and-swap on the log version) and then folds them
+(:meth:`GroupCoordinator.apply_all`); if the append loses the race it folds the newer records
+and calls the handler again. A handler that needs more than one record (a join that completes
+the join phase, a leave that empties the group) folds its own records into a scratch copy to
+decide the next one, so what it predicts is exactly what replay will do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from spark_kafka_group.group import replay
+from spark_kafka_group.group.assignment import sync_payload
+from spark_kafka_group.group.assignors import RebalanceProtocol
+from spark_kafka_group.group.config import GroupConfig
+from spark_kafka_group.group.errors import GroupError
+from spark_kafka_group.group.kinds import RecordKind
+from spark_kafka_group.group.messages import (
+    CommitResponse,
+    DeleteResponse,
+    FetchOffsetsResponse,
+    GroupDescription,
+    HeartbeatResponse,
+    JoinRequest,
+    JoinResponse,
+    LeaveResponse,
+    ListedGroup,
+    MemberDescription,
+    MemberView,
+    MetadataResponse,
+    RevokeResponse,
+    SyncResponse,
+)
+from spark_kafka_group.group.metadata import (
+    GroupMetadata,
+    MemberMetadata,
+    OffsetAndMetadata,
+    Subscription,
+    TopicPartition,
+    tp_list,
+)
+from spark_kafka_group.group.records import GroupRecord
+from spark_kafka_group.group.state import GroupState
+
+S = GroupState
+E = GroupError
+K = RecordKind
+
+#: An offset to commit: the offset alone, or (offset, metadata).
+CommitValue = int | tuple[int, str | None]
+
+
+class _Scratch:
+    """Records being decided, folded into a copy of the group as they are added."""
+
+    def __init__(self, group: GroupMetadata) -> None:
+        self.group = group.copy()
+        self.records: list[GroupRecord] = []
+
+    def add(self, record: GroupRecord) -> None:
+        replay.apply(self.group, record)
+        self.records.append(record)
+
+
+class GroupCoordinator:
+    """One group's coordinator, as every member runs it over the shared group log."""
+
+    def __init__(
+        self,
+        group_id: str,
+        config: GroupConfig | None = None,
+        group: GroupMetadata | None = None,
+    ) -> None:
+        self.config = config or GroupConfig()
+        self._group = group if group is not None else GroupMetadata(group_id)
+        #: While True, every handler answers COORDINATOR_LOAD_IN_PROGRESS.
+        self.loading = False
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def group(self) -> GroupMetadata:
+        """The folded state (read it, never change it: only replay does)."""
+        return self._group
+
+    @property
+    def group_id(self) -> str:
+        return self._group.group_id
+
+    def apply(self, record: GroupRecord) -> None:
+        replay.apply(self._group, record)
+
+    def apply_all(self, records: Iterable[GroupRecord]) -> None:
+        for record in records:
+            replay.apply(self._group, record)
+
+    def load(self, records: Iterable[GroupRecord]) -> None:
+        """Fold a whole log (or its tail from the latest SNAPSHOT) while marked loading."""
+        self.loading = True
+        try:
+            self.apply_all(records)
+        finally:
+            self.loading = False
+
+    def fork(self) -> GroupCoordinator:
+        """An independent coordinator over a copy of the state (to chain several handlers
+        before one compare-and-swap append)."""
+        return GroupCoordinator(self.group_id, self.config, self._group.copy())
+
+    def snapshot_record(self, now_ms: int) -> GroupRecord:
+        """A SNAPSHOT record holding the complete state; replay may start from it."""
+        g = self._group
+        return GroupRecord(
+            kind=K.SNAPSHOT.value,
+            timestamp_ms=now_ms,
+            generation=g.generation,
+            payload=g.to_payload(),
+        )
+
+    def rebalance_protocol(self) -> RebalanceProtocol | None:
+        """Eager or cooperative, for the group's current protocol (None: no protocol yet)."""
+        protocol = self._group.protocol
+        if protocol is None:
+            return None
+        assignor = self.config.assignors.get(protocol)
+        return assignor.rebalance_protocol if assignor else RebalanceProtocol.EAGER
+
+    # ------------------------------------------------------------------ validation
+
+    def _unavailable(self) -> GroupError | None:
+        if self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if self._group.state == S.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        return None
+
+    def _check_member(
+        self, member_id: str | None, instance_id: str | None
+    ) -> tuple[GroupError, MemberMetadata | None]:
+        g = self._group
+        err = self._unavailable()
+        if err is not None:
+            return err, None
+        if member_id is not None and member_id in g.fenced:
+            return E.FENCED_INSTANCE_ID, None
+        if instance_id is not None:
+            mapped = g.static_members.get(instance_id)
+            if mapped is not None and mapped != member_id:
+                return E.FENCED_INSTANCE_ID, None
+        member = g.member(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID, None
+        if instance_id is not None and member.instance_id != instance_id:
+            return E.FENCED_INSTANCE_ID, None
+        return E.NONE, member
+
+    def _record(self, kind: RecordKind, now_ms: int, **kw: Any) -> GroupRecord:
+        return GroupRecord(kind=kind.value, timestamp_ms=now_ms, **kw)
+
+    # ------------------------------------------------------------------ join
+
+    def join(self, request: JoinRequest, now_ms: int) -> tuple[list[GroupRecord], JoinResponse]:
+        """JoinGroup: join, rejoin for a rebalance, or replace a static instance (KIP-345)."""
+        g = self._group
+        mid = request.member_id
+
+        def fail(error: GroupError) -> tuple[list[GroupRecord], JoinResponse]:
+            return [], JoinResponse(error, mid)
+
+        err = self._unavailable()
+        if err is not None:
+            return fail(err)
+        if not mid:
+            return fail(E.INVALID_REQUEST)
+        cfg = self.config
+        if (
+            not cfg.min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= (cfg.max_session_timeout_ms)
+        ):
+            return fail(E.INVALID_SESSION_TIMEOUT)
+        if request.rebalance_timeout_ms <= 0:
+            return fail(E.INVALID_REQUEST)
+        try:  # canonical JSON form, so that live and replayed states compare equal
+            protocols = tuple(
+                (str(n), json.loads(json.dumps(md, allow_nan=False)))
+                for n, md in request.protocol_pairs()
+            )
+        except (TypeError, ValueError):
+            return fail(E.INVALID_REQUEST)
+        if not protocols or not request.protocol_type:
+            return fail(E.INCONSISTENT_GROUP_PROTOCOL)
+        if mid in g.fenced:
+            return fail(E.FENCED_INSTANCE_ID)
+        existing = g.member(mid)
+        if existing is not None and existing.instance_id != request.instance_id:
+            return fail(E.FENCED_INSTANCE_ID)
+        replaces: str | None = None
+        if request.instance_id is not None:
+            mapped = g.static_members.get(request.instance_id)
+            if mapped is not None and mapped != mid:
+                replaces = mapped  # a newer incarnation takes over; the old one is fenced
+        others = [m for k, m in g.members.items() if k not in (mid, replaces)]
+        if others:
+            if g.protocol_type is not None and request.protocol_type != g.protocol_type:
+                return fail(E.INCONSISTENT_GROUP_PROTOCOL)
+            if not g.candidate_protocols(others) & {n for n, _ in protocols}:
+                return fail(E.INCONSISTENT_GROUP_PROTOCOL)
+        if (
+            existing is None
+            and replaces is None
+            and cfg.max_group_size is not None
+            and len(g.members) >= cfg.max_group_size
+        ):
+            return fail(E.GROUP_MAX_SIZE_REACHED)
+
+        subscription = Subscription(tuple(request.topics), request.pattern)
+        previous = existing or (g.members[replaces] if replaces else None)
+        changed = previous is None or (
+            previous.protocols != protocols or previous.subscription != subscription
+        )
+        released = (
+            request.owned is not None
+            and existing is not None
+            and not existing.held <= frozenset(TopicPartition(t, p) for t, p in request.owned)
+        )
+        state = g.state
+        if replaces is not None:
+            if state == S.STABLE:
+                rebalance = changed or replaces == g.leader  # seed 001: the leader's rejoin
+            elif state == S.COMPLETING_REBALANCE:
+                rebalance = changed
+            else:
+                rebalance = state == S.EMPTY
+        elif existing is None:
+            rebalance = state != S.PREPARING_REBALANCE
+        elif state == S.PREPARING_REBALANCE:
+            rebalance = False
+            if existing.joined and not changed and not released:
+                return [], self._join_response(g, mid)
+        else:
+            rebalance = changed or released
+            if not rebalance:
+                return [], self._join_response(g, mid)
+
+        joining_rebalance = rebalance or state == S.PREPARING_REBALANCE
+        owned: list[list[Any]] | None
+        if joining_rebalance and self.rebalance_protocol() is RebalanceProtocol.EAGER:
+            owned = []  # the eager protocol: a member gives up everything when it rejoins
+        elif replaces is not None or request.owned is None:
+            owned = None
+        else:
+            owned = tp_list(TopicPartition(t, int(p)) for t, p in request.owned)
+        payload: dict[str, Any] = {
+            "client_id": request.client_id,
+            "client_host": request.client_host,
+            "session_timeout_ms": request.session_timeout_ms,
+            "rebalance_timeout_ms": request.rebalance_timeout_ms,
+            "protocol_type": request.protocol_type,
+            "protocols": [[n, md] for n, md in protocols],
+            "topics": list(subscription.topics),
+            "pattern": subscription.pattern,
+            "owned": owned,
+            "replaces": replaces,
+            "rebalance": rebalance,
+            "reason": request.reason
+            or (
+                "static member rejoined"
+                if replaces
+                else "member joined"
+                if existing is None
+                else "member metadata changed"
+            ),
+        }
+        scratch = _Scratch(g)
+        scratch.add(
+            self._record(
+                K.JOIN,
+                now_ms,
+                member_id=mid,
+                instance_id=request.instance_id,
+                generation=g.generation,
+                payload=payload,
+            )
+        )
+        self._maybe_complete_join(scratch, now_ms, writer=mid)
+        return scratch.records, self._join_response(scratch.group, mid)
+
+    def _join_response(self, g: GroupMetadata, mid: str) -> JoinResponse:
+        m = g.members[mid]
+        if g.state == S.PREPARING_REBALANCE:
+            return JoinResponse(E.NONE, mid, pending=True)
+        return (
+            JoinResponse(
+                E.NONE,
+                mid,
+                generation=g.generation,
+                protocol=g.protocol,
+                leader=g.leader,
+                members=tuple(g.members) if g.leader == mid else (),
+            )
+            if m.generation == g.generation
+            else JoinResponse(E.NONE, mid, pending=True)
+        )
+
+    def _maybe_complete_join(self, scratch: _Scratch, now_ms: int, writer: str | None) -> None:
+        """If every member has rejoined, write the next generation."""
+        s = scratch.group
+        if s.state != S.PREPARING_REBALANCE or not s.all_joined():
+            return
+        order = [mid for mid in s.join_order if mid in s.members]
+        order += [mid for mid in s.members if mid not in order]
+        leader = s.leader if s.leader in s.members else (order[0] if order else None)
+        if leader is not None:
+            order.remove(leader)
+            order.insert(0, leader)
+        members = [s.members[mid] for mid in order]
+        payload = {
+            "leader": leader,
+            "protocol": s.select_protocol(members),
+            "members": order,
+            "deadline_ms": now_ms + s.max_rebalance_timeout_ms() if members else None,
+        }
+        scratch.add(
+            self._record(
+                K.GENERATION, now_ms, member_id=writer, generation=s.generation + 1, payload=payload
+            )
+        )
+
+    # ------------------------------------------------------------------ sync
+
+    def sync(
+        self,
+        member_id: str,
+        generation: int,
+        now_ms: int,
+        *,
+        instance_id: str | None = None,
+        metadata: Mapping[str, int] | None = None,
+    ) -> tuple[list[GroupRecord], SyncResponse]:
+        """SyncGroup. The leader passes the topic metadata it sees (topic -> partition count;
+        all topics when a pattern is subscribed) and writes the assignment; the others read
+        theirs (``pending`` until the leader has written it)."""
+        err, m = self._check_member(member_id, instance_id)
+        if m is None:
+            return [], SyncResponse(err)
+        g = self._group
+        if g.state == S.PREPARING_REBALANCE:
+            return [], SyncResponse(E.REBALANCE_IN_PROGRESS)
+        if generation != g.generation or m.generation != g.generation:
+            return [], SyncResponse(E.ILLEGAL_GENERATION)
+        if g.state == S.STABLE:
+            return [], self._sync_response(g, member_id)
+        if member_id != g.leader:
+            return [], SyncResponse(E.NONE, g.generation, g.protocol, pending=True)
+        assignor = self.config.assignors.get(g.protocol or "")
+        if assignor is None:
+            return [], SyncResponse(E.INCONSISTENT_GROUP_PROTOCOL, g.generation, g.protocol)
+        snapshot = dict(metadata) if metadata is not None else dict(g.latest_metadata or {})
+        payload = sync_payload(g, assignor, snapshot, now_ms)
+        scratch = _Scratch(g)
+        scratch.add(
+            self._record(
+                K.SYNC, now_ms, member_id=member_id, generation=g.generation, payload=payload
+            )
+        )
+        return scratch.records, self._sync_response(scratch.group, member_id)
+
+    def _sync_response(self, g: GroupMetadata, mid: str) -> SyncResponse:
+        m = g.members[mid]
+        return SyncResponse(
+            E.NONE,
+            g.generation,
+            g.protocol,
+            assignment=tuple(sorted(m.assignment)),
+            revoking=tuple(sorted(m.revoking)),
+            delay_ms=g.delay_ms,
+        )
+
+    # ------------------------------------------------------------------ heartbeat / leave
+
+    def heartbeat(
+        self, member_id: str, generation: int, now_ms: int, *, instance_id: str | None = None
+    ) -> tuple[list[GroupRecord], HeartbeatResponse]:
+        """Heartbeat: REBALANCE_IN_PROGRESS tells a member it must rejoin."""
+        err, m = self._check_member(member_id, instance_id)
+        if m is None:
+            return [], HeartbeatResponse(err)
+        g = self._group
+        waiting = g.state == S.PREPARING_REBALANCE and m.joined
+        if generation != g.generation or m.generation != g.generation:
+            if not waiting:  # a member that joined this rebalance just waits for the rest
+                return [], HeartbeatResponse(E.ILLEGAL_GENERATION)
+        elif g.state == S.PREPARING_REBALANCE and not m.joined:
+            err = E.REBALANCE_IN_PROGRESS
+        record = self._record(K.HEARTBEAT, now_ms, member_id=member_id, generation=generation)
+        return [record], HeartbeatResponse(err)
+
+    def leave(
+        self, member_id: str, now_ms: int, *, instance_id: str | None = None, reason: str = ""
+    ) -> tuple[list[GroupRecord], LeaveResponse]:
+        """LeaveGroup (a graceful leave; static members do not call it on restart)."""
+        err, m = self._check_member(member_id, instance_id)
+        if m is None:
+            return [], LeaveResponse(err)
+        scratch = _Scratch(self._group)
+        scratch.add(
+            self._record(
+                K.LEAVE,
+                now_ms,
+                member_id=member_id,
+                instance_id=m.instance_id,
+                generation=self._group.generation,
+                payload={"reason": reason or "member left"},
+            )
+        )
+        self._maybe_complete_join(scratch, now_ms, writer=None)
+        return scratch.records, LeaveResponse(E.NONE)
+
+    # ------------------------------------------------------------------ offsets
+
+    def commit_offsets(
+        self,
+        member_id: str | None,
+        generation: int,
+        offsets: Mapping[tuple[str, int], CommitValue],
+        now_ms: int,
+        *,
+        instance_id: str | None = None,
+        revoke: bool = False,
+    ) -> tuple[list[GroupRecord], CommitResponse]:
+        """OffsetCommit, fenced: accepted only for partitions the member holds (assigned, or
+        being revoked) in the current generation. ``revoke=True`` makes this the final commit
+        of the partitions being revoked: it also acks their revocation. ``member_id=None``
+        with ``generation=-1`` is an admin commit (e.g. importing a Kafka group's offsets),
+        accepted only while the group is Empty."""
+        g = self._group
+        parts = {TopicPartition(t, int(p)): v for (t, p), v in offsets.items()}
+
+        def reject(error: GroupError) -> tuple[list[GroupRecord], CommitResponse]:
+            return [], CommitResponse(error, {tp: error for tp in parts})
+
+        if member_id is None:
+            err = self._unavailable()
+            if err is not None:
+                return reject(err)
+            if generation >= 0 or g.state != S.EMPTY:
+                return reject(E.UNKNOWN_MEMBER_ID)
+            held: frozenset[TopicPartition] | None = None
+        else:
+            err, m = self._check_member(member_id, instance_id)
+            if m is None:
+                return reject(err)
+            if generation != g.generation or m.generation != g.generation:
+                return reject(E.ILLEGAL_GENERATION)
+            held = m.held
+        records: list[GroupRecord] = []
+        errors: dict[TopicPartition, GroupError] = {}
+        for tp, value in sorted(parts.items()):
+            offset, md = (value, None) if isinstance(value, int) else (value[0], value[1])
+            if held is not None and tp not in held:
+                errors[tp] = E.ILLEGAL_GENERATION  # not its partition: a zombie commit
+            elif offset < 0:
+                errors[tp] = E.INVALID_REQUEST
+            elif md is not None and len(md) > self.config.max_offset_metadata_length:
+                errors[tp] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                errors[tp] = E.NONE
+                records.append(
+                    self._record(
+                        K.COMMIT,
+                        now_ms,
+                        member_id=member_id,
+                        instance_id=instance_id,
+                        generation=generation,
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        offset=int(offset),
+                        payload={"metadata": md},
+                    )
+                )
+        if revoke and member_id is not None:
+            accepted = [tp for tp, e in errors.items() if e is E.NONE]
+            ack = self._revoke_record(member_id, accepted, now_ms)
+            if ack is not None:
+                records.append(ack)
+        return records, CommitResponse(E.NONE, errors)
+
+    def ack_revocation(
+        self,
+        member_id: str,
+        generation: int,
+        partitions: Iterable[tuple[str, int]],
+        now_ms: int,
+        *,
+        instance_id: str | None = None,
+    ) -> tuple[list[GroupRecord], RevokeResponse]:
+        """The member stopped consuming these revoked partitions (nothing left to commit)."""
+        err, m = self._check_member(member_id, instance_id)
+        if m is None:
+            return [], RevokeResponse(err)
+        if generation != self._group.generation or m.generation != self._group.generation:
+            return [], RevokeResponse(E.ILLEGAL_GENERATION)
+        tps = [TopicPartition(t, int(p)) for t, p in partitions]
+        record = self._revoke_record(member_id, tps, now_ms)
+        if record is None:
+            return [], RevokeResponse(E.NONE)
+        released = tuple(TopicPartition(t, p) for t, p in record.payload["partitions"])
+        return [record], RevokeResponse(E.NONE, released)
+
+    def _revoke_record(
+        self, member_id: str, partitions: Iterable[TopicPartition], now_ms: int
+    ) -> GroupRecord | None:
+        g = self._group
+        m = g.members[member_id]
+        released = set(partitions) & m.revoking
+        if not released:
+            return None
+        snap = g.assignment_snapshot or {}
+        wanted = any(0 <= tp.partition < snap.get(tp.topic, 0) for tp in released)
+        return self._record(
+            K.REVOKE,
+            now_ms,
+            member_id=member_id,
+            generation=g.generation,
+            payload={
+                "partitions": tp_list(released),
+                "rebalance": g.state == S.STABLE and wanted,
+            },
+        )
+
+    def fetch_offsets(
+        self, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> FetchOffsetsResponse:
+        """OffsetFetch: the last accepted commit of each partition (all when None)."""
+        err = self._unavailable()
+        if err is not None:
+            return FetchOffsetsResponse(err)
+        offsets = self._group.offsets
+        if partitions is None:
+            return FetchOffsetsResponse(E.NONE, dict(sorted(offsets.items())))
+        result: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        for t, p in partitions:
+            tp = TopicPartition(t, int(p))
+            result[tp] = offsets.get(tp)
+        return FetchOffsetsResponse(E.NONE, result)
+
+    # ------------------------------------------------------------------ metadata
+
+    def metadata_changed(
+        self,
+        member_id: str,
+        snapshot: Mapping[str, int],
+        now_ms: int,
+        *,
+        instance_id: str | None = None,
+    ) -> tuple[list[GroupRecord], MetadataResponse]:
+        """A member saw topic metadata (topic -> partition count; every topic it knows when a
+        pattern is subscribed). If the group's subscribed topics differ from what the last
+        assignment used, record it and rebalance."""
+        err, m = self._check_member(member_id, instance_id)
+        if m is None:
+            return [], MetadataResponse(err)
+        g = self._group
+        relevant = g.relevant_metadata(snapshot)
+        if g.state == S.STABLE:
+            rebalance = relevant != (g.assignment_snapshot or {})
+            if not rebalance:
+                return [], MetadataResponse(E.NONE)
+        else:
+            rebalance = False
+            if relevant == (g.latest_metadata or {}):
+                return [], MetadataResponse(E.NONE)
+        record = self._record(
+            K.METADATA,
+            now_ms,
+            member_id=member_id,
+            generation=g.generation,
+            payload={"snapshot": relevant, "rebalance": rebalance},
+        )
+        return [record], MetadataResponse(E.NONE, rebalance)
+
+    # ------------------------------------------------------------------ time
+
+    def tick(self, now_ms: int) -> list[GroupRecord]:
+        """Time-driven records anyone may write: session expiry, members dropped at the
+        rebalance timeout, a leader that never synced, and the end of a scheduled delay."""
+        g = self._group
+        if self.loading or g.state in (S.DEAD, S.EMPTY):
+            return []
+        scratch = _Scratch(g)
+        s = scratch.group
+        for mid in list(s.members):
+            m = s.members[mid]
+            if s.state == S.COMPLETING_REBALANCE or (s.state == S.PREPARING_REBALANCE and m.joined):
+                continue  # awaiting join / sync keeps a member alive (as in Kafka)
+            if now_ms - m.last_seen_ms > m.session_timeout_ms:
+                scratch.add(self._expire(m, now_ms, "session_timeout"))
+        deadline = s.deadline_ms
+        if s.state == S.PREPARING_REBALANCE and deadline is not None and now_ms >= deadline:
+            for m in [m for m in s.members.values() if not m.joined]:
+                scratch.add(self._expire(m, now_ms, "rebalance_timeout"))
+        self._maybe_complete_join(scratch, now_ms, writer=None)
+        deadline, leader = s.deadline_ms, s.leader
+        late = deadline is not None and now_ms >= deadline
+        if s.state == S.COMPLETING_REBALANCE and late and leader is not None:
+            # The leader never wrote the assignment: drop it so another member leads.
+            scratch.add(self._expire(s.members[leader], now_ms, "sync_timeout"))
+        if s.state == S.STABLE and any(d.until_ms <= now_ms for d in s.scheduled.values()):
+            scratch.add(
+                self._record(
+                    K.REBALANCE, now_ms, payload={"reason": "scheduled rebalance delay expired"}
+                )
+            )
+        return scratch.records
+
+    def _expire(self, m: MemberMetadata, now_ms: int, reason: str) -> GroupRecord:
+        delay = self.config.scheduled_rebalance_max_delay_ms
+        until = now_ms + delay if delay > 0 and m.instance_id and m.assignment else None
+        return self._record(
+            K.EXPIRE,
+            now_ms,
+            member_id=m.member_id,
+            instance_id=m.instance_id,
+            generation=self._group.generation,
+            payload={"reason": reason, "delay_until_ms": until},
+        )
+
+    # ------------------------------------------------------------------ admin
+
+    def delete_group(self, now_ms: int) -> tuple[list[GroupRecord], DeleteResponse]:
+        """DeleteGroups: only an Empty group (its offsets go with it)."""
+        err = self._unavailable()
+        if err is not None:
+            return [], DeleteResponse(err)
+        if self._group.state != S.EMPTY:
+            return [], DeleteResponse(E.NON_EMPTY_GROUP)
+        return [self._record(K.DELETE, now_ms)], DeleteResponse(E.NONE)
+
+    def describe(self) -> GroupDescription:
+        """DescribeGroups."""
+        g = self._group
+        err = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
+        return GroupDescription(
+            err,
+            g.group_id,
+            g.state,
+            g.protocol_type,
+            g.protocol,
+            g.generation,
+            g.leader,
+            tuple(
+                MemberDescription(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.generation,
+                    tuple(sorted(m.assignment)),
+                    tuple(sorted(m.revoking)),
+                )
+                for m in g.members.values()
+            ),
+        )
+
+    def list_groups(self) -> list[ListedGroup]:
+        """ListGroups (this log holds one group; a Dead group is not listed)."""
+        g = self._group
+        if g.state == S.DEAD:
+            return []
+        return [ListedGroup(g.group_id, g.protocol_type, g.state)]
+
+    def member_view(self, member_id: str) -> MemberView:
+        """What ``member_id`` should do next (see the package docstring)."""
+        g = self._group
+        m = g.member(member_id)
+        known = m is not None
+        preparing = g.state == S.PREPARING_REBALANCE
+        return MemberView(
+            member_id=member_id,
+            state=g.state,
+            group_generation=g.generation,
+            known=known,
+            fenced=member_id in g.fenced,
+            needs_join=member_id not in g.fenced
+            and g.state != S.DEAD
+            and (m is None or (preparing and not m.joined)),
+            awaiting_join=m is not None and preparing and m.joined,
+            awaiting_sync=m is not None and g.state == S.COMPLETING_REBALANCE,
+            is_leader=known and g.leader == member_id,
+            member_generation=m.generation if m else -1,
+            assignment=tuple(sorted(m.assignment)) if m else (),
+            revoking=tuple(sorted(m.revoking)) if m else (),
+            delay_ms=g.delay_ms,
+            protocol=g.protocol,
+        )

@@ -1,0 +1,39 @@
+"""Protocol outcomes and internal failures of the group protocol.
+
+Handlers never raise for a request the protocol can refuse: they answer with one of Kafka's
+error names (:class:`GroupError`), exactly as a broker's group coordinator would. Only a bug
+raises: a record that cannot legally be applied (:class:`GroupProtocolBug`).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class GroupError(str, Enum):
+    """Kafka's error names, as used in the responses of the group APIs."""
+
+    NONE = "NONE"
+    UNKNOWN_MEMBER_ID = "UNKNOWN_MEMBER_ID"
+    ILLEGAL_GENERATION = "ILLEGAL_GENERATION"
+    REBALANCE_IN_PROGRESS = "REBALANCE_IN_PROGRESS"
+    INCONSISTENT_GROUP_PROTOCOL = "INCONSISTENT_GROUP_PROTOCOL"
+    FENCED_INSTANCE_ID = "FENCED_INSTANCE_ID"
+    INVALID_SESSION_TIMEOUT = "INVALID_SESSION_TIMEOUT"
+    COORDINATOR_LOAD_IN_PROGRESS = "COORDINATOR_LOAD_IN_PROGRESS"
+    COORDINATOR_NOT_AVAILABLE = "COORDINATOR_NOT_AVAILABLE"
+    GROUP_MAX_SIZE_REACHED = "GROUP_MAX_SIZE_REACHED"
+    NON_EMPTY_GROUP = "NON_EMPTY_GROUP"
+    INVALID_REQUEST = "INVALID_REQUEST"
+    OFFSET_METADATA_TOO_LARGE = "OFFSET_METADATA_TOO_LARGE"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class GroupProtocolBug(RuntimeError):
+    """A record cannot be applied to the group: the code that wrote it is wrong."""
+
+
+class IllegalStateTransitionError(GroupProtocolBug):
+    """A group state change that seed 002's transition table does not allow."""

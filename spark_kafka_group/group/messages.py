@@ -1,0 +1,168 @@
+"""Requests and responses of the coordinator's handlers (Kafka's group APIs, in Python)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_kafka_group.group.errors import GroupError
+from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
+from spark_kafka_group.group.state import GroupState
+
+#: The partitions of one member, sorted.
+Partitions = tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class JoinRequest:
+    """JoinGroup. ``member_id`` is chosen by the member (e.g. a uuid) and kept for its life.
+
+    ``protocols`` are assignor names in order of preference, or ``(name, metadata)`` pairs with
+    JSON metadata. ``owned`` lists the partitions the member still holds (cooperative
+    protocols); ``None`` means "whatever the group gave me". With an eager protocol a join
+    gives up everything, whatever ``owned`` says.
+    """
+
+    member_id: str
+    protocols: Sequence[str | tuple[str, Any]]
+    topics: Sequence[str] = ()
+    pattern: str | None = None
+    instance_id: str | None = None
+    owned: Sequence[tuple[str, int]] | None = None
+    session_timeout_ms: int = 45_000
+    rebalance_timeout_ms: int = 300_000
+    client_id: str = ""
+    client_host: str = ""
+    protocol_type: str = "consumer"
+    reason: str | None = None
+
+    def protocol_pairs(self) -> tuple[tuple[str, Any], ...]:
+        return tuple((p, {}) if isinstance(p, str) else (p[0], p[1]) for p in self.protocols)
+
+
+@dataclass(frozen=True)
+class JoinResponse:
+    error: GroupError
+    member_id: str
+    #: The generation the member now belongs to (-1 while the join phase is pending).
+    generation: int = -1
+    protocol: str | None = None
+    leader: str | None = None
+    #: True: joined, waiting for the other members to rejoin; poll again.
+    pending: bool = False
+    #: The generation's members (leader first).
+    members: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SyncResponse:
+    error: GroupError
+    generation: int = -1
+    protocol: str | None = None
+    #: True: the leader has not written the assignment yet; poll again.
+    pending: bool = False
+    assignment: Partitions = ()
+    #: Partitions to give up: finish the in-flight batch, commit with ``revoke=True`` (or
+    #: ``ack_revocation``); they go to their new owner in the follow-up rebalance.
+    revoking: Partitions = ()
+    #: Remaining scheduled rebalance delay (KIP-415), 0 if none.
+    delay_ms: int = 0
+
+
+@dataclass(frozen=True)
+class HeartbeatResponse:
+    error: GroupError
+
+
+@dataclass(frozen=True)
+class LeaveResponse:
+    error: GroupError
+
+
+@dataclass(frozen=True)
+class CommitResponse:
+    error: GroupError
+    partition_errors: dict[TopicPartition, GroupError] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> frozenset[TopicPartition]:
+        return frozenset(tp for tp, e in self.partition_errors.items() if e is GroupError.NONE)
+
+
+@dataclass(frozen=True)
+class RevokeResponse:
+    error: GroupError
+    released: Partitions = ()
+
+
+@dataclass(frozen=True)
+class MetadataResponse:
+    error: GroupError
+    rebalance: bool = False
+
+
+@dataclass(frozen=True)
+class FetchOffsetsResponse:
+    error: GroupError
+    offsets: dict[TopicPartition, OffsetAndMetadata | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeleteResponse:
+    error: GroupError
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    generation: int
+    assignment: Partitions
+    revoking: Partitions
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    error: GroupError
+    group_id: str
+    state: GroupState
+    protocol_type: str | None
+    protocol: str | None
+    generation: int
+    leader: str | None
+    members: tuple[MemberDescription, ...] = ()
+
+
+@dataclass(frozen=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str | None
+    state: GroupState
+
+
+@dataclass(frozen=True)
+class MemberView:
+    """What one member should do next, as the fold sees it (for member loops)."""
+
+    member_id: str
+    state: GroupState
+    group_generation: int
+    #: The member is in the group (it may still need to rejoin).
+    known: bool
+    #: A newer incarnation of the member's static instance replaced it: stop for good.
+    fenced: bool
+    #: Join (or rejoin) now: not a member, or a rebalance is waiting for this member.
+    needs_join: bool
+    #: Joined; the join phase waits for other members.
+    awaiting_join: bool
+    #: CompletingRebalance: the leader must sync (the others wait for it).
+    awaiting_sync: bool
+    is_leader: bool
+    member_generation: int
+    assignment: Partitions
+    revoking: Partitions
+    delay_ms: int
+    protocol: str | None

@@ -1,0 +1,320 @@
+"""Group and member metadata: the state that replaying the group log builds.
+
+Only :mod:`spark_kafka_group.group.replay` changes these objects. Everything here converts to
+and from JSON-serialisable primitives (:meth:`GroupMetadata.to_payload`) for SNAPSHOT records.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+from spark_kafka_group.group.state import GroupState
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+def tp_list(partitions: Iterable[tuple[str, int]]) -> list[list[Any]]:
+    """Partitions as sorted ``[[topic, partition], ...]`` (the JSON form)."""
+    return [[t, p] for t, p in sorted(partitions)]
+
+
+def tp_set(items: Iterable[Iterable[Any]] | None) -> frozenset[TopicPartition]:
+    """The inverse of :func:`tp_list`."""
+    if not items:
+        return frozenset()
+    return frozenset(TopicPartition(str(t), int(p)) for t, p in items)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Explicit topics and/or a regular expression matched (fully) against topic names."""
+
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "topics", tuple(sorted(set(self.topics))))
+
+    def matches(self, topic: str) -> bool:
+        if topic in self.topics:
+            return True
+        return self.pattern is not None and re.fullmatch(self.pattern, topic) is not None
+
+    def resolve(self, snapshot: Mapping[str, int]) -> frozenset[str]:
+        """The subscribed topics that exist in ``snapshot`` (topic -> partition count)."""
+        found = {t for t in self.topics if t in snapshot}
+        if self.pattern is not None:
+            rx = re.compile(self.pattern)
+            found.update(t for t in snapshot if rx.fullmatch(t))
+        return frozenset(found)
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    offset: int
+    metadata: str | None = None
+    commit_timestamp_ms: int = 0
+    generation: int = -1
+    member_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ScheduledDelay:
+    """Partitions of a departed static member held back until ``until_ms`` (KIP-415)."""
+
+    partitions: frozenset[TopicPartition]
+    until_ms: int
+
+
+@dataclass
+class MemberMetadata:
+    member_id: str
+    instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    session_timeout_ms: int = 45_000
+    rebalance_timeout_ms: int = 300_000
+    protocol_type: str = "consumer"
+    #: (assignor name, free-form JSON metadata) in the member's order of preference.
+    protocols: tuple[tuple[str, Any], ...] = ()
+    subscription: Subscription = field(default_factory=Subscription)
+    #: The generation the member belongs to (0: not yet part of any).
+    generation: int = 0
+    #: Whether the member has (re)joined during the current PreparingRebalance.
+    joined: bool = False
+    #: Partitions the member may consume in its generation.
+    assignment: frozenset[TopicPartition] = frozenset()
+    #: Partitions the member still holds but must give up (pending revocation ack).
+    revoking: frozenset[TopicPartition] = frozenset()
+    last_seen_ms: int = 0
+
+    @property
+    def protocol_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.protocols)
+
+    @property
+    def held(self) -> frozenset[TopicPartition]:
+        """Everything the member may still be consuming: its assignment and its revocations."""
+        return self.assignment | self.revoking
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "member_id": self.member_id,
+            "instance_id": self.instance_id,
+            "client_id": self.client_id,
+            "client_host": self.client_host,
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "protocol_type": self.protocol_type,
+            "protocols": [[n, m] for n, m in self.protocols],
+            "topics": list(self.subscription.topics),
+            "pattern": self.subscription.pattern,
+            "generation": self.generation,
+            "joined": self.joined,
+            "assignment": tp_list(self.assignment),
+            "revoking": tp_list(self.revoking),
+            "last_seen_ms": self.last_seen_ms,
+        }
+
+    @classmethod
+    def from_payload(cls, d: Mapping[str, Any]) -> MemberMetadata:
+        return cls(
+            member_id=d["member_id"],
+            instance_id=d["instance_id"],
+            client_id=d["client_id"],
+            client_host=d["client_host"],
+            session_timeout_ms=int(d["session_timeout_ms"]),
+            rebalance_timeout_ms=int(d["rebalance_timeout_ms"]),
+            protocol_type=d["protocol_type"],
+            protocols=tuple((n, m) for n, m in d["protocols"]),
+            subscription=Subscription(tuple(d["topics"]), d["pattern"]),
+            generation=int(d["generation"]),
+            joined=bool(d["joined"]),
+            assignment=tp_set(d["assignment"]),
+            revoking=tp_set(d["revoking"]),
+            last_seen_ms=int(d["last_seen_ms"]),
+        )
+
+
+@dataclass
+class GroupMetadata:
+    """The whole group: what every member folds from the log."""
+
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    #: Members in join order.
+    members: dict[str, MemberMetadata] = field(default_factory=dict)
+    #: group.instance.id -> member id of its current incarnation.
+    static_members: dict[str, str] = field(default_factory=dict)
+    #: Member ids replaced by a newer incarnation of their static instance -> instance id.
+    fenced: dict[str, str] = field(default_factory=dict)
+    #: Order in which members joined during the current rebalance.
+    join_order: list[str] = field(default_factory=list)
+    #: PreparingRebalance: when laggards are dropped; CompletingRebalance: sync deadline.
+    deadline_ms: int | None = None
+    rebalance_reason: str | None = None
+    #: Topic -> partition count the leader's last assignment used (seed 000).
+    assignment_snapshot: dict[str, int] | None = None
+    #: The newest metadata any member reported (METADATA) or the leader used (SYNC).
+    latest_metadata: dict[str, int] | None = None
+    scheduled: dict[str, ScheduledDelay] = field(default_factory=dict)
+    #: Remaining scheduled delay announced with the last assignment (0: none).
+    delay_ms: int = 0
+    offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    #: Newest record timestamp applied.
+    last_record_ms: int = 0
+
+    # ---------------------------------------------------------------- derived views
+
+    def member(self, member_id: str | None) -> MemberMetadata | None:
+        return self.members.get(member_id) if member_id is not None else None
+
+    def holders(self) -> dict[TopicPartition, str]:
+        """Partition -> the member holding it (assigned or still revoking)."""
+        out: dict[TopicPartition, str] = {}
+        for m in self.members.values():
+            for tp in m.held:
+                out[tp] = m.member_id
+        return out
+
+    def all_joined(self) -> bool:
+        return all(m.joined for m in self.members.values())
+
+    def max_rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def candidate_protocols(self, members: Iterable[MemberMetadata] | None = None) -> set[str]:
+        """Protocols every given member (default: all) supports."""
+        ms = list(self.members.values() if members is None else members)
+        if not ms:
+            return set()
+        common = set(ms[0].protocol_names)
+        for m in ms[1:]:
+            common &= set(m.protocol_names)
+        return common
+
+    def select_protocol(self, members: Iterable[MemberMetadata]) -> str | None:
+        """Kafka's vote: each member votes for its most preferred common protocol."""
+        ms = list(members)
+        candidates = self.candidate_protocols(ms)
+        if not candidates:
+            return None
+        votes: dict[str, int] = {}
+        for m in ms:
+            choice = next(n for n in m.protocol_names if n in candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        return sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+
+    def subscribed_topics(self, snapshot: Mapping[str, int]) -> frozenset[str]:
+        """Topics of ``snapshot`` that any member subscribes to."""
+        out: set[str] = set()
+        for m in self.members.values():
+            out |= m.subscription.resolve(snapshot)
+        return frozenset(out)
+
+    def relevant_metadata(self, snapshot: Mapping[str, int]) -> dict[str, int]:
+        topics = self.subscribed_topics(snapshot)
+        return {t: int(snapshot[t]) for t in sorted(topics)}
+
+    # ---------------------------------------------------------------- copies and JSON
+
+    def copy(self) -> GroupMetadata:
+        """A copy that replay can change without touching this one."""
+        return replace(
+            self,
+            members={k: replace(v) for k, v in self.members.items()},
+            static_members=dict(self.static_members),
+            fenced=dict(self.fenced),
+            join_order=list(self.join_order),
+            assignment_snapshot=(
+                None if self.assignment_snapshot is None else dict(self.assignment_snapshot)
+            ),
+            latest_metadata=None if self.latest_metadata is None else dict(self.latest_metadata),
+            scheduled=dict(self.scheduled),
+            offsets=dict(self.offsets),
+        )
+
+    def to_payload(self) -> dict[str, Any]:
+        """The complete state as JSON-serialisable primitives."""
+        return {
+            "group_id": self.group_id,
+            "state": self.state.value,
+            "generation": self.generation,
+            "protocol_type": self.protocol_type,
+            "protocol": self.protocol,
+            "leader": self.leader,
+            "members": [m.to_payload() for m in self.members.values()],
+            "static_members": dict(self.static_members),
+            "fenced": dict(self.fenced),
+            "join_order": list(self.join_order),
+            "deadline_ms": self.deadline_ms,
+            "rebalance_reason": self.rebalance_reason,
+            "assignment_snapshot": self.assignment_snapshot,
+            "latest_metadata": self.latest_metadata,
+            "scheduled": {
+                inst: {"partitions": tp_list(s.partitions), "until_ms": s.until_ms}
+                for inst, s in self.scheduled.items()
+            },
+            "delay_ms": self.delay_ms,
+            "offsets": [
+                [tp.topic, tp.partition, o.offset, o.metadata, o.commit_timestamp_ms,
+                 o.generation, o.member_id]
+                for tp, o in sorted(self.offsets.items())
+            ],
+            "last_record_ms": self.last_record_ms,
+        }  # fmt: skip
+
+    @classmethod
+    def from_payload(cls, d: Mapping[str, Any]) -> GroupMetadata:
+        members = [MemberMetadata.from_payload(m) for m in d["members"]]
+        return cls(
+            group_id=d["group_id"],
+            state=GroupState(d["state"]),
+            generation=int(d["generation"]),
+            protocol_type=d["protocol_type"],
+            protocol=d["protocol"],
+            leader=d["leader"],
+            members={m.member_id: m for m in members},
+            static_members=dict(d["static_members"]),
+            fenced=dict(d["fenced"]),
+            join_order=list(d["join_order"]),
+            deadline_ms=d["deadline_ms"],
+            rebalance_reason=d["rebalance_reason"],
+            assignment_snapshot=_counts(d["assignment_snapshot"]),
+            latest_metadata=_counts(d["latest_metadata"]),
+            scheduled=scheduled_from_payload(d["scheduled"]),
+            delay_ms=int(d["delay_ms"]),
+            offsets={
+                TopicPartition(t, int(p)): OffsetAndMetadata(int(o), md, int(ts), int(g), mid)
+                for t, p, o, md, ts, g, mid in d["offsets"]
+            },
+            last_record_ms=int(d["last_record_ms"]),
+        )
+
+
+def _counts(d: Mapping[str, Any] | None) -> dict[str, int] | None:
+    return None if d is None else {str(k): int(v) for k, v in d.items()}
+
+
+def scheduled_from_payload(d: Mapping[str, Any] | None) -> dict[str, ScheduledDelay]:
+    return {
+        inst: ScheduledDelay(tp_set(s["partitions"]), int(s["until_ms"]))
+        for inst, s in (d or {}).items()
+    }
+
+
+def scheduled_to_payload(s: Mapping[str, ScheduledDelay]) -> dict[str, Any]:
+    return {
+        inst: {"partitions": tp_list(v.partitions), "until_ms": v.until_ms}
+        for inst, v in sorted(s.items())
+    }

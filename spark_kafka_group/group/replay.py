@@ -1,0 +1,334 @@
+"""Replay: the only code that changes a :class:`GroupMetadata`.
+
+``apply(group, record)`` folds one record into the group using only the record's data (never a
+clock, never local configuration), so every member folding the same log reaches the same
+state. Records carry the decisions the handlers took (who leads, which protocol, the
+assignment, whether a rebalance starts); replay checks they are consistent with the state and
+raises :class:`GroupProtocolBug` when they are not: a record that does not fit is a bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import fields
+from typing import Any
+
+from spark_kafka_group.group.errors import GroupProtocolBug
+from spark_kafka_group.group.kinds import RecordKind
+from spark_kafka_group.group.metadata import (
+    GroupMetadata,
+    MemberMetadata,
+    OffsetAndMetadata,
+    ScheduledDelay,
+    Subscription,
+    TopicPartition,
+    scheduled_from_payload,
+    tp_set,
+)
+from spark_kafka_group.group.records import GroupRecord
+from spark_kafka_group.group.state import GroupState
+
+
+def replay(records: Iterable[GroupRecord], group_id: str) -> GroupMetadata:
+    """Fold ``records`` into a new group (a SNAPSHOT record resets the state)."""
+    group = GroupMetadata(group_id)
+    for record in records:
+        apply(group, record)
+    return group
+
+
+def latest_snapshot_index(records: list[GroupRecord]) -> int:
+    """Index of the last SNAPSHOT record (0 if there is none): where replay may start."""
+    for i in range(len(records) - 1, -1, -1):
+        if records[i].kind == RecordKind.SNAPSHOT:
+            return i
+    return 0
+
+
+def apply(group: GroupMetadata, record: GroupRecord) -> None:
+    """Fold one record into ``group`` (in place)."""
+    kind = record.kind
+    if kind == RecordKind.SNAPSHOT:
+        _apply_snapshot(group, record)
+        return
+    if group.state == GroupState.DEAD:
+        raise GroupProtocolBug(f"{kind} record for group {group.group_id!r}, which is Dead")
+    handler = _APPLY.get(str(kind))
+    if handler is None:
+        raise GroupProtocolBug(f"unknown record kind {kind!r}")
+    ts = int(record.timestamp_ms)
+    group.last_record_ms = max(group.last_record_ms, ts)
+    if kind != RecordKind.EXPIRE:
+        writer = group.member(record.member_id)
+        if writer is not None:
+            writer.last_seen_ms = max(writer.last_seen_ms, ts)
+    handler(group, record)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _transition(group: GroupMetadata, target: GroupState) -> None:
+    group.state.check_transition(target)
+    group.state = target
+
+
+def _prepare_rebalance(group: GroupMetadata, ts: int, reason: str) -> None:
+    _transition(group, GroupState.PREPARING_REBALANCE)
+    for m in group.members.values():
+        m.joined = False
+    group.join_order = []
+    group.deadline_ms = ts + group.max_rebalance_timeout_ms()
+    group.rebalance_reason = reason
+
+
+def _require_member(group: GroupMetadata, record: GroupRecord) -> MemberMetadata:
+    m = group.member(record.member_id)
+    if m is None:
+        raise GroupProtocolBug(
+            f"{record.kind} record names member {record.member_id!r}, "
+            f"which is not a member of group {group.group_id!r}"
+        )
+    return m
+
+
+def _remove_member(group: GroupMetadata, member_id: str, ts: int, reason: str) -> MemberMetadata:
+    m = group.members.pop(member_id)
+    if m.instance_id is not None and group.static_members.get(m.instance_id) == member_id:
+        del group.static_members[m.instance_id]
+    if member_id in group.join_order:
+        group.join_order.remove(member_id)
+    if group.leader == member_id:
+        group.leader = None
+    if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+        _prepare_rebalance(group, ts, reason)
+    return m
+
+
+def _rebalance_flag(group: GroupMetadata, record: GroupRecord, reason: str) -> None:
+    if record.payload.get("rebalance"):
+        _prepare_rebalance(group, int(record.timestamp_ms), reason)
+
+
+# ---------------------------------------------------------------------- kinds
+
+
+def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
+    p = record.payload
+    member_id = record.member_id
+    if member_id is None:
+        raise GroupProtocolBug("JOIN record without member id")
+    instance_id = record.instance_id
+    replaces = p.get("replaces")
+    if replaces is not None:
+        old = group.members.pop(replaces, None)
+        if old is None or old.instance_id != instance_id or member_id in group.members:
+            raise GroupProtocolBug(f"JOIN of {member_id!r} replaces unknown member {replaces!r}")
+        member = MemberMetadata(
+            member_id=member_id,
+            generation=old.generation,
+            joined=old.joined,
+            assignment=old.assignment,
+            revoking=old.revoking,
+        )
+        group.members[member_id] = member
+        group.fenced[replaces] = str(instance_id)
+        if group.leader == replaces:
+            group.leader = member_id
+        group.join_order = [member_id if x == replaces else x for x in group.join_order]
+    else:
+        member = group.members.get(member_id) or MemberMetadata(member_id=member_id)
+        if member_id not in group.members:
+            if instance_id is not None and instance_id in group.static_members:
+                raise GroupProtocolBug(f"instance {instance_id!r} already has a member")
+            group.members[member_id] = member
+        elif member.instance_id != instance_id:
+            raise GroupProtocolBug(f"JOIN of {member_id!r} changes its instance id")
+    member.instance_id = instance_id
+    member.client_id = str(p.get("client_id", ""))
+    member.client_host = str(p.get("client_host", ""))
+    member.session_timeout_ms = int(p["session_timeout_ms"])
+    member.rebalance_timeout_ms = int(p["rebalance_timeout_ms"])
+    member.protocol_type = str(p["protocol_type"])
+    member.protocols = tuple((str(n), md) for n, md in p["protocols"])
+    member.subscription = Subscription(tuple(p.get("topics") or ()), p.get("pattern"))
+    member.last_seen_ms = max(member.last_seen_ms, int(record.timestamp_ms))
+    if instance_id is not None:
+        group.static_members[instance_id] = member_id
+    owned = p.get("owned")
+    if owned is not None:
+        keep = tp_set(owned)
+        member.assignment &= keep
+        member.revoking &= keep
+    if group.protocol_type is None:
+        group.protocol_type = member.protocol_type
+    if p.get("rebalance"):
+        _prepare_rebalance(group, int(record.timestamp_ms), str(p.get("reason") or "join"))
+    if group.state == GroupState.EMPTY:
+        raise GroupProtocolBug("a JOIN to an Empty group must start a rebalance")
+    if group.state == GroupState.PREPARING_REBALANCE:
+        member.joined = True
+        if member_id not in group.join_order:
+            group.join_order.append(member_id)
+
+
+def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:
+    p = record.payload
+    if group.state != GroupState.PREPARING_REBALANCE:
+        raise GroupProtocolBug(f"GENERATION record while the group is {group.state}")
+    members = list(p["members"])
+    if set(members) != set(group.members) or not group.all_joined():
+        raise GroupProtocolBug(
+            f"GENERATION {record.generation} names members {members} but the group has "
+            f"{sorted(group.members)} (joined: {sorted(group.join_order)})"
+        )
+    if record.generation != group.generation + 1:
+        raise GroupProtocolBug(
+            f"GENERATION {record.generation} does not follow generation {group.generation}"
+        )
+    group.generation = int(record.generation)
+    group.join_order = []
+    group.rebalance_reason = None
+    if not members:
+        _transition(group, GroupState.EMPTY)
+        group.protocol = None
+        group.protocol_type = None
+        group.leader = None
+        group.deadline_ms = None
+        return
+    if p["leader"] not in group.members:
+        raise GroupProtocolBug(f"GENERATION leader {p['leader']!r} is not a member")
+    _transition(group, GroupState.COMPLETING_REBALANCE)
+    group.leader = p["leader"]
+    group.protocol = p["protocol"]
+    group.deadline_ms = p.get("deadline_ms")
+    # Re-order members by the generation's join order (the leader joined first).
+    group.members = {mid: group.members[mid] for mid in members}
+    ts = int(record.timestamp_ms)
+    for m in group.members.values():
+        m.generation = group.generation
+        m.joined = False
+        m.last_seen_ms = max(m.last_seen_ms, ts)  # completing the join restarts every session
+
+
+def _apply_sync(group: GroupMetadata, record: GroupRecord) -> None:
+    p = record.payload
+    if group.state != GroupState.COMPLETING_REBALANCE:
+        raise GroupProtocolBug(f"SYNC record while the group is {group.state}")
+    if record.generation != group.generation or record.member_id != group.leader:
+        raise GroupProtocolBug(
+            f"SYNC by {record.member_id!r} for generation {record.generation}; the group is at "
+            f"generation {group.generation} led by {group.leader!r}"
+        )
+    assignment: dict[str, Any] = p["assignment"]
+    revoking: dict[str, Any] = p["revoking"]
+    if not set(assignment) | set(revoking) <= set(group.members):
+        raise GroupProtocolBug("SYNC assigns partitions to non-members")
+    seen: dict[TopicPartition, str] = {}
+    for m in group.members.values():
+        new_revoking = tp_set(revoking.get(m.member_id))
+        if not new_revoking <= m.held:
+            raise GroupProtocolBug(f"SYNC revokes from {m.member_id!r} what it does not hold")
+        m.assignment = tp_set(assignment.get(m.member_id))
+        m.revoking = new_revoking
+        for tp in m.held:
+            if tp in seen:
+                raise GroupProtocolBug(f"SYNC gives {tp} to both {seen[tp]!r} and {m.member_id!r}")
+            seen[tp] = m.member_id
+        if m.assignment & m.revoking:
+            raise GroupProtocolBug(f"SYNC both assigns and revokes partitions of {m.member_id!r}")
+    group.assignment_snapshot = {str(k): int(v) for k, v in p["snapshot"].items()}
+    group.latest_metadata = dict(group.assignment_snapshot)
+    group.scheduled = scheduled_from_payload(p.get("scheduled"))
+    group.delay_ms = int(p.get("delay_ms") or 0)
+    group.deadline_ms = None
+    ts = int(record.timestamp_ms)
+    for m in group.members.values():
+        m.last_seen_ms = max(m.last_seen_ms, ts)  # so does completing the sync
+    _transition(group, GroupState.STABLE)
+
+
+def _apply_heartbeat(group: GroupMetadata, record: GroupRecord) -> None:
+    _require_member(group, record)
+
+
+def _apply_leave(group: GroupMetadata, record: GroupRecord) -> None:
+    _require_member(group, record)
+    reason = str(record.payload.get("reason") or "leave")
+    _remove_member(group, str(record.member_id), int(record.timestamp_ms), reason)
+
+
+def _apply_expire(group: GroupMetadata, record: GroupRecord) -> None:
+    _require_member(group, record)
+    reason = str(record.payload.get("reason") or "expired")
+    m = _remove_member(group, str(record.member_id), int(record.timestamp_ms), reason)
+    until = record.payload.get("delay_until_ms")
+    if until is not None and m.instance_id is not None:
+        previous = group.scheduled.get(m.instance_id)
+        partitions = m.assignment | (previous.partitions if previous else frozenset())
+        group.scheduled[m.instance_id] = ScheduledDelay(partitions, int(until))
+
+
+def _apply_commit(group: GroupMetadata, record: GroupRecord) -> None:
+    if record.topic is None or record.partition is None or record.offset is None:
+        raise GroupProtocolBug("COMMIT record without topic, partition and offset")
+    if record.member_id is not None:
+        _require_member(group, record)
+    tp = TopicPartition(record.topic, int(record.partition))
+    group.offsets[tp] = OffsetAndMetadata(
+        offset=int(record.offset),
+        metadata=record.payload.get("metadata"),
+        commit_timestamp_ms=int(record.timestamp_ms),
+        generation=-1 if record.generation is None else int(record.generation),
+        member_id=record.member_id,
+    )
+
+
+def _apply_revoke(group: GroupMetadata, record: GroupRecord) -> None:
+    m = _require_member(group, record)
+    released = tp_set(record.payload.get("partitions"))
+    if not released <= m.revoking:
+        raise GroupProtocolBug(f"REVOKE of {sorted(released - m.revoking)} not being revoked")
+    m.revoking -= released
+    _rebalance_flag(group, record, "revocation completed")
+
+
+def _apply_metadata(group: GroupMetadata, record: GroupRecord) -> None:
+    snapshot = record.payload["snapshot"]
+    group.latest_metadata = {str(k): int(v) for k, v in snapshot.items()}
+    _rebalance_flag(group, record, "metadata changed")
+
+
+def _apply_rebalance(group: GroupMetadata, record: GroupRecord) -> None:
+    _prepare_rebalance(
+        group, int(record.timestamp_ms), str(record.payload.get("reason") or "rebalance")
+    )
+
+
+def _apply_delete(group: GroupMetadata, record: GroupRecord) -> None:
+    if group.members:
+        raise GroupProtocolBug("DELETE of a group that has members")
+    _transition(group, GroupState.DEAD)
+    group.offsets = {}
+    group.scheduled = {}
+
+
+def _apply_snapshot(group: GroupMetadata, record: GroupRecord) -> None:
+    restored = GroupMetadata.from_payload(record.payload)
+    for f in fields(GroupMetadata):
+        setattr(group, f.name, getattr(restored, f.name))
+
+
+_APPLY = {
+    RecordKind.JOIN.value: _apply_join,
+    RecordKind.GENERATION.value: _apply_generation,
+    RecordKind.SYNC.value: _apply_sync,
+    RecordKind.HEARTBEAT.value: _apply_heartbeat,
+    RecordKind.LEAVE.value: _apply_leave,
+    RecordKind.EXPIRE.value: _apply_expire,
+    RecordKind.COMMIT.value: _apply_commit,
+    RecordKind.REVOKE.value: _apply_revoke,
+    RecordKind.METADATA.value: _apply_metadata,
+    RecordKind.REBALANCE.value: _apply_rebalance,
+    RecordKind.DELETE.value: _apply_delete,
+}

@@ -1,0 +1,348 @@
+"""Handlers: Kafka error names, purity, static membership (KIP-345), fencing, offsets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_kafka_group.group import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupError,
+    GroupState,
+    IllegalStateTransitionError,
+    JoinRequest,
+    RecordKind,
+    TopicPartition,
+    replay,
+)
+from spark_kafka_group.group.records import GroupRecord
+
+E = GroupError
+CFG = GroupConfig(min_session_timeout_ms=1_000)
+
+
+class Group:
+    """A coordinator plus its log; ``do`` appends and folds a handler's records."""
+
+    def __init__(self, config: GroupConfig = CFG) -> None:
+        self.coord = GroupCoordinator("g", config)
+        self.log: list[GroupRecord] = []
+
+    def do(self, result):  # type: ignore[no-untyped-def]
+        records, response = result
+        for r in records:
+            json.dumps(r.payload)  # JSON primitives only
+        self.coord.apply_all(records)
+        self.log.extend(records)
+        return response
+
+    def join(self, mid: str, now: int = 0, **kw):  # type: ignore[no-untyped-def]
+        kw.setdefault("protocols", ("cooperative-sticky", "range"))
+        kw.setdefault("topics", ("t",))
+        kw.setdefault("session_timeout_ms", 10_000)
+        return self.do(self.coord.join(JoinRequest(mid, **kw), now))
+
+    def stable(self, members: list[str], now: int = 0, **kw) -> int:  # type: ignore[no-untyped-def]
+        for mid in members:
+            self.join(mid, now, instance_id=kw.get("instances", {}).get(mid))
+        # members that joined earlier rejoin (rebalance)
+        for mid in members:
+            if self.coord.member_view(mid).needs_join:
+                self.join(mid, now, instance_id=kw.get("instances", {}).get(mid))
+        g = self.coord.group
+        assert g.state == GroupState.COMPLETING_REBALANCE
+        self.do(self.coord.sync(g.leader, g.generation, now, metadata={"t": 6}))
+        assert self.coord.group.state == GroupState.STABLE
+        return self.coord.group.generation
+
+
+def test_handlers_do_not_mutate_the_group() -> None:
+    grp = Group()
+    grp.stable(["a", "b"])
+    before = replay(grp.log, "g")
+    c = grp.coord
+    gen = c.group.generation
+    c.join(JoinRequest("x", ("range",), topics=("t",), session_timeout_ms=10_000), 5)
+    c.leave("a", 5)
+    c.heartbeat("a", gen, 5)
+    c.commit_offsets("a", gen, {("t", 0): 1}, 5)
+    c.metadata_changed("a", {"t": 9}, 5)
+    c.tick(10**9)
+    assert c.group == before
+
+
+def test_first_joiner_leads_and_the_protocol_is_common_to_all() -> None:
+    grp = Group()
+    grp.join("a", protocols=("cooperative-sticky", "range"))
+    grp.do(grp.coord.sync("a", 1, 0, metadata={"t": 6}))
+    assert grp.join("b", protocols=("roundrobin", "range")).pending
+    assert grp.join("a").members == ("a", "b")  # the last rejoin completes the join
+    assert grp.coord.group.state == GroupState.COMPLETING_REBALANCE
+    assert grp.coord.group.leader == "a"
+    assert grp.coord.group.protocol == "range"
+
+
+def test_join_errors() -> None:
+    grp = Group()
+    assert grp.join("a", session_timeout_ms=10).error is E.INVALID_SESSION_TIMEOUT
+    assert grp.join("a", session_timeout_ms=10**9).error is E.INVALID_SESSION_TIMEOUT
+    assert grp.join("a", protocols=()).error is E.INCONSISTENT_GROUP_PROTOCOL
+    assert grp.join("", protocols=("range",)).error is E.INVALID_REQUEST
+    grp.join("a", protocols=("range",))
+    assert grp.join("b", protocols=("roundrobin",)).error is E.INCONSISTENT_GROUP_PROTOCOL
+    assert grp.join("b", protocol_type="connect").error is E.INCONSISTENT_GROUP_PROTOCOL
+    small = Group(GroupConfig(min_session_timeout_ms=1_000, max_group_size=1))
+    small.join("a")
+    assert small.join("b").error is E.GROUP_MAX_SIZE_REACHED
+    grp.coord.loading = True
+    assert grp.join("c").error is E.COORDINATOR_LOAD_IN_PROGRESS
+
+
+def test_member_errors_heartbeat_sync_commit() -> None:
+    grp = Group()
+    gen = grp.stable(["a", "b"])
+    c = grp.coord
+    assert c.heartbeat("zz", gen, 1)[1].error is E.UNKNOWN_MEMBER_ID
+    assert c.heartbeat("a", gen - 1, 1)[1].error is E.ILLEGAL_GENERATION
+    assert c.sync("a", gen + 5, 1)[1].error is E.ILLEGAL_GENERATION
+    assert c.heartbeat("a", gen, 1)[1].error is E.NONE
+    assert c.commit_offsets("zz", gen, {("t", 0): 1}, 1)[1].error is E.UNKNOWN_MEMBER_ID
+    assert c.commit_offsets("a", gen - 1, {("t", 0): 1}, 1)[1].partition_errors == {
+        TopicPartition("t", 0): E.ILLEGAL_GENERATION
+    }
+    grp.join("c", 2)
+    assert c.heartbeat("a", gen, 3)[1].error is E.REBALANCE_IN_PROGRESS
+    assert c.sync("a", gen, 3)[1].error is E.REBALANCE_IN_PROGRESS
+    assert c.heartbeat("c", -1, 3)[1].error is E.NONE  # joined, waiting for the others
+    with pytest.raises(IllegalStateTransitionError):
+        GroupState.STABLE.check_transition(GroupState.EMPTY)
+
+
+def test_commits_only_from_the_owner_in_the_current_generation() -> None:
+    grp = Group()
+    gen = grp.stable(["a", "b"])
+    c = grp.coord
+    mine = sorted(c.group.members["a"].assignment)
+    theirs = sorted(c.group.members["b"].assignment)
+    resp = grp.do(c.commit_offsets("a", gen, {mine[0]: (10, "m"), theirs[0]: 5}, 1))
+    assert resp.partition_errors == {mine[0]: E.NONE, theirs[0]: E.ILLEGAL_GENERATION}
+    assert c.fetch_offsets([mine[0], theirs[0]]).offsets[theirs[0]] is None
+    assert c.fetch_offsets([mine[0]]).offsets[mine[0]].offset == 10
+    assert c.fetch_offsets([mine[0]]).offsets[mine[0]].metadata == "m"
+    assert resp.accepted == {mine[0]}
+    # "a" leaves: its late commit is a zombie commit.
+    grp.do(c.leave("a", 2))
+    assert c.commit_offsets("a", gen, {mine[0]: 11}, 3)[1].error is E.UNKNOWN_MEMBER_ID
+    assert [r.kind for r in grp.log].count(RecordKind.COMMIT.value) == 1
+
+
+def test_admin_commit_only_into_an_empty_group_and_delete() -> None:
+    grp = Group()
+    resp = grp.do(grp.coord.commit_offsets(None, -1, {("t", 0): 42}, 0))
+    assert resp.accepted == {TopicPartition("t", 0)}
+    grp.join("a")
+    assert grp.coord.commit_offsets(None, -1, {("t", 0): 1}, 0)[1].error is E.UNKNOWN_MEMBER_ID
+    assert grp.coord.delete_group(1)[1].error is E.NON_EMPTY_GROUP
+    grp.do(grp.coord.leave("a", 1))
+    assert grp.coord.group.state == GroupState.EMPTY
+    assert grp.do(grp.coord.delete_group(2)).error is E.NONE
+    assert grp.coord.group.state == GroupState.DEAD
+    assert grp.join("b").error is E.COORDINATOR_NOT_AVAILABLE
+    assert grp.coord.list_groups() == []
+
+
+def test_describe_and_list() -> None:
+    grp = Group()
+    grp.stable(["a", "b"])
+    d = grp.coord.describe()
+    assert d.state == GroupState.STABLE and d.leader == "a" and d.protocol == "cooperative-sticky"
+    assert sorted(m.member_id for m in d.members) == ["a", "b"]
+    assert sum(len(m.assignment) for m in d.members) == 6
+    [listed] = grp.coord.list_groups()
+    assert listed.group_id == "g" and listed.state == GroupState.STABLE
+
+
+def test_last_member_leaving_goes_through_preparing_to_empty() -> None:
+    grp = Group()
+    gen = grp.stable(["a"])
+    grp.do(grp.coord.leave("a", 5))
+    g = grp.coord.group
+    assert g.state == GroupState.EMPTY and g.generation == gen + 1 and not g.members
+    kinds = [r.kind for r in grp.log[-2:]]
+    assert kinds == ["LEAVE", "GENERATION"]
+
+
+def test_session_expiry_and_rebalance_timeout_are_records() -> None:
+    grp = Group()
+    grp.stable(["a", "b", "c"])
+    c = grp.coord
+    gen = c.group.generation
+    grp.do(c.heartbeat("a", gen, 9_000))
+    grp.do(c.heartbeat("b", gen, 9_000))
+    records = grp.do((c.tick(10_001), None)) or grp.log[-1:]
+    assert grp.log[-1].kind == "EXPIRE" and grp.log[-1].member_id == "c"
+    assert grp.log[-1].payload["reason"] == "session_timeout"
+    del records
+    # a rejoins, b never does: b is dropped at the rebalance timeout
+    grp.join("a", 10_002)
+    deadline = c.group.deadline_ms
+    for t in range(10_003, deadline, 5_000):  # b stays alive but never rejoins
+        assert grp.do(c.heartbeat("b", gen, t)).error is E.REBALANCE_IN_PROGRESS
+    assert grp.coord.tick(deadline - 1) == []
+    grp.do((c.tick(deadline), None))
+    assert [r.kind for r in grp.log[-2:]] == ["EXPIRE", "GENERATION"]
+    assert grp.log[-2].payload["reason"] == "rebalance_timeout"
+    assert list(c.group.members) == ["a"] and c.group.state == GroupState.COMPLETING_REBALANCE
+
+
+def test_leader_that_never_syncs_is_dropped() -> None:
+    grp = Group()
+    grp.join("a", 0, rebalance_timeout_ms=5_000)
+    grp.do(grp.coord.sync("a", 1, 0, metadata={"t": 6}))
+    grp.join("b", 1, rebalance_timeout_ms=5_000)
+    grp.join("a", 1, rebalance_timeout_ms=5_000)
+    assert grp.coord.group.state == GroupState.COMPLETING_REBALANCE
+    grp.do((grp.coord.tick(1 + 5_000), None))
+    assert grp.log[-1].payload["reason"] == "sync_timeout" and "a" not in grp.coord.group.members
+
+
+# ------------------------------------------------------------------ static membership
+
+
+def test_static_restart_within_session_timeout_keeps_assignment_without_rebalance() -> None:
+    grp = Group()
+    inst = {"a": "ia", "b": "ib"}
+    gen = grp.stable(["a", "b"], instances=inst)
+    c = grp.coord
+    old = c.group.members["b"].assignment
+    resp = grp.join("b2", 5_000, instance_id="ib")
+    assert resp.error is E.NONE and not resp.pending and resp.generation == gen
+    assert c.group.generation == gen and c.group.state == GroupState.STABLE
+    synced = grp.do(c.sync("b2", gen, 5_001))
+    assert set(synced.assignment) == old
+    # The old incarnation is fenced: heartbeats, commits and rejoins.
+    assert c.heartbeat("b", gen, 5_002)[1].error is E.FENCED_INSTANCE_ID
+    assert c.heartbeat("b", gen, 5_002, instance_id="ib")[1].error is E.FENCED_INSTANCE_ID
+    tp = next(iter(old))
+    assert c.commit_offsets("b", gen, {tp: 3}, 5_002)[1].error is E.FENCED_INSTANCE_ID
+    assert grp.join("b", 5_003, instance_id="ib").error is E.FENCED_INSTANCE_ID
+    assert c.commit_offsets("b2", gen, {tp: 3}, 5_004)[1].accepted == {tp}
+
+
+def test_duplicate_instance_id_fences_the_older_member() -> None:
+    grp = Group()
+    gen = grp.stable(["a", "b"], instances={"a": "ia", "b": "ib"})
+    grp.join("x", 100, instance_id="ib")  # a second live process with b's instance id
+    c = grp.coord
+    assert c.group.static_members["ib"] == "x" and "b" not in c.group.members
+    assert c.heartbeat("b", gen, 101, instance_id="ib")[1].error is E.FENCED_INSTANCE_ID
+    assert grp.join("b", 102, instance_id="ib").error is E.FENCED_INSTANCE_ID
+    assert c.member_view("b").fenced and not c.member_view("b").needs_join
+
+
+def test_static_leader_restart_triggers_a_rebalance() -> None:
+    grp = Group()
+    gen = grp.stable(["a", "b"], instances={"a": "ia", "b": "ib"})
+    grp.join("a2", 10, instance_id="ia")
+    g = grp.coord.group
+    assert g.state == GroupState.PREPARING_REBALANCE and g.leader == "a2"
+    assert grp.coord.group.members["a2"].assignment  # cooperative: it keeps its partitions
+    grp.join("b", 11, instance_id="ib")
+    assert g.generation == gen + 1 and g.leader == "a2"
+
+
+def test_static_member_changing_subscription_rebalances() -> None:
+    grp = Group()
+    grp.stable(["a", "b"], instances={"a": "ia", "b": "ib"})
+    grp.join("b2", 10, instance_id="ib", topics=("t", "u"))
+    assert grp.coord.group.state == GroupState.PREPARING_REBALANCE
+
+
+def test_static_member_expired_after_session_timeout_rebalances() -> None:
+    grp = Group()
+    gen = grp.stable(["a", "b"], instances={"a": "ia", "b": "ib"})
+    grp.do(grp.coord.heartbeat("a", gen, 9_000))
+    grp.do((grp.coord.tick(10_001), None))
+    assert "b" not in grp.coord.group.members and "ib" not in grp.coord.group.static_members
+    resp = grp.join("b2", 10_002, instance_id="ib")
+    assert resp.pending
+
+
+# ------------------------------------------------------------------ metadata
+
+
+def test_metadata_change_triggers_rebalance_and_is_recorded() -> None:
+    grp = Group()
+    gen = grp.stable(["a", "b"])
+    c = grp.coord
+    assert c.metadata_changed("a", {"t": 6, "other": 3}, 5) == (
+        [],
+        c.metadata_changed("a", {"t": 6}, 5)[1],
+    )
+    resp = grp.do(c.metadata_changed("b", {"t": 8}, 6))
+    assert resp.rebalance and c.group.state == GroupState.PREPARING_REBALANCE
+    assert c.group.latest_metadata == {"t": 8}
+    grp.join("a", 7)
+    grp.join("b", 7)
+    grp.do(c.sync("a", gen + 1, 8))  # the leader passes no metadata: the recorded one is used
+    assert c.group.assignment_snapshot == {"t": 8}
+    assert sum(len(m.assignment) for m in c.group.members.values()) == 8
+
+
+def test_pattern_subscription_picks_up_new_and_vanished_topics() -> None:
+    grp = Group()
+    grp.join("a", 0, topics=(), pattern=r"logs-.*")
+    grp.do(grp.coord.sync("a", 1, 0, metadata={"logs-1": 2, "other": 4}))
+    c = grp.coord
+    assert c.group.assignment_snapshot == {"logs-1": 2}
+    assert grp.do(c.metadata_changed("a", {"logs-1": 2, "other": 5}, 1)).rebalance is False
+    assert grp.do(c.metadata_changed("a", {"logs-1": 2, "logs-2": 1}, 2)).rebalance
+    grp.join("a", 3, topics=(), pattern=r"logs-.*")
+    grp.do(c.sync("a", c.group.generation, 3, metadata={"logs-1": 2, "logs-2": 1}))
+    assert len(c.group.members["a"].assignment) == 3
+    assert grp.do(c.metadata_changed("a", {"logs-2": 1}, 4)).rebalance  # logs-1 deleted
+    grp.join("a", 5, topics=(), pattern=r"logs-.*")
+    grp.do(c.sync("a", c.group.generation, 5, metadata={"logs-2": 1}))
+    m = c.group.members["a"]
+    assert m.assignment == {TopicPartition("logs-2", 0)}
+    assert m.revoking == {TopicPartition("logs-1", 0), TopicPartition("logs-1", 1)}
+    ack = grp.do(c.ack_revocation("a", c.group.generation, m.revoking, 6))
+    assert len(ack.released) == 2 and c.group.state == GroupState.STABLE  # nothing to give
+
+
+def test_subscription_change_rebalances() -> None:
+    grp = Group()
+    grp.stable(["a", "b"])
+    assert grp.join("b", 5).generation == grp.coord.group.generation  # unchanged: no-op
+    assert grp.coord.group.state == GroupState.STABLE
+    grp.join("b", 6, topics=("t", "u"))
+    assert grp.coord.group.state == GroupState.PREPARING_REBALANCE
+
+
+def test_eager_rejoin_gives_up_everything() -> None:
+    grp = Group()
+    for mid in ("a", "b"):
+        grp.join(mid, 0, protocols=("range",))
+    grp.join("a", 0, protocols=("range",))
+    gen = grp.coord.group.generation
+    grp.do(grp.coord.sync("a", gen, 0, metadata={"t": 6}))
+    a_parts = grp.coord.group.members["a"].assignment
+    assert a_parts
+    grp.join("c", 1, protocols=("range",))
+    # a may still commit its final offsets before rejoining ...
+    tp = min(a_parts)
+    assert grp.do(grp.coord.commit_offsets("a", gen, {tp: 7}, 2)).accepted == {tp}
+    grp.join("a", 3, protocols=("range",), owned=sorted(a_parts))
+    assert grp.coord.group.members["a"].assignment == frozenset()
+    # ... but not after: it gave everything up.
+    assert grp.coord.commit_offsets("a", gen, {tp: 8}, 4)[1].accepted == frozenset()
+
+
+def test_protocol_metadata_must_be_json_and_is_stored_canonically() -> None:
+    grp = Group()
+    assert grp.join("a", protocols=[("range", {"x": {1, 2}})]).error is E.INVALID_REQUEST
+    grp.join("a", protocols=[("range", {"rack": ("r1", "r2")})])
+    assert grp.coord.group.members["a"].protocols == (("range", {"rack": ["r1", "r2"]}),)
+    assert replay(grp.log, "g") == grp.coord.group

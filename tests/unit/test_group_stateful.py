@@ -1,0 +1,251 @@
+"""Hypothesis drives a whole group over a shared log: random joins, leaves, crashes (silence),
+static restarts, clock advances, metadata changes, revocation acks (inside the member loop),
+commits, zombie commits and snapshots. Invariants are checked after every step on the log
+folded record by record.
+
+``GROUP_STATEFUL_EXAMPLES`` / ``GROUP_STATEFUL_STEPS`` raise the budget for a deep run.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from spark_kafka_group.group import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupMetadata,
+    GroupState,
+    ManualClock,
+    TopicPartition,
+    apply,
+    latest_snapshot_index,
+    replay,
+)
+from tests.unit.test_group_support import Driver, SharedLog, converged
+
+S = GroupState
+LEGAL = {  # seed 002, written out independently of state.py
+    S.DEAD: {S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD},
+    S.COMPLETING_REBALANCE: {S.PREPARING_REBALANCE},
+    S.STABLE: {S.COMPLETING_REBALANCE},
+    S.PREPARING_REBALANCE: {S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY},
+    S.EMPTY: {S.PREPARING_REBALANCE},
+}
+SESSION = 6_000
+MAX_MEMBERS = 5
+
+
+class GroupMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = ManualClock(1_000)
+        self.log = SharedLog()
+        self.meta: dict[str, int] = {"t": 4, "logs-1": 2}
+        self.live: list[Driver] = []
+        self.dead: list[Driver] = []  # crashed or replaced: silent, but may try to commit
+        self.n = 0
+        self.checker = GroupMetadata("g")
+        self.checked = 0
+        self.max_generation = 0
+        self.protocol = "cooperative-sticky"
+        self.config = GroupConfig(min_session_timeout_ms=1_000)
+
+    @initialize(
+        protocol=st.sampled_from(["cooperative-sticky", "range", "roundrobin", "sticky"]),
+        delay=st.sampled_from([0, 0, 4_000]),
+    )
+    def setup(self, protocol: str, delay: int) -> None:
+        self.protocol = protocol
+        self.config = GroupConfig(
+            min_session_timeout_ms=1_000, scheduled_rebalance_max_delay_ms=delay
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def new_driver(self, static: bool, pattern: bool, instance: str | None = None) -> Driver:
+        self.n += 1
+        return Driver(
+            f"m{self.n}",
+            self.log,
+            self.clock,
+            lambda: self.meta,
+            protocols=(self.protocol,),
+            topics=() if pattern else ("t",),
+            pattern=r"logs-\d+" if pattern else None,
+            instance_id=instance or (f"i{self.n}" if static else None),
+            session_timeout_ms=SESSION,
+            rebalance_timeout_ms=8_000,
+            heartbeat_interval_ms=1_000,
+            config=self.config,
+        )
+
+    def tick_only(self) -> None:
+        coord = GroupCoordinator("g", self.config)
+        coord.apply_all(self.log.records)
+        assert self.log.append(coord.tick(self.clock.now_ms()), len(self.log.records))
+
+    def race(self) -> None:
+        for d in self.live:
+            d.prepare()
+        for d in reversed(self.live):
+            d.finish()
+
+    # ------------------------------------------------------------------ rules
+
+    @precondition(lambda self: len(self.live) < MAX_MEMBERS)
+    @rule(static=st.booleans(), pattern=st.booleans())
+    def join(self, static: bool, pattern: bool) -> None:
+        d = self.new_driver(static, pattern)
+        self.live.append(d)
+        d.step()
+
+    @precondition(lambda self: self.live)
+    @rule(i=st.integers(0, MAX_MEMBERS - 1))
+    def poll(self, i: int) -> None:
+        self.live[i % len(self.live)].step()
+
+    @precondition(lambda self: self.live)
+    @rule()
+    def poll_all_racing(self) -> None:
+        self.race()
+
+    @precondition(lambda self: self.live)
+    @rule(i=st.integers(0, MAX_MEMBERS - 1))
+    def leave(self, i: int) -> None:
+        d = self.live.pop(i % len(self.live))
+        d.fold()
+        records, _ = d.coord.leave(d.member_id, self.clock.now_ms())
+        assert self.log.append(records, d.version)
+
+    @precondition(lambda self: self.live)
+    @rule(i=st.integers(0, MAX_MEMBERS - 1))
+    def crash(self, i: int) -> None:
+        self.dead.append(self.live.pop(i % len(self.live)))
+
+    @precondition(lambda self: any(d.instance_id for d in self.live))
+    @rule(i=st.integers(0, MAX_MEMBERS - 1))
+    def static_restart(self, i: int) -> None:
+        statics = [d for d in self.live if d.instance_id]
+        old = statics[i % len(statics)]
+        self.live.remove(old)
+        self.dead.append(old)  # the old process may linger as a zombie
+        fresh = self.new_driver(True, old.pattern is not None, instance=old.instance_id)
+        self.live.append(fresh)
+        fresh.step()
+
+    @rule(ms=st.integers(1, 9_000))
+    def advance_clock(self, ms: int) -> None:
+        self.clock.advance(ms)
+
+    @rule(topic=st.sampled_from(["t", "logs-1", "logs-2"]), count=st.integers(0, 6))
+    def change_metadata(self, topic: str, count: int) -> None:
+        if count == 0:
+            self.meta.pop(topic, None)  # the topic is deleted
+        else:
+            self.meta[topic] = count
+
+    @precondition(lambda self: self.live)
+    @rule(i=st.integers(0, MAX_MEMBERS - 1))
+    def commit(self, i: int) -> None:
+        d = self.live[i % len(self.live)]
+        d.fold()
+        view = d.coord.member_view(d.member_id)
+        offsets = {tp: d.position.get(tp, 0) + 1 for tp in view.assignment}
+        records, resp = d.coord.commit_offsets(
+            d.member_id, view.member_generation, offsets, self.clock.now_ms()
+        )
+        if view.known and view.member_generation == d.coord.group.generation:
+            assert resp.accepted == set(offsets)
+        assert self.log.append(records, d.version)
+
+    @precondition(lambda self: self.dead)
+    @rule(i=st.integers(0, 20), other=st.booleans())
+    def zombie_commit(self, i: int, other: bool) -> None:
+        z = self.dead[i % len(self.dead)]
+        gen = z.coord.group.generation  # what it last knew
+        known = set(z.coord.member_view(z.member_id).assignment)
+        z.fold()
+        parts = known or {TopicPartition("t", 0)}
+        if other:
+            parts = {TopicPartition("t", p) for p in range(4)}
+        records, _ = z.coord.commit_offsets(
+            z.member_id, gen, {tp: 999 for tp in parts}, self.clock.now_ms()
+        )
+        if z.member_id not in z.coord.group.members:
+            assert records == []
+        assert self.log.append(records, z.version)
+
+    @rule()
+    def snapshot(self) -> None:
+        coord = GroupCoordinator("g", self.config)
+        coord.apply_all(self.log.records)
+        assert self.log.append([coord.snapshot_record(self.clock.now_ms())], len(self.log.records))
+
+    @rule()
+    def converge(self) -> None:
+        for _ in range(120):
+            self.clock.advance(700)
+            if self.live:
+                self.race()
+            else:  # nobody left: any process reading the log may still write the expiries
+                self.tick_only()
+            g = replay(self.log.records[latest_snapshot_index(self.log.records) :], "g")
+            silent = {d.member_id for d in self.dead} & set(g.members)
+            if self.live and not silent and converged(self.live[0].coord, self.meta):
+                break
+            if not self.live and g.state == S.EMPTY:
+                break
+        g = replay(self.log.records, "g")
+        if self.live:
+            assert converged(self.live[0].coord, self.meta), g
+            assert set(g.members) == {d.member_id for d in self.live}
+        else:
+            assert g.state == S.EMPTY
+
+    # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def fold_checks_every_record(self) -> None:
+        for r in self.log.records[self.checked :]:
+            before = self.checker.state
+            if r.kind == "COMMIT" and r.member_id is not None:
+                m = self.checker.members.get(r.member_id)
+                assert m is not None, f"commit accepted from non-member {r.member_id}"
+                assert r.generation == self.checker.generation
+                tp = TopicPartition(r.topic, r.partition)
+                assert tp in m.held, f"commit of {tp} accepted from non-owner {r.member_id}"
+            apply(self.checker, r)
+            after = self.checker.state
+            if r.kind != "SNAPSHOT" and after != before:
+                # one record may pass through PreparingRebalance (e.g. JOIN in Stable)
+                assert before in LEGAL[after] or (
+                    before in LEGAL[S.PREPARING_REBALANCE] and S.PREPARING_REBALANCE in LEGAL[after]
+                ), f"{before} -> {after} on {r.kind}"
+            assert self.checker.generation >= self.max_generation
+            self.max_generation = self.checker.generation
+            held = [tp for m in self.checker.members.values() for tp in m.held]
+            assert len(held) == len(set(held)), "a partition has two owners"
+        self.checked = len(self.log.records)
+
+    @invariant()
+    def replay_reproduces_the_live_state(self) -> None:
+        records = self.log.records
+        assert replay(records, "g") == self.checker
+        start = latest_snapshot_index(records)
+        assert replay(records[start:], "g") == self.checker
+        for d in self.live:
+            d.fold()
+            assert d.coord.group == self.checker
+
+
+GroupMachine.TestCase.settings = settings(
+    max_examples=int(os.environ.get("GROUP_STATEFUL_EXAMPLES", "30")),
+    stateful_step_count=int(os.environ.get("GROUP_STATEFUL_STEPS", "25")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestGroupStateMachine = GroupMachine.TestCase
