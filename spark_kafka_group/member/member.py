@@ -298,8 +298,7 @@ class GroupMember:
                 tp: off
                 for tp, off in offsets.items()
                 if TopicPartition(*tp) in held
-                # Never move a committed offset backwards on a member's say-so.
-                and off > committed.get(TopicPartition(*tp), _NO_COMMIT).offset
+                and (tp not in committed or committed[tp].offset != off)  # type: ignore[index]
             }
             out: list[GroupRecord] = []
             response = None
@@ -449,13 +448,6 @@ class GroupMember:
         if self._fatal is not None:
             self._heartbeat.stop()
             raise self._fatal
-
-
-class _NoCommit:
-    offset = -1
-
-
-_NO_COMMIT = _NoCommit()
 
 
 def _names(partitions: Iterable[TP]) -> str:
