@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from spark_kafka_group.errors import KafkaGroupError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
 from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.store import GroupLog, group_log_uri
+from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,8 @@ class MemberInfo:
     last_seen_ms: int
     assignment: tuple[TP, ...]
     revoking: tuple[TP, ...]
+    session_timeout_ms: int = 0
+    client_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,12 @@ class GroupInfo:
     leader: str | None
     members: tuple[MemberInfo, ...] = ()
     committed: Mapping[TP, int] = field(default_factory=dict)
+    #: When each committed offset was committed (writer's clock, epoch ms).
+    committed_at: Mapping[TP, int] = field(default_factory=dict)
+    #: Topic -> partition count the leader's last assignment used (None before any).
+    assignment_snapshot: Mapping[str, int] | None = None
+    #: Timestamp of the newest record folded (epoch ms; 0 for a missing log).
+    last_record_ms: int = 0
 
 
 def _client(
@@ -56,12 +64,14 @@ def _client(
 def describe_group(
     store: str, group_id: str, *, storage_options: Mapping[str, str] | None = None
 ) -> GroupInfo:
-    """The group as its log says now (read only; a missing log describes an empty group)."""
+    """The group as its log says now (read only). A group without a log is described as
+    ``Dead`` with ``version`` -1, as Kafka describes an unknown group."""
     uri = group_log_uri(store, group_id)
-    existing = GroupLog.open(uri, storage_options=storage_options, create=False)
-    if existing.latest_version() < 0:
-        return GroupInfo(group_id, uri, -1, "Empty", 0, None, None)
-    client = _client(store, group_id, storage_options, create=False)
+    try:
+        client = _client(store, group_id, storage_options, create=False)
+    except GroupLogNotFoundError:
+        # Like Kafka describing an unknown group: no members, no offsets (version -1).
+        return GroupInfo(group_id, uri, -1, "Dead", 0, None, None)
     group = client.fold().group
     members = tuple(
         MemberInfo(
@@ -72,6 +82,8 @@ def describe_group(
             last_seen_ms=m.last_seen_ms,
             assignment=tuple(sorted((tp.topic, tp.partition) for tp in m.assignment)),
             revoking=tuple(sorted((tp.topic, tp.partition) for tp in m.revoking)),
+            session_timeout_ms=m.session_timeout_ms,
+            client_id=m.client_id,
         )
         for m in group.members.values()
     )
@@ -85,6 +97,14 @@ def describe_group(
         leader=group.leader,
         members=members,
         committed={(tp.topic, tp.partition): o.offset for tp, o in sorted(group.offsets.items())},
+        committed_at={
+            (tp.topic, tp.partition): o.commit_timestamp_ms
+            for tp, o in sorted(group.offsets.items())
+        },
+        assignment_snapshot=(
+            None if group.assignment_snapshot is None else dict(group.assignment_snapshot)
+        ),
+        last_record_ms=group.last_record_ms,
     )
 
 
@@ -192,3 +212,44 @@ def leave_for_member(
     if left:
         log.info("Member %s left group %s", member_id, group_id)
     return left
+
+
+@dataclass(frozen=True)
+class ListedGroupInfo:
+    """One line of ``kafka-group list``."""
+
+    group_id: str
+    uri: str
+    state: str
+    generation: int
+    protocol: str | None
+    members: int
+    partitions_committed: int
+    version: int
+    last_record_ms: int
+
+
+def list_groups_with_state(
+    store: str, *, storage_options: Mapping[str, str] | None = None
+) -> list[ListedGroupInfo]:
+    """Every group with a log under ``store``, with its state (as ``kafka-consumer-groups
+    --list --state``). Raises :class:`GroupStoreError` if the store cannot be listed."""
+    from spark_kafka_group.store import list_groups
+
+    out = []
+    for group_id in list_groups(store, storage_options=storage_options):
+        info = describe_group(store, group_id, storage_options=storage_options)
+        out.append(
+            ListedGroupInfo(
+                group_id=group_id,
+                uri=info.uri,
+                state=info.state,
+                generation=info.generation,
+                protocol=info.protocol,
+                members=len(info.members),
+                partitions_committed=len(info.committed),
+                version=info.version,
+                last_record_ms=info.last_record_ms,
+            )
+        )
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,17 +17,24 @@ class Collected:
     """Rows per micro-batch, gathered by a foreachBatch sink in the test process."""
 
     batches: dict[int, list[tuple[int, int, bytes | None]]] = field(default_factory=dict)
+    #: Wall-clock time (s) at which each batch reached the sink.
+    times: dict[int, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sink(self, frame: DataFrame, batch_id: int) -> None:
         rows = frame.select("partition", "offset", "value").collect()
         with self.lock:
             self.batches[batch_id] = [(r.partition, r.offset, r.value) for r in rows]
+            self.times[batch_id] = time.time()
 
     @property
     def records(self) -> list[tuple[int, int]]:
         with self.lock:
             return sorted((p, o) for rows in self.batches.values() for p, o, _ in rows)
+
+    def first_record_time(self) -> float | None:
+        with self.lock:
+            return min((self.times[b] for b, rows in self.batches.items() if rows), default=None)
 
     def count(self) -> int:
         with self.lock:

@@ -146,6 +146,10 @@ class InvalidGroupIdError(GroupStoreError, OptionError):
     """A group id that cannot name a directory under the group store."""
 
 
+class GroupLogNotFoundError(GroupStoreError):
+    """There is no group log at the path (and the caller asked not to create one)."""
+
+
 class AppendConflict(GroupStoreError):
     """Another member committed version ``expected_version + 1`` first.
 
@@ -498,7 +502,7 @@ class GroupLog:
             self._table = self._load()
             self._check_marker(self._table)
         elif not create:
-            raise GroupStoreError(
+            raise GroupLogNotFoundError(
                 f"there is no group log at {uri}: check the groupStore and groupId options "
                 "(create=False was given, so it is not created)"
             )

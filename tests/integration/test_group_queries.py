@@ -1,0 +1,162 @@
+"""Several kafka-group queries in one SparkSession share a topic as one consumer group."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import spark_kafka_group
+from spark_kafka_group.progress import group_offsets
+from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.store import GroupLog, group_log_uri
+from tests.streaming import Collected, source_options, start_query
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+
+def wait_until(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def partitions_of(collected: Collected) -> set[int]:
+    return {p for p, _ in collected.records}
+
+
+@pytest.mark.smoke
+def test_two_queries_split_the_partitions_and_read_everything_once(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    create_topic(bootstrap_servers, topic_name, 6)
+    options = source_options(bootstrap_servers, topic_name, "g-two", group_store)
+    a, b = Collected(), Collected()
+    qa = start_query(spark, options, str(tmp_path / "a"), a, available_now=False)
+    qb = start_query(spark, options, str(tmp_path / "b"), b, available_now=False)
+    try:
+        # Both members in one stable generation before the data arrives.
+        def two_members() -> bool:
+            info = spark_kafka_group.describe_group(group_store, "g-two")
+            owned = [tp for m in info.members for tp in m.assignment]
+            return info.state == "Stable" and len(info.members) == 2 and len(owned) == 6
+
+        wait_until(two_members, 90, "two members sharing 6 partitions")
+        counts = produce_sample(bootstrap_servers, topic_name, partitions=6, per_partition=100)
+        total = sum(counts.values())
+        wait_until(lambda: a.count() + b.count() >= total, 120, f"{total} records")
+        time.sleep(2)  # anything extra (a duplicate) would arrive now
+    finally:
+        qa.stop()
+        qb.stop()
+        spark_kafka_group.leave_group(qa)
+        spark_kafka_group.leave_group(qb)
+    expected = sorted((p, o) for p, n in counts.items() for o in range(n))
+    assert sorted(a.records + b.records) == expected  # every record exactly once
+    assert partitions_of(a) and partitions_of(b)
+    assert partitions_of(a).isdisjoint(partitions_of(b))
+    assert partitions_of(a) | partitions_of(b) == set(range(6))
+
+
+def test_a_third_query_joins_and_only_moved_partitions_pause(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    create_topic(bootstrap_servers, topic_name, 6)
+    options = source_options(bootstrap_servers, topic_name, "g-three", group_store)
+    a, b, c = Collected(), Collected(), Collected()
+    stop = threading.Event()
+    produced: dict[int, int] = dict.fromkeys(range(6), 0)
+
+    def produce_steadily() -> None:
+        while not stop.is_set():
+            counts = produce_sample(
+                bootstrap_servers, topic_name, partitions=6, per_partition=5,
+                start=produced[0],
+            )  # fmt: skip
+            for p, n in counts.items():
+                produced[p] += n
+            time.sleep(0.2)
+
+    producer = threading.Thread(target=produce_steadily, daemon=True)
+    qa = start_query(spark, options, str(tmp_path / "a"), a, available_now=False)
+    qb = start_query(spark, options, str(tmp_path / "b"), b, available_now=False)
+    queries = [qa, qb]
+    try:
+        wait_until(
+            lambda: (
+                len(spark_kafka_group.describe_group(group_store, "g-three").members) == 2
+                and spark_kafka_group.describe_group(group_store, "g-three").state == "Stable"
+            ),
+            90,
+            "two stable members",
+        )
+        producer.start()
+        wait_until(lambda: a.count() > 0 and b.count() > 0, 60, "both members reading")
+        before = {id(x): (partitions_of(x), max(x.batches, default=-1)) for x in (a, b)}
+        joined_at = time.monotonic()
+        qc = start_query(spark, options, str(tmp_path / "c"), c, available_now=False)
+        queries.append(qc)
+        wait_until(lambda: c.count() > 0, 90, "the newcomer's first record")
+        first_record_s = time.monotonic() - joined_at
+        wait_until(
+            lambda: (
+                spark_kafka_group.describe_group(group_store, "g-three").state == "Stable"
+                and len(spark_kafka_group.describe_group(group_store, "g-three").members) == 3
+            ),
+            60,
+            "three stable members",
+        )
+        time.sleep(3)
+        stop.set()
+        producer.join()
+        final = dict(produced)
+        wait_until(
+            lambda: a.count() + b.count() + c.count() >= sum(final.values()),
+            120,
+            "every produced record",
+        )
+    finally:
+        stop.set()
+        for q in queries:
+            q.stop()
+        for q in queries:
+            spark_kafka_group.leave_group(q)
+
+    # From the newcomer's JOIN record in the group log to its first record in the sink.
+    newcomer = next(group_offsets(qc.lastProgress)).member
+    joins = [
+        r.timestamp_ms
+        for _, r in GroupLog.open(group_log_uri(group_store, "g-three")).read()
+        if r.kind == "JOIN" and r.member_id == newcomer
+    ]
+    join_to_first_record_s = c.first_record_time() - min(joins) / 1000.0
+    everything = sorted(a.records + b.records + c.records)
+    expected = sorted((p, o) for p, n in final.items() for o in range(n))
+    assert set(everything) == set(expected), "nothing lost"
+    duplicates = len(everything) - len(set(everything))
+    print(
+        f"newcomer: first record {join_to_first_record_s:.2f}s after its JOIN "
+        f"({first_record_s:.1f}s after query start); duplicates: {duplicates}"
+    )
+
+    # Only the partitions that move pause: every batch of an original member that was
+    # planned while the newcomer joined still reads each partition it keeps.
+    for collected in (a, b):
+        kept, last_batch_before = before[id(collected)]
+        kept &= partitions_of(collected) - partitions_of(c)
+        during = [
+            rows for batch_id, rows in sorted(collected.batches.items())
+            if batch_id > last_batch_before and rows
+        ]  # fmt: skip
+        assert during, "the original member kept consuming"
+        for rows in during[:-1]:
+            assert kept <= {p for p, _, _ in rows}, (kept, {p for p, _, _ in rows})
+    assert partitions_of(c), "the newcomer got partitions"
+    # Two trigger intervals (0.5 s) + two heartbeat intervals (0.5 s) = 2 s; the rest of
+    # the newcomer's start-up (Spark planning its first batch) comes on top, so allow 10 s.
+    assert join_to_first_record_s < 10
