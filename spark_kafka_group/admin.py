@@ -118,7 +118,10 @@ def reset_offsets(
 ) -> dict[TP, tuple[int | None, int]]:
     """Set committed offsets; the plan ``{tp: (current, new)}``. Changes nothing unless
     ``execute``. Refused while the group has live members (expired ones are removed first)."""
-    client = _client(store, group_id, storage_options, create=execute)
+    try:
+        client = _client(store, group_id, storage_options, create=execute)
+    except GroupLogNotFoundError:  # a plan for a group without a log: nothing is committed
+        return {tp: (None, int(o)) for tp, o in sorted(offsets.items())}
 
     def decide(
         work: GroupCoordinator, now: int

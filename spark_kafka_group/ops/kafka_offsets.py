@@ -1,0 +1,399 @@
+"""Committed offsets of a real Kafka consumer group, through confluent-kafka's AdminClient.
+
+Used by ``kafka-group export-to-kafka`` / ``import-from-kafka`` and by the source options
+``commitToKafka`` (:class:`KafkaOffsetMirror`: after each accepted commit to the group log,
+also commit to the Kafka group ``groupId`` so kafka-consumer-groups, Burrow and lag exporters
+see the lag) and ``importFromKafkaGroup`` (:func:`seed_from_kafka_group`). The group log stays
+the source of truth: Kafka only gets a copy.
+
+AdminClient ``alter_consumer_group_offsets`` / ``list_consumer_group_offsets`` (OffsetCommit /
+OffsetFetch without a member) work on Kafka and on the embedded Tansu broker. Kafka refuses
+to alter the offsets of a group that has active consumers (as ``kafka-consumer-groups
+--reset-offsets`` does); that is reported as an error naming the group. A broker without the
+admin form of these APIs falls back to a plain consumer with ``group.id`` (commit/committed).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from spark_kafka_group.errors import BrokerUnavailableError, KafkaGroupError, OptionError
+from spark_kafka_group.kafka.config import (
+    CONNECTIVITY_ERRORS,
+    ErrorTracker,
+    client_config,
+    unreachable_message,
+)
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+#: Error codes meaning "this broker does not offer the admin form of the API".
+_UNSUPPORTED = frozenset(
+    {KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION, KafkaError._NOT_IMPLEMENTED}
+)
+#: Kafka's answers when the group has live consumers.
+_GROUP_ACTIVE = frozenset(
+    {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION}
+)
+
+
+class KafkaGroupOffsetsError(KafkaGroupError):
+    """Reading or writing a Kafka consumer group's committed offsets failed."""
+
+
+def _admin(bootstrap_servers: str, client_conf: Mapping[str, str] | None) -> tuple[Any, Any]:
+    if not bootstrap_servers or not str(bootstrap_servers).strip():
+        raise OptionError("bootstrap servers are empty; give the Kafka broker list (host:port)")
+    errors = ErrorTracker()
+    conf = client_config(str(bootstrap_servers), dict(client_conf or {}), for_admin=True)
+    conf["error_cb"] = errors
+    try:
+        return AdminClient(conf), errors
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise OptionError(f"Invalid Kafka client configuration: {_text(exc)}") from None
+
+
+def _text(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].str()
+    return str(exc) or type(exc).__name__
+
+
+def _code(exc: BaseException) -> int | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return int(exc.args[0].code())
+    return None
+
+
+def _wait(
+    future: Future[Any],
+    *,
+    what: str,
+    bootstrap_servers: str,
+    errors: ErrorTracker,
+    timeout_s: float,
+    admin: Any = None,
+) -> Any:
+    try:
+        return future.result(timeout=timeout_s)
+    except KafkaException as exc:
+        code = _code(exc)
+        if code in CONNECTIVITY_ERRORS:
+            if admin is not None:
+                admin.poll(0)  # serve error_cb for the reason
+            raise BrokerUnavailableError(
+                unreachable_message(bootstrap_servers, timeout_s, errors.reason() or _text(exc))
+            ) from None
+        raise
+    except TimeoutError:
+        raise BrokerUnavailableError(
+            unreachable_message(
+                bootstrap_servers, timeout_s, errors.reason() or f"{what} timed out"
+            )
+        ) from None
+
+
+def kafka_group_offsets(
+    bootstrap_servers: str,
+    client_conf: Mapping[str, str] | None,
+    group: str,
+    partitions: Iterable[TP] | None = None,
+    *,
+    timeout_s: float = 15.0,
+) -> dict[TP, int]:
+    """The committed offsets of Kafka consumer group ``group``: all of them, or only those
+    of ``partitions``. Partitions the group never committed are left out."""
+    wanted = None if partitions is None else sorted({(str(t), int(p)) for t, p in partitions})
+    if wanted == []:
+        return {}
+    admin, errors = _admin(bootstrap_servers, client_conf)
+    request = ConsumerGroupTopicPartitions(
+        group, None if wanted is None else [TopicPartition(t, p) for t, p in wanted]
+    )
+    try:
+        futures = admin.list_consumer_group_offsets([request], request_timeout=timeout_s)
+        result = _wait(
+            futures[group],
+            what="OffsetFetch",
+            bootstrap_servers=bootstrap_servers,
+            errors=errors,
+            timeout_s=timeout_s + 5,
+            admin=admin,
+        )
+    except KafkaException as exc:
+        if _code(exc) in _UNSUPPORTED and wanted is not None:
+            return _consumer_committed(bootstrap_servers, client_conf, group, wanted, timeout_s)
+        raise KafkaGroupOffsetsError(
+            f"Reading the committed offsets of Kafka consumer group {group!r} from "
+            f"{bootstrap_servers!r} failed: {_text(exc)}"
+        ) from None
+    out: dict[TP, int] = {}
+    for tp in result.topic_partitions or []:
+        if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR:
+            if tp.error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+                continue
+            raise KafkaGroupOffsetsError(
+                f"Kafka consumer group {group!r}: reading the offset of {tp.topic}-"
+                f"{tp.partition} failed: {tp.error.str()}"
+            )
+        if tp.offset >= 0:
+            out[(tp.topic, tp.partition)] = int(tp.offset)
+    return dict(sorted(out.items()))
+
+
+def commit_to_kafka_group(
+    bootstrap_servers: str,
+    client_conf: Mapping[str, str] | None,
+    group: str,
+    offsets: Mapping[TP, int],
+    *,
+    timeout_s: float = 15.0,
+) -> dict[TP, int]:
+    """Set the committed offsets of Kafka consumer group ``group`` (waits for the answer);
+    returns what was committed. Raises :class:`KafkaGroupOffsetsError` naming the failures."""
+    wanted = {(str(t), int(p)): int(o) for (t, p), o in offsets.items() if int(o) >= 0}
+    if not wanted:
+        return {}
+    admin, errors = _admin(bootstrap_servers, client_conf)
+    try:
+        futures = admin.alter_consumer_group_offsets(
+            [_alter_request(group, wanted)], request_timeout=timeout_s
+        )
+        result = _wait(
+            futures[group],
+            what="OffsetCommit",
+            bootstrap_servers=bootstrap_servers,
+            errors=errors,
+            timeout_s=timeout_s + 5,
+            admin=admin,
+        )
+    except KafkaException as exc:
+        code = _code(exc)
+        if code in _UNSUPPORTED:
+            return _consumer_commit(bootstrap_servers, client_conf, group, wanted, timeout_s)
+        raise _commit_error(group, bootstrap_servers, code, _text(exc)) from None
+    failed = [
+        f"{tp.topic}-{tp.partition}: {tp.error.str()}"
+        for tp in result.topic_partitions or []
+        if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
+    ]
+    if failed:
+        first = next(
+            tp.error.code()
+            for tp in result.topic_partitions
+            if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
+        )
+        raise _commit_error(group, bootstrap_servers, first, "; ".join(failed))
+    return dict(sorted(wanted.items()))
+
+
+def _alter_request(group: str, offsets: Mapping[TP, int]) -> ConsumerGroupTopicPartitions:
+    return ConsumerGroupTopicPartitions(
+        group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+    )
+
+
+def _commit_error(group: str, servers: str, code: int | None, text: str) -> KafkaGroupError:
+    hint = ""
+    if code in _GROUP_ACTIVE:
+        hint = (
+            " The Kafka consumer group has active consumers: Kafka only lets an admin set "
+            "the offsets of an empty group. Stop its consumers first."
+        )
+    return KafkaGroupOffsetsError(
+        f"Committing offsets to Kafka consumer group {group!r} on {servers!r} failed: {text}.{hint}"
+    )
+
+
+def _consumer(bootstrap_servers: str, client_conf: Mapping[str, str] | None, group: str) -> Any:
+    conf = client_config(str(bootstrap_servers), dict(client_conf or {}))
+    conf.update({"group.id": group, "enable.auto.commit": False})
+    return Consumer(conf)
+
+
+def _consumer_committed(
+    bootstrap_servers: str,
+    client_conf: Mapping[str, str] | None,
+    group: str,
+    wanted: list[TP],
+    timeout_s: float,
+) -> dict[TP, int]:
+    consumer = _consumer(bootstrap_servers, client_conf, group)
+    try:
+        tps = consumer.committed([TopicPartition(t, p) for t, p in wanted], timeout=timeout_s)
+    except KafkaException as exc:
+        raise KafkaGroupOffsetsError(
+            f"Reading the committed offsets of Kafka consumer group {group!r}: {_text(exc)}"
+        ) from None
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): int(tp.offset) for tp in tps if tp.offset >= 0}
+
+
+def _consumer_commit(
+    bootstrap_servers: str,
+    client_conf: Mapping[str, str] | None,
+    group: str,
+    wanted: Mapping[TP, int],
+    timeout_s: float,
+) -> dict[TP, int]:
+    consumer = _consumer(bootstrap_servers, client_conf, group)
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(wanted.items())],
+            asynchronous=False,
+        )
+    except KafkaException as exc:
+        raise _commit_error(group, bootstrap_servers, _code(exc), _text(exc)) from None
+    finally:
+        consumer.close()
+    return dict(sorted(wanted.items()))
+
+
+def seed_from_kafka_group(
+    committed: Mapping[TP, int],
+    partitions: Iterable[TP],
+    *,
+    bootstrap_servers: str,
+    client_conf: Mapping[str, str] | None,
+    kafka_group: str | None,
+) -> dict[TP, int]:
+    """``committed`` plus, for ``partitions`` it lacks, the Kafka group's committed offsets
+    (the ``importFromKafkaGroup`` option; the group log always wins)."""
+    out = dict(committed)
+    missing = sorted(tp for tp in partitions if tp not in out)
+    if not kafka_group or not missing:
+        return out
+    imported = kafka_group_offsets(bootstrap_servers, client_conf, kafka_group, missing)
+    for tp, offset in imported.items():
+        log.info(
+            "%s-%d: no committed offset in the group log; starting at %d, the committed "
+            "offset of Kafka consumer group %r (importFromKafkaGroup)",
+            tp[0],
+            tp[1],
+            offset,
+            kafka_group,
+        )
+    out.update(imported)
+    return out
+
+
+class KafkaOffsetMirror:
+    """``commitToKafka``: copy accepted commits to the Kafka consumer group, best effort.
+
+    :meth:`commit` sends an OffsetCommit without waiting and returns at once; the answer is
+    checked by a callback. A failure is logged (WARNING the first time, then every
+    :data:`LOG_EVERY_FAILURES`) and counted in :attr:`failures`, never raised: the group log
+    is the source of truth and a batch never fails because Kafka did not take a copy.
+    Offsets equal to the last ones sent successfully are not sent again.
+    """
+
+    LOG_EVERY_FAILURES = 100
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        client_conf: Mapping[str, str] | None,
+        group: str,
+        *,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.group = group
+        self.timeout_s = timeout_s
+        self._client_conf = dict(client_conf or {})
+        self._admin: Any = None
+        self._lock = threading.Lock()
+        self._sent: dict[TP, int] = {}
+        self._pending = 0
+        self._idle = threading.Condition(self._lock)
+        #: Commits Kafka accepted / failed (each call counts once).
+        self.commits = 0
+        self.failures = 0
+        self.last_error: str | None = None
+
+    def commit(self, offsets: Mapping[TP, int]) -> None:
+        """Send ``offsets`` to the Kafka group (never raises, never blocks on the broker)."""
+        try:
+            with self._lock:
+                fresh = {
+                    (str(t), int(p)): int(o)
+                    for (t, p), o in offsets.items()
+                    if int(o) >= 0 and self._sent.get((str(t), int(p))) != int(o)
+                }
+                if not fresh:
+                    return
+                if self._admin is None:
+                    self._admin, _ = _admin(self.bootstrap_servers, self._client_conf)
+                futures = self._admin.alter_consumer_group_offsets(
+                    [_alter_request(self.group, fresh)], request_timeout=self.timeout_s
+                )
+                future = futures[self.group]
+                self._pending += 1
+            future.add_done_callback(lambda f: self._done(f, fresh))
+        except Exception as exc:  # never fail the batch
+            self._failed(str(exc) or type(exc).__name__)
+
+    def _done(self, future: Future[Any], sent: Mapping[TP, int]) -> None:
+        try:
+            self._check(future, sent)
+        finally:
+            with self._lock:
+                self._pending -= 1
+                self._idle.notify_all()
+
+    def _check(self, future: Future[Any], sent: Mapping[TP, int]) -> None:
+        try:
+            result = future.result()
+            bad = [
+                f"{tp.topic}-{tp.partition}: {tp.error.str()}"
+                for tp in result.topic_partitions or []
+                if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
+            ]
+        except Exception as exc:
+            bad = [_text(exc)]
+        if bad:
+            self._failed("; ".join(bad))
+            return
+        with self._lock:
+            self._sent.update(sent)
+            self.commits += 1
+        log.debug("commitToKafka: committed %s to Kafka group %s", dict(sent), self.group)
+
+    def _failed(self, reason: str) -> None:
+        with self._lock:
+            self.failures += 1
+            self.last_error = reason
+            n = self.failures
+        if n == 1 or n % self.LOG_EVERY_FAILURES == 0:
+            log.warning(
+                "commitToKafka: committing offsets to Kafka consumer group %r failed (%d "
+                "failure(s) so far; the group log still has them): %s",
+                self.group,
+                n,
+                reason,
+            )
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Wait until the commits in flight are answered; True if none is left."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout_s)
+
+    def close(self) -> None:
+        self.flush(self.timeout_s)
+        self._admin = None

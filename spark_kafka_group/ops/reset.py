@@ -1,0 +1,134 @@
+"""Target offsets of ``kafka-group reset-offsets`` (the choices of ``kafka-consumer-groups
+--reset-offsets``). Writing them is :func:`spark_kafka_group.admin.reset_offsets`.
+
+Every target is clamped to [log start, log end], as Kafka does: an offset outside the log
+would only make the next reader fail (``failOnDataLoss``) or reset by policy.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from spark_kafka_group.errors import OptionError
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+MODES = ("to-earliest", "to-latest", "to-offset", "to-datetime", "shift-by")
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    topic: str
+    partitions: tuple[int, ...] | None  # None: every partition
+
+
+def parse_topic_spec(spec: str) -> TopicSpec:
+    """``topic`` or ``topic:0,1,2`` (the ``--topic`` syntax of kafka-consumer-groups)."""
+    topic, sep, rest = str(spec).strip().partition(":")
+    if not topic:
+        raise OptionError(f"--topic {spec!r}: give a topic name, optionally ':0,1,...'")
+    if not sep:
+        return TopicSpec(topic, None)
+    try:
+        parts = tuple(sorted({int(p) for p in rest.split(",") if p.strip()}))
+    except ValueError:
+        raise OptionError(
+            f"--topic {spec!r}: partitions must be comma-separated numbers, e.g. {topic}:0,1"
+        ) from None
+    if not parts or any(p < 0 for p in parts):
+        raise OptionError(f"--topic {spec!r}: list at least one partition number >= 0")
+    return TopicSpec(topic, parts)
+
+
+def parse_datetime_ms(text: str) -> int:
+    """ISO 8601 (``2024-05-01T12:00:00``, ``...Z``, ``...+02:00``) -> epoch ms.
+
+    Without a time zone the local time zone is used, as kafka-consumer-groups does."""
+    value = str(text).strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise OptionError(
+            f"--to-datetime {text!r} is not an ISO 8601 date-time, e.g. 2024-05-01T12:00:00 "
+            "or 2024-05-01T12:00:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # local time
+    return int(moment.astimezone(timezone.utc).timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class ResetTarget:
+    offsets: dict[TP, int]
+    #: Partitions whose target was moved into [log start, log end]: tp -> (asked, used).
+    clamped: dict[TP, tuple[int, int]]
+
+
+def resolve_partitions(cluster: object, specs: Sequence[TopicSpec]) -> list[TP]:
+    """Every partition the ``--topic`` options name (checked against the cluster)."""
+    whole = [s.topic for s in specs if s.partitions is None]
+    listed: dict[str, set[int]] = {}
+    for s in specs:
+        if s.partitions is not None:
+            listed.setdefault(s.topic, set()).update(s.partitions)
+    out: set[TP] = set()
+    if whole:
+        counts = cluster.topic_partitions(subscribe=whole)  # type: ignore[attr-defined]
+        out.update((t, p) for t, n in counts.items() for p in range(n))
+    if listed:
+        cluster.topic_partitions(  # type: ignore[attr-defined]
+            assign={t: sorted(ps) for t, ps in listed.items()}
+        )
+        out.update((t, p) for t, ps in listed.items() for p in ps)
+    return sorted(out)
+
+
+def target_offsets(
+    cluster: object,
+    partitions: Sequence[TP],
+    committed: Mapping[TP, int],
+    *,
+    mode: str,
+    value: int | str | None = None,
+) -> ResetTarget:
+    """The new committed offset of each partition for one reset ``mode`` (see :data:`MODES`)."""
+    if mode not in MODES:
+        raise OptionError(f"unknown reset mode {mode!r}; use one of {', '.join(MODES)}")
+    earliest = cluster.earliest_offsets(partitions)  # type: ignore[attr-defined]
+    latest = cluster.latest_offsets(partitions)  # type: ignore[attr-defined]
+    wanted: dict[TP, int] = {}
+    if mode == "to-earliest":
+        wanted = {tp: earliest[tp] for tp in partitions}
+    elif mode == "to-latest":
+        wanted = {tp: latest[tp] for tp in partitions}
+    elif mode == "to-offset":
+        wanted = {tp: int(value) for tp in partitions}  # type: ignore[arg-type]
+    elif mode == "to-datetime":
+        ts = parse_datetime_ms(str(value))
+        found = cluster.offsets_for_timestamp(partitions, ts)  # type: ignore[attr-defined]
+        # No record at or after the time: the log end (as Kafka does).
+        wanted = {tp: latest[tp] if found.get(tp) is None else found[tp] for tp in partitions}
+    else:  # shift-by
+        without = [tp for tp in partitions if tp not in committed]
+        if without:
+            names = ", ".join(f"{t}-{p}" for t, p in without)
+            raise OptionError(
+                f"--shift-by needs a committed offset to shift, and the group has none for "
+                f"{names}; use --to-earliest / --to-latest / --to-offset for those partitions"
+            )
+        wanted = {tp: committed[tp] + int(value) for tp in partitions}  # type: ignore[arg-type]
+    offsets: dict[TP, int] = {}
+    clamped: dict[TP, tuple[int, int]] = {}
+    for tp, asked in sorted(wanted.items()):
+        used = min(max(asked, earliest[tp]), latest[tp])
+        if used != asked:
+            clamped[tp] = (asked, used)
+        offsets[tp] = used
+    return ResetTarget(offsets, clamped)
