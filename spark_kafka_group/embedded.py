@@ -69,8 +69,9 @@ class EmbeddedBroker:
         except BaseException:
             self.stop()
             raise
-        log.info("embedded Tansu broker ready at %s (pid %d)", self.bootstrap_servers,
-                 self._process.pid)
+        log.info(
+            "embedded Tansu broker ready at %s (pid %d)", self.bootstrap_servers, self._process.pid
+        )
         return self
 
     def _wait_until_ready(self) -> None:

@@ -14,12 +14,14 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
-def create_topic(bootstrap_servers: str, topic: str, partitions: int, *,
-                 timeout_s: float = 30.0) -> None:
+def create_topic(
+    bootstrap_servers: str, topic: str, partitions: int, *, timeout_s: float = 30.0
+) -> None:
     """Create ``topic`` with ``partitions`` partitions and wait until its metadata shows them."""
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
-                                            replication_factor=1)])
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1)]
+    )
     for future in futures.values():
         try:
             future.result(timeout=timeout_s)
@@ -49,31 +51,41 @@ def produce(
     Ends with one extra flush per partition holding a single record when the previous batch
     to that partition may have held several (see module docstring); that record is counted.
     """
-    config: dict[str, str | int] = {"bootstrap.servers": bootstrap_servers,
-                                    "linger.ms": 5, "enable.idempotence": False}
+    config: dict[str, str | int] = {
+        "bootstrap.servers": bootstrap_servers,
+        "linger.ms": 5,
+        "enable.idempotence": False,
+    }
     config.update(producer_config or {})
     producer = Producer(config)
     counts: dict[int, int] = {}
     for partition, key, value in records:
         while True:
             try:
-                producer.produce(topic, value=value, key=key, partition=partition,
-                                 headers=headers)
+                producer.produce(topic, value=value, key=key, partition=partition, headers=headers)
                 break
             except BufferError:
                 producer.poll(0.05)
         counts[partition] = counts.get(partition, 0) + 1
     _flush(producer)
     for partition in sorted(counts):
-        producer.produce(topic, value=b"end-of-batch", key=None, partition=partition,
-                         headers=headers)
+        producer.produce(
+            topic, value=b"end-of-batch", key=None, partition=partition, headers=headers
+        )
         _flush(producer)
         counts[partition] += 1
     return counts
 
 
-def produce_sample(bootstrap_servers: str, topic: str, *, partitions: int,
-                   per_partition: int, value_size: int = 0, start: int = 0) -> dict[int, int]:
+def produce_sample(
+    bootstrap_servers: str,
+    topic: str,
+    *,
+    partitions: int,
+    per_partition: int,
+    value_size: int = 0,
+    start: int = 0,
+) -> dict[int, int]:
     """Produce ``per_partition`` keyed records to each partition (values ``v<i>`` padded)."""
 
     def gen() -> Iterable[tuple[int, bytes | None, bytes | None]]:

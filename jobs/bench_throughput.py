@@ -1,0 +1,555 @@
+"""Throughput benchmark (issue 5): the kafka-group source against raw confluent-kafka consumers.
+
+Prefills a topic, then reads it three ways, on the same broker and data, in this run:
+
+1. baseline: raw confluent-kafka consumers building pyarrow RecordBatches, one process per
+   core, each assigned a share of the partitions (what a user would hand-write);
+2. fetch: the source's executor-side ``fetch()`` called directly, same process layout, one
+   partition range at a time (what each Spark task runs);
+3. source: ``format("kafka-group")`` in Spark local mode (``local[<cores>]``) into the
+   ``noop`` sink with ``Trigger.AvailableNow``; the rate comes from the query progress of
+   the measured query (a warm-up query first starts the Python workers).
+
+Each reader runs ``--rounds`` times (alternating) and the best run counts: the broker shares
+the cores with the readers, and anything else running on the machine makes one run noisy.
+On a real cluster the two benchmark topics are deleted at the end.
+
+    python jobs/bench_throughput.py                      # embedded Tansu broker
+    python jobs/bench_throughput.py --bootstrap-servers broker:9092 --records 10000000
+
+The last line is machine-readable ``key=value`` pairs (``source_rps``, ``baseline_rps``,
+``ratio`` = best source / best baseline, ``round_ratios`` = source / baseline of each round,
+``fetch_rps``, ``fetch_ratio`` = fetch / baseline, MB/s, peak RSS, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+# Python workers must run this interpreter (DESIGN section 6).
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+KEY_BYTES = 8
+
+#: The fetch settings of the source's consumers; the baseline uses them too (so the ratio
+#: measures the code, not the settings), or librdkafka's defaults with --baseline-defaults.
+FETCH_TUNING_KEYS = (
+    "max.partition.fetch.bytes",
+    "fetch.max.bytes",
+    "queued.max.messages.kbytes",
+    "queued.min.messages",
+    "fetch.wait.max.ms",
+    "fetch.queue.backoff.ms",
+)
+
+
+@contextlib.contextmanager
+def kafka(bootstrap_servers: str | None) -> Iterator[str]:
+    if bootstrap_servers:
+        yield bootstrap_servers
+        return
+    from spark_kafka_group.embedded import EmbeddedBroker
+
+    with EmbeddedBroker() as broker:
+        print(f"embedded Tansu broker at {broker.bootstrap_servers}", flush=True)
+        yield broker.bootstrap_servers
+
+
+# ---------------------------------------------------------------------------- prefill
+
+
+def prefill(servers: str, topic: str, records: int, partitions: int, value_bytes: int) -> int:
+    """Produce ``records`` records (8-byte keys, ``value_bytes`` values) round-robin over the
+    partitions; the last produce batch of each partition holds one record (DESIGN section 8).
+    Returns the number of records in the topic."""
+    from spark_kafka_group.sample_data import create_topic, produce
+
+    create_topic(servers, topic, partitions)
+    value = b"v" * value_bytes
+    body = max(0, records - partitions)  # sample_data adds one final record per partition
+
+    def gen() -> Iterator[tuple[int, bytes, bytes]]:
+        for i in range(body):
+            yield i % partitions, b"%08d" % (i % 100_000_000), value
+
+    counts = produce(
+        servers,
+        topic,
+        gen(),
+        producer_config={
+            "linger.ms": 50,
+            "batch.num.messages": 10_000,
+            "batch.size": 4 * 1024 * 1024,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1024 * 1024,
+            "compression.type": "none",
+            "acks": 1,
+            "log_level": 0,
+        },
+    )
+    if len(counts) < partitions:  # tiny --records: make sure every partition has its record
+        missing = [(p, b"%08d" % 0, value) for p in range(partitions) if p not in counts]
+        for p, n in produce(servers, topic, missing).items():
+            counts[p] = counts.get(p, 0) + n
+    return sum(counts.values())
+
+
+# ---------------------------------------------------------------------------- workers
+
+
+def _peak_rss_mb() -> float:
+    """Peak RSS of this process (VmHWM; ru_maxrss would include the parent's, kept over exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return float(line.split()[1]) / 1024.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def baseline_worker(
+    servers: str,
+    topic: str,
+    share: list[tuple[int, int]],
+    barrier: Any,
+    out: Any,
+    extra_conf: dict[str, Any],
+) -> None:
+    """Raw confluent-kafka: one consumer assigned all partitions of the share, consume() in
+    batches, one RecordBatch per batch (the Spark Kafka schema, no headers)."""
+    import pyarrow as pa
+    from confluent_kafka import Consumer, TopicPartition
+
+    schema = pa.schema(
+        [
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.timestamp("ms", tz="UTC")),
+            ("timestampType", pa.int32()),
+        ]
+    )
+    barrier.wait()
+    started = time.perf_counter()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": f"bench-baseline-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "log_level": 0,
+            **extra_conf,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p, _ in share])
+    remaining = {p: end for p, end in share if end > 0}
+    rows = nbytes = 0
+    while remaining:
+        msgs = consumer.consume(num_messages=10_000, timeout=1.0)
+        msgs = [m for m in msgs if m.error() is None]
+        if not msgs:
+            continue
+        ts = [m.timestamp() for m in msgs]
+        partitions = [m.partition() for m in msgs]
+        offsets = [m.offset() for m in msgs]
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array([m.key() for m in msgs], pa.binary()),
+                pa.array([m.value() for m in msgs], pa.binary()),
+                pa.array([m.topic() for m in msgs], pa.string()),
+                pa.array(partitions, pa.int32()),
+                pa.array(offsets, pa.int64()),
+                pa.array([t[1] for t in ts], pa.timestamp("ms", tz="UTC")),
+                pa.array([t[0] - 1 for t in ts], pa.int32()),
+            ],
+            schema=schema,
+        )
+        rows += batch.num_rows
+        nbytes += batch.column(0).nbytes + batch.column(1).nbytes
+        for p, last in dict(zip(partitions, offsets, strict=True)).items():
+            if p in remaining and last >= remaining[p] - 1:
+                del remaining[p]
+    ended = time.perf_counter()
+    consumer.close()
+    out.put((started, ended, rows, nbytes, _peak_rss_mb()))
+
+
+def fetch_worker(
+    servers: str,
+    topic: str,
+    share: list[tuple[int, int]],
+    barrier: Any,
+    out: Any,
+    extra_conf: dict[str, Any],
+) -> None:
+    """The source's executor path: fetch(FetchSpec) per partition, one after another."""
+    from spark_kafka_group.fetcher import FetchSpec, fetch
+
+    barrier.wait()
+    started = time.perf_counter()
+    rows = nbytes = 0
+    for partition, end in share:
+        for batch in fetch(FetchSpec(topic, partition, 0, end, servers)):
+            rows += batch.num_rows
+            nbytes += batch.column(0).nbytes + batch.column(1).nbytes
+    ended = time.perf_counter()
+    out.put((started, ended, rows, nbytes, _peak_rss_mb()))
+
+
+def run_processes(
+    target: Any,
+    servers: str,
+    topic: str,
+    ends: dict[int, int],
+    procs: int,
+    extra_conf: dict[str, Any] | None = None,
+) -> dict[str, float]:
+    ctx = mp.get_context("spawn")
+    shares: list[list[tuple[int, int]]] = [[] for _ in range(procs)]
+    for i, p in enumerate(sorted(ends)):
+        shares[i % procs].append((p, ends[p]))
+    shares = [s for s in shares if s]
+    barrier = ctx.Barrier(len(shares))
+    out = ctx.Queue()
+    workers = [
+        ctx.Process(target=target, args=(servers, topic, share, barrier, out, extra_conf or {}))
+        for share in shares
+    ]
+    for w in workers:
+        w.start()
+    results = [out.get(timeout=1800) for _ in workers]
+    for w in workers:
+        w.join()
+    start = min(r[0] for r in results)
+    end = max(r[1] for r in results)
+    rows = sum(r[2] for r in results)
+    nbytes = sum(r[3] for r in results)
+    seconds = end - start
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "rps": rows / seconds,
+        "mbps": nbytes / seconds / 1e6,
+        "peak_rss_mb": max(r[4] for r in results),
+    }
+
+
+# ---------------------------------------------------------------------------- Spark
+
+
+class PythonWorkerRss:
+    """Samples the peak RSS (VmHWM) of pyspark Python worker processes via /proc."""
+
+    def __init__(self) -> None:
+        self.peaks: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        me = os.getpid()
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    cmd = f.read()
+                if b"pyspark" not in cmd or (b"daemon" not in cmd and b"worker" not in cmd):
+                    continue
+                with open(f"/proc/{name}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            kb = float(line.split()[1])
+                            self.peaks[int(name)] = max(self.peaks.get(int(name), 0.0), kb / 1024)
+            except OSError:
+                continue
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(0.5)
+
+    def __enter__(self) -> PythonWorkerRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+class SourceBench:
+    """``format("kafka-group")`` in local Spark into the noop sink, one query per round."""
+
+    def __init__(
+        self,
+        servers: str,
+        cores: int,
+        work: str,
+        max_offsets_per_trigger: int | None,
+    ) -> None:
+        self.servers = servers
+        self.work = work
+        self.limit = max_offsets_per_trigger
+        self.rss = PythonWorkerRss()
+        self.error: str | None = None
+        self.spark: Any = None
+        try:
+            import spark_kafka_group
+            from spark_kafka_group.source.datasource import KafkaGroupDataSource  # noqa: F401
+        except Exception as exc:
+            self.error = f"not available yet ({type(exc).__name__}: {exc})"
+            return
+        from pyspark.sql import SparkSession
+
+        self.spark = (
+            SparkSession.builder.master(f"local[{cores}]")
+            .appName("kafka-group bench_throughput")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", str(cores))
+            .config("spark.driver.memory", "2g")
+            .getOrCreate()
+        )
+        self.spark.sparkContext.setLogLevel("WARN")
+        spark_kafka_group.register(self.spark)
+        self.rss.__enter__()
+
+    def run(self, name: str, topic: str, limit: int | None = None) -> dict[str, Any] | None:
+        """One AvailableNow query over ``topic``; its rate, or None if the source failed."""
+        if self.spark is None or self.error is not None:
+            return None
+        import spark_kafka_group
+
+        reader = (
+            self.spark.readStream.format("kafka-group")
+            .option("kafka.bootstrap.servers", self.servers)
+            .option("subscribe", topic)
+            .option("groupId", f"bench-{name}-{uuid.uuid4().hex[:6]}")
+            .option("groupStore", os.path.join(self.work, "groups"))
+            .option("startingOffsets", "earliest")
+        )
+        if limit:
+            reader = reader.option("maxOffsetsPerTrigger", str(limit))
+        wall = time.perf_counter()
+        try:
+            query = (
+                reader.load()
+                .writeStream.format("noop")
+                .option("checkpointLocation", os.path.join(self.work, f"checkpoint-{name}"))
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination()
+        except Exception as exc:
+            first = str(exc).strip().splitlines()
+            self.error = f"query failed ({type(exc).__name__}: {' '.join(first[:3])[:600]})"
+            return None
+        measured = _source_rate(list(query.recentProgress))
+        measured["wall"] = time.perf_counter() - wall
+        with contextlib.suppress(Exception):
+            spark_kafka_group.leave_group(query)  # type: ignore[attr-defined]
+        return measured
+
+    def stop(self) -> float:
+        """Stop Spark; the peak RSS of the Python workers seen meanwhile (MB)."""
+        if self.spark is not None:
+            self.rss.__exit__()
+            self.spark.stop()
+        return max(self.rss.peaks.values(), default=float("nan"))
+
+
+def _source_rate(progress: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rate of one query from its progress: rows over trigger execution time (the query's
+    start-up is excluded; with 3+ batches the first, which starts the tasks, is dropped)."""
+    batches = [p for p in progress if p.get("numInputRows", 0) > 0]
+    if len(batches) >= 3:
+        batches = batches[1:]
+    rows = sum(p["numInputRows"] for p in batches)
+    seconds = sum(p["durationMs"].get("triggerExecution", 0) for p in batches) / 1000.0
+    phases: dict[str, int] = {}
+    for p in batches:
+        for phase, ms in p["durationMs"].items():
+            phases[phase] = phases.get(phase, 0) + ms
+    return {
+        "rps": rows / seconds if seconds > 0 else float("nan"),
+        "rows": rows,
+        "seconds": seconds,
+        "batches": len(batches),
+        "phases": ", ".join(f"{k}={v}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])),
+    }
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def _delete_topics(servers: str, topics: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": servers, "log_level": 0})
+    for topic, future in admin.delete_topics(topics, request_timeout=30).items():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:
+            print(f"warning: could not delete benchmark topic {topic}: {exc}")
+
+
+def _fmt(x: float | str) -> str:
+    if isinstance(x, (int, str)):
+        return str(x)
+    if math.isnan(x):
+        return "nan"
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap-servers", help="a real Kafka cluster (default: embedded)")
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of each reader (best)")
+    parser.add_argument(
+        "--baseline-defaults",
+        action="store_true",
+        help="baseline consumer with librdkafka's default fetch settings (not the tuned ones)",
+    )
+    parser.add_argument("--skip-spark", action="store_true", help="baseline and fetch only")
+    args = parser.parse_args(argv)
+
+    from spark_kafka_group.kafka import KafkaCluster
+
+    work = tempfile.mkdtemp(prefix="kafka-group-bench-")
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    warmup = f"{topic}-warmup"
+    try:
+        with kafka(args.bootstrap_servers) as servers:
+            t0 = time.perf_counter()
+            total = prefill(servers, topic, args.records, args.partitions, args.value_bytes)
+            prefill_s = time.perf_counter() - t0
+            # The warm-up query starts the Python workers and warms the JVM's Arrow path.
+            warmup_records = max(20_000, min(200_000, args.records // 10))
+            prefill(servers, warmup, warmup_records, args.partitions, args.value_bytes)
+            with KafkaCluster(servers) as cluster:
+                tps = [(topic, p) for p in range(args.partitions)]
+                ends = {p: off for (_, p), off in cluster.latest_offsets(tps).items()}
+            print(
+                f"prefill: {total} records ({args.value_bytes}-byte values) in {prefill_s:.1f}s "
+                f"over {args.partitions} partitions; high watermarks sum {sum(ends.values())}",
+                flush=True,
+            )
+            if sum(ends.values()) != total:
+                print("warning: high watermarks do not add up to the records produced")
+            bytes_per_record = KEY_BYTES + args.value_bytes
+
+            from spark_kafka_group.fetcher.pool import FETCH_DEFAULTS
+
+            baseline_conf = (
+                {}
+                if args.baseline_defaults
+                else {k: FETCH_DEFAULTS[k] for k in FETCH_TUNING_KEYS if k in FETCH_DEFAULTS}
+            )
+            source = None
+            if not args.skip_spark:
+                source = SourceBench(servers, args.cores, work, args.max_offsets_per_trigger)
+                source.run("warmup", warmup)  # starts the Python workers, warms the JVM
+            bases: list[dict[str, float]] = []
+            fets: list[dict[str, float]] = []
+            srcs: list[dict[str, Any]] = []
+            for round_no in range(1, args.rounds + 1):
+                # Interleaved, best of each kept: the broker shares the cores.
+                bases.append(
+                    run_processes(baseline_worker, servers, topic, ends, args.cores, baseline_conf)
+                )
+                fets.append(run_processes(fetch_worker, servers, topic, ends, args.cores))
+                line = (
+                    f"round {round_no}: baseline {bases[-1]['rps']:.0f} rec/s "
+                    f"({bases[-1]['seconds']:.2f}s), fetch {fets[-1]['rps']:.0f} rec/s "
+                    f"({fets[-1]['seconds']:.2f}s)"
+                )
+                measured = (
+                    source.run(f"measure{round_no}", topic, args.max_offsets_per_trigger)
+                    if source
+                    else None
+                )
+                if measured is not None:
+                    srcs.append(measured)
+                    line += (
+                        f", source {measured['rps']:.0f} rec/s ({measured['rows']} rows in "
+                        f"{measured['batches']} batch(es), {measured['seconds']:.2f}s of trigger "
+                        f"execution, {measured['wall']:.2f}s query wall; ms per phase: "
+                        f"{measured['phases']})"
+                    )
+                print(line, flush=True)
+            nan = float("nan")
+            worker_rss = source.stop() if source is not None else nan
+            if source is not None and source.error:
+                print(f"source: {source.error}")
+            base = max(bases, key=lambda r: r["rps"])
+            fet = max(fets, key=lambda r: r["rps"])
+            src_rps = max((r["rps"] for r in srcs), default=nan)
+            src = {"rps": src_rps, "mbps": src_rps * bytes_per_record / 1e6}
+            tuning = "librdkafka defaults" if args.baseline_defaults else "same fetch tuning"
+            print(
+                f"baseline (raw confluent-kafka -> Arrow, {args.cores} processes, {tuning}): "
+                f"{base['rows']} rows in {base['seconds']:.2f}s = {base['rps']:.0f} rec/s, "
+                f"{base['mbps']:.1f} MB/s, peak RSS {base['peak_rss_mb']:.0f} MB/process"
+            )
+            print(
+                f"fetch (spark_kafka_group.fetcher.fetch, {args.cores} processes): "
+                f"{fet['rows']} rows in {fet['seconds']:.2f}s = {fet['rps']:.0f} rec/s, "
+                f"{fet['mbps']:.1f} MB/s, peak RSS {fet['peak_rss_mb']:.0f} MB/process"
+            )
+            print(
+                f"source (format('kafka-group'), local[{args.cores}], noop sink): "
+                f"{_fmt(src['rps'])} rec/s, {_fmt(src['mbps'])} MB/s, Python worker "
+                f"peak RSS {_fmt(worker_rss)} MB",
+                flush=True,
+            )
+            if args.bootstrap_servers:
+                _delete_topics(servers, [topic, warmup])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    summary = {
+        "source_rps": src["rps"],
+        "baseline_rps": base["rps"],
+        "ratio": src["rps"] / base["rps"],
+        "fetch_rps": fet["rps"],
+        "fetch_ratio": fet["rps"] / base["rps"],
+        "round_ratios": ",".join(
+            f"{m['rps'] / b['rps']:.3f}" for b, m in zip(bases, srcs, strict=False)
+        )
+        or "nan",
+        "source_mbps": src["mbps"],
+        "baseline_mbps": base["mbps"],
+        "fetch_mbps": fet["mbps"],
+        "worker_peak_rss_mb": worker_rss,
+        "baseline_peak_rss_mb": base["peak_rss_mb"],
+        "fetch_peak_rss_mb": fet["peak_rss_mb"],
+        "records": total,
+        "partitions": args.partitions,
+        "cores": args.cores,
+    }
+    print(" ".join(f"{k}={_fmt(v)}" for k, v in summary.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

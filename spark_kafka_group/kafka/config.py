@@ -1,0 +1,163 @@
+"""librdkafka configuration shared by the driver (:mod:`.cluster`) and the executors (fetcher).
+
+* librdkafka's own log lines never reach stderr: they go to the Python logger
+  ``spark_kafka_group.librdkafka`` at DEBUG level (configuration warnings at WARNING). The
+  failures that matter surface as our exceptions, with the broker's words in them.
+* Client-level errors (connection refused, DNS, TLS, SASL) arrive through ``error_cb``;
+  :class:`ErrorTracker` remembers them so a timeout can say *why* nothing answered.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError
+
+log = logging.getLogger(__name__)
+
+#: Logger that receives librdkafka's log lines (at DEBUG; configuration warnings at WARNING).
+LIBRDKAFKA_LOGGER_NAME = "spark_kafka_group.librdkafka"
+
+# librdkafka log facilities worth a user's attention even though the client keeps working.
+_WARN_FACILITIES = frozenset({"CONFWARN", "CONFIG"})
+
+# Error codes that mean "the cluster cannot be reached or refuses us" (as opposed to an
+# answer about a topic or an offset).
+CONNECTIVITY_ERRORS = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._RESOLVE,
+        KafkaError._TIMED_OUT,
+        KafkaError._SSL,
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.ILLEGAL_SASL_STATE,
+        KafkaError.UNSUPPORTED_SASL_MECHANISM,
+        KafkaError.NETWORK_EXCEPTION,
+    }
+)
+
+# Errors after which retrying is pointless: wrong credentials or TLS setup.
+_HOPELESS_ERRORS = frozenset(
+    {
+        KafkaError._SSL,
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.ILLEGAL_SASL_STATE,
+        KafkaError.UNSUPPORTED_SASL_MECHANISM,
+    }
+)
+
+# Consumer-only properties; dropped from the admin client's configuration so librdkafka does
+# not warn that it ignores them (the reader passes the same ``kafka.*`` options to both).
+_CONSUMER_ONLY_PREFIXES = (
+    "group.",
+    "fetch.",
+    "queued.",
+    "auto.",
+    "enable.auto.",
+    "enable.partition.eof",
+    "isolation.level",
+    "max.partition.fetch.bytes",
+    "max.poll.interval.ms",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "partition.assignment.strategy",
+    "check.crcs",
+    "allow.auto.create.topics",
+    "consume.callback.max.messages",
+    "coordinator.query.interval.ms",
+)
+
+
+class _RdkafkaLogger:
+    """Stands in for a ``logging.Logger``: confluent-kafka calls ``log(level, fmt, *args)``."""
+
+    def __init__(self) -> None:
+        self._logger = logging.getLogger(LIBRDKAFKA_LOGGER_NAME)
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        facility = args[0] if args else ""
+        if facility in _WARN_FACILITIES and level >= logging.WARNING:
+            self._logger.warning(msg, *args)
+        elif self._logger.isEnabledFor(logging.DEBUG):
+            self._logger.debug(msg, *args)
+
+    # confluent-kafka only uses ``log``; these keep the object duck-compatible with Logger.
+    def debug(self, msg: str, *args: Any) -> None:
+        self._logger.debug(msg, *args)
+
+    def warning(self, msg: str, *args: Any) -> None:
+        self._logger.warning(msg, *args)
+
+
+RDKAFKA_LOGGER = _RdkafkaLogger()
+
+
+class ErrorTracker:
+    """``error_cb`` for a client: remembers client-level errors (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.last_error: KafkaError | None = None
+        self.last_connectivity_error: KafkaError | None = None
+        self.all_brokers_down_at: float | None = None
+        self.hopeless: KafkaError | None = None
+
+    def __call__(self, err: KafkaError) -> None:
+        with self._lock:
+            self.last_error = err
+            code = err.code()
+            if code == KafkaError._ALL_BROKERS_DOWN:
+                if self.all_brokers_down_at is None:
+                    self.all_brokers_down_at = time.monotonic()
+            elif code in CONNECTIVITY_ERRORS:
+                self.last_connectivity_error = err
+            if code in _HOPELESS_ERRORS or err.fatal():
+                self.hopeless = err
+        log.debug("kafka client error: %s", err)
+
+    def connected(self) -> None:
+        """Record a successful round trip: previous 'all brokers down' no longer holds."""
+        with self._lock:
+            self.all_brokers_down_at = None
+
+    def reason(self) -> str:
+        """The most telling error seen so far, as text (empty if none)."""
+        with self._lock:
+            err = self.hopeless or self.last_connectivity_error or self.last_error
+        return err.str() if err is not None else ""
+
+
+def client_config(
+    bootstrap_servers: str,
+    client_conf: Mapping[str, str],
+    *,
+    for_admin: bool = False,
+) -> dict[str, Any]:
+    """Base librdkafka configuration: the user's ``kafka.*`` options plus logging."""
+    conf: dict[str, Any] = {}
+    for key, value in client_conf.items():
+        if for_admin and key.startswith(_CONSUMER_ONLY_PREFIXES):
+            continue
+        conf[key] = value
+    conf["bootstrap.servers"] = bootstrap_servers
+    conf["logger"] = RDKAFKA_LOGGER
+    return conf
+
+
+def unreachable_message(bootstrap_servers: str, timeout_s: float, reason: str) -> str:
+    """The text of a BrokerUnavailableError: what, how long, why, and the fix."""
+    why = f" Last error: {reason}." if reason else ""
+    return (
+        f"Kafka bootstrap servers {bootstrap_servers!r} did not answer within "
+        f"{timeout_s:g}s.{why} Check the address and port in kafka.bootstrap.servers, that "
+        "the brokers are up and reachable from this machine (network, firewall, advertised "
+        "listeners), and the security settings (kafka.security.protocol, kafka.sasl.*, "
+        "kafka.ssl.*)."
+    )

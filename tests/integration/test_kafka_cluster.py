@@ -1,0 +1,85 @@
+"""Driver-side cluster access against a real broker (embedded Tansu or KAFKA_BOOTSTRAP_SERVERS)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from spark_kafka_group.errors import BrokerUnavailableError, OptionError, TopicNotFoundError
+from spark_kafka_group.kafka import KafkaCluster
+from spark_kafka_group.sample_data import create_topic, produce
+
+pytestmark = pytest.mark.broker
+
+
+def test_unreachable_fails_fast_with_fix() -> None:
+    started = time.monotonic()
+    with pytest.raises(BrokerUnavailableError) as info, KafkaCluster("127.0.0.1:1") as cluster:
+        cluster.topic_partitions(subscribe=["anything"])
+    assert time.monotonic() - started < 10
+    message = str(info.value)
+    assert "127.0.0.1:1" in message
+    assert "kafka.bootstrap.servers" in message and "security" in message
+    assert "Connection refused" in message
+
+
+def test_subscribe_missing_topic(bootstrap_servers: str, topic_name: str) -> None:
+    with KafkaCluster(bootstrap_servers) as cluster, pytest.raises(TopicNotFoundError) as info:
+        cluster.topic_partitions(subscribe=[topic_name])
+    assert topic_name in str(info.value) and bootstrap_servers in str(info.value)
+    assert "Create the topic" in str(info.value)
+
+
+def test_subscribe_pattern_and_assign(bootstrap_servers: str, topic_name: str) -> None:
+    a, b, other = f"{topic_name}-a", f"{topic_name}-b", f"x{topic_name}"
+    create_topic(bootstrap_servers, a, 2)
+    create_topic(bootstrap_servers, b, 3)
+    create_topic(bootstrap_servers, other, 1)
+    with KafkaCluster(bootstrap_servers) as cluster:
+        assert cluster.topic_partitions(subscribe=[a, b]) == {a: 2, b: 3}
+        assert cluster.topic_partitions(pattern=f"{topic_name}-.*") == {a: 2, b: 3}
+        # Full match: a prefix is not enough, and no match is not an error.
+        assert cluster.topic_partitions(pattern=topic_name) == {}
+        assert cluster.topic_partitions(assign={b: [0, 2]}) == {b: 3}
+        with pytest.raises(TopicNotFoundError) as info:
+            cluster.topic_partitions(assign={b: [1, 3, 7]})
+        message = str(info.value)
+        assert "[3, 7]" in message and "3 partition(s)" in message and b in message
+        with pytest.raises(TopicNotFoundError):
+            cluster.topic_partitions(assign={f"{topic_name}-missing": [0]})
+        with pytest.raises(OptionError):
+            cluster.topic_partitions(pattern="(")
+        with pytest.raises(OptionError):
+            cluster.topic_partitions(subscribe=[a], pattern=".*")
+
+
+def test_offsets(bootstrap_servers: str, topic_name: str) -> None:
+    create_topic(bootstrap_servers, topic_name, 2)
+    counts = produce(bootstrap_servers, topic_name, ((0, None, b"x%d" % i) for i in range(30)))
+    tps = [(topic_name, 0), (topic_name, 1)]
+    with KafkaCluster(bootstrap_servers) as cluster:
+        assert cluster.earliest_offsets(tps) == {tps[0]: 0, tps[1]: 0}
+        assert cluster.latest_offsets(tps) == {tps[0]: counts[0], tps[1]: 0}
+        by_time = cluster.offsets_for_timestamp(tps, 0)
+        assert set(by_time) == set(tps)
+        assert by_time[tps[0]] == 0  # every record is newer than the epoch
+        # Tansu answers timestamp lookups unreliably (DESIGN section 8): types only.
+        future = cluster.offsets_for_timestamp(tps, int(time.time() * 1000) + 3_600_000)
+        assert all(v is None or 0 <= v <= counts.get(tp[1], 0) for tp, v in future.items())
+        with pytest.raises(TopicNotFoundError):
+            cluster.latest_offsets([(topic_name, 5)])
+        with pytest.raises(TopicNotFoundError):
+            cluster.earliest_offsets([(f"{topic_name}-missing", 0)])
+        assert cluster.latest_offsets([]) == {}
+    with KafkaCluster(bootstrap_servers, client_conf={"isolation.level": "read_committed"}) as rc:
+        assert rc.latest_offsets(tps) == {tps[0]: counts[0], tps[1]: 0}
+
+
+def test_invalid_options() -> None:
+    with pytest.raises(OptionError):
+        KafkaCluster("")
+    with pytest.raises(OptionError):
+        KafkaCluster("127.0.0.1:1", client_conf={"isolation.level": "sometimes"})
+    with pytest.raises(OptionError):
+        KafkaCluster("127.0.0.1:1", client_conf={"no.such.property": "1"})
