@@ -54,7 +54,9 @@ class EmbeddedBroker:
     def start(self) -> EmbeddedBroker:
         binary = resolve_tansu_binary()
         url = f"tcp://127.0.0.1:{self.port}"
-        self._log_file = tempfile.NamedTemporaryFile(prefix="tansu-", suffix=".log", delete=False)
+        self._log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in stop()
+            prefix="tansu-", suffix=".log", delete=False
+        )
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
         self._process = subprocess.Popen(
@@ -89,7 +91,7 @@ class EmbeddedBroker:
             try:
                 admin.list_topics(timeout=1.0)
                 return
-            except Exception:  # noqa: BLE001 - any failure here just means "not ready yet"
+            except Exception:  # any failure here just means "not ready yet"
                 if time.monotonic() > deadline:
                     raise BrokerUnavailableError(
                         f"The embedded Tansu broker at {self.bootstrap_servers} did not answer "

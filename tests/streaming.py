@@ -103,3 +103,56 @@ def expected_records(counts: Mapping[int, int], start: Mapping[int, int] | None 
     return sorted(
         (p, o) for p, n in counts.items() for o in range(start.get(p, 0), start.get(p, 0) + n)
     )
+
+
+class SteadyProducer:
+    """Produces ``per_round`` records to every partition every ``interval_s`` in a thread."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        partitions: int,
+        *,
+        per_round: int = 5,
+        interval_s: float = 0.2,
+    ) -> None:
+        self._args = (bootstrap_servers, topic, partitions)
+        self._per_round = per_round
+        self._interval_s = interval_s
+        self.produced: dict[int, int] = dict.fromkeys(range(partitions), 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def __enter__(self) -> SteadyProducer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> dict[int, int]:
+        """Stop producing; the final count per partition."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return dict(self.produced)
+
+    def expected(self) -> list[tuple[int, int]]:
+        return sorted((p, o) for p, n in self.produced.items() for o in range(n))
+
+    def _run(self) -> None:
+        from spark_kafka_group.sample_data import produce_sample
+
+        servers, topic, partitions = self._args
+        while not self._stop.is_set():
+            counts = produce_sample(
+                servers, topic, partitions=partitions, per_partition=self._per_round,
+                start=self.produced[0],
+            )  # fmt: skip
+            for p, n in counts.items():
+                self.produced[p] += n
+            self._stop.wait(self._interval_s)

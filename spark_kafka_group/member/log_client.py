@@ -8,7 +8,8 @@ compare-and-swap conflict fold what the others wrote and decide again (DESIGN se
 
 The client also keeps replay cheap: a cold start reads from the latest SNAPSHOT record, and
 after :data:`SNAPSHOT_EVERY_RECORDS` records a writer adds a new SNAPSHOT; the Delta table is
-maintained (compaction, checkpoint, cleanup) every :data:`MAINTAIN_EVERY_VERSIONS` versions.
+maintained (compaction, checkpoint, cleanup) every :data:`MAINTAIN_EVERY_VERSIONS` versions by
+the group's leader.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from typing import TypeVar
 
 from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
-from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.store import AppendConflict, GroupLog, group_log_uri
 
@@ -61,6 +61,10 @@ class GroupLogClient:
         self.version = -1
         self._records_since_snapshot = 0
         self._loaded = False
+        self._maintained_version = -1
+        #: Only one writer of a group should maintain the table: delta-rs does not notice
+        #: when two compactions race. Members set this while they lead the group.
+        self.maintainer = False
 
     def fold(self) -> GroupCoordinator:
         """Bring :attr:`coordinator` up to the log's latest version and return it."""
@@ -112,7 +116,10 @@ class GroupLogClient:
                 snapshot = self.coordinator.snapshot_record(now)
                 self.version = self._log.append([snapshot], expected_version=self.version)
                 self._records_since_snapshot = 0
-            if self.version % MAINTAIN_EVERY_VERSIONS < 2:
+            if self.maintainer and self.version - self._maintained_version >= (
+                MAINTAIN_EVERY_VERSIONS
+            ):
+                self._maintained_version = self.version
                 report = self._log.maintain(now_ms=now)
                 log.debug("group log %s maintained: %s", self.uri, report)
         except AppendConflict:
@@ -123,7 +130,3 @@ class GroupLogClient:
     @property
     def table(self) -> GroupLog:
         return self._log
-
-
-def is_snapshot(record: GroupRecord) -> bool:
-    return record.kind == RecordKind.SNAPSHOT.value

@@ -375,6 +375,7 @@ class GroupMember:
         if revoked:
             log.info("Revoked from %s: %s", self.member_id, _names(revoked))
             self._listener.revoked(sorted(revoked))
+        self._client.maintainer = view.is_leader
         generation = view.member_generation
         since = {tp: previous.owned_since.get(tp, generation) for tp in held}
         new = held - previous.owned

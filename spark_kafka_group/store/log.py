@@ -324,6 +324,7 @@ def _from_arrow(uri: str, table: pa.Table) -> list[tuple[int, GroupRecord]]:
     if table.num_rows == 0:
         return []
     table = table.sort_by([("log_version", "ascending"), ("seq", "ascending")])
+    table = _drop_duplicate_rows(table)
     newest = pc.max(table["schema_version"]).as_py()
     if newest is not None and newest > RECORD_SCHEMA_VERSION:
         raise IncompatibleGroupStoreError(
@@ -362,6 +363,28 @@ def _from_arrow(uri: str, table: pa.Table) -> list[tuple[int, GroupRecord]]:
             strict=True,
         )
     ]
+
+
+def _drop_duplicate_rows(table: pa.Table) -> pa.Table:
+    """Keep one row per (log_version, seq) of a sorted table.
+
+    A record is identified by its version and position in the append. Two compactions that
+    raced (delta-rs rebases an ``optimize`` commit over a concurrent one without noticing that
+    both rewrote the same files) leave every record in two live files; reading must still see
+    each record once.
+    """
+    n = table.num_rows
+    if n < 2:
+        return table
+    versions, seqs = table["log_version"], table["seq"]
+    repeat = pc.and_(
+        pc.equal(versions.slice(1), versions.slice(0, n - 1)),
+        pc.equal(seqs.slice(1), seqs.slice(0, n - 1)),
+    )
+    if not pc.any(repeat).as_py():
+        return table
+    keep = pa.concat_arrays([pa.array([True]), pc.invert(repeat).combine_chunks()])
+    return table.filter(keep)
 
 
 class _PayloadDecoder:

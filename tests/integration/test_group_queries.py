@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
@@ -12,18 +11,10 @@ import spark_kafka_group
 from spark_kafka_group.progress import group_offsets
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import GroupLog, group_log_uri
-from tests.streaming import Collected, source_options, start_query
+from tests.processes import wait_until
+from tests.streaming import Collected, SteadyProducer, source_options, start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
-
-
-def wait_until(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def partitions_of(collected: Collected) -> set[int]:
@@ -69,20 +60,7 @@ def test_a_third_query_joins_and_only_moved_partitions_pause(
     create_topic(bootstrap_servers, topic_name, 6)
     options = source_options(bootstrap_servers, topic_name, "g-three", group_store)
     a, b, c = Collected(), Collected(), Collected()
-    stop = threading.Event()
-    produced: dict[int, int] = dict.fromkeys(range(6), 0)
-
-    def produce_steadily() -> None:
-        while not stop.is_set():
-            counts = produce_sample(
-                bootstrap_servers, topic_name, partitions=6, per_partition=5,
-                start=produced[0],
-            )  # fmt: skip
-            for p, n in counts.items():
-                produced[p] += n
-            time.sleep(0.2)
-
-    producer = threading.Thread(target=produce_steadily, daemon=True)
+    producer = SteadyProducer(bootstrap_servers, topic_name, 6)
     qa = start_query(spark, options, str(tmp_path / "a"), a, available_now=False)
     qb = start_query(spark, options, str(tmp_path / "b"), b, available_now=False)
     queries = [qa, qb]
@@ -112,16 +90,14 @@ def test_a_third_query_joins_and_only_moved_partitions_pause(
             "three stable members",
         )
         time.sleep(3)
-        stop.set()
-        producer.join()
-        final = dict(produced)
+        final = producer.stop()
         wait_until(
             lambda: a.count() + b.count() + c.count() >= sum(final.values()),
             120,
             "every produced record",
         )
     finally:
-        stop.set()
+        producer.stop()
         for q in queries:
             q.stop()
         for q in queries:

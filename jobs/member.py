@@ -1,0 +1,118 @@
+"""Run one ``kafka-group`` query as a group member and journal what each batch read.
+
+Every micro-batch appends one JSON line to ``--journal``: the batch id, the member id and
+generation the batch was planned in, the wall-clock time, and the (partition, offset) pairs
+it read. The fault-injection tests and the rebalance benchmark start several of these as
+separate processes, kill, pause and restart them, and check the journals against what was
+produced and against the group log.
+
+    python jobs/member.py --bootstrap-servers B --topic T --group-id G --group-store S \\
+        --journal /tmp/m1.jsonl --checkpoint /tmp/m1-ckpt [--instance-id m1]
+
+SIGTERM stops the query, commits its last batch and leaves the group (static members stay).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--group-id", required=True)
+    parser.add_argument("--group-store", required=True)
+    parser.add_argument("--journal", required=True, help="JSONL file, one line per batch")
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--instance-id", help="groupInstanceId (static membership)")
+    parser.add_argument("--trigger-ms", type=int, default=500)
+    parser.add_argument("--heartbeat-ms", type=int, default=500)
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--strategy", default="cooperative-sticky")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import spark_kafka_group
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName(f"kafka-group member {args.instance_id or os.getpid()}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark_kafka_group.register(spark)
+
+    reader = (
+        spark.readStream.format("kafka-group")
+        .option("kafka.bootstrap.servers", args.bootstrap_servers)
+        .option("subscribe", args.topic)
+        .option("groupId", args.group_id)
+        .option("groupStore", args.group_store)
+        .option("startingOffsets", "earliest")
+        .option("heartbeatIntervalMs", str(args.heartbeat_ms))
+        .option("sessionTimeoutMs", str(args.session_timeout_ms))
+        .option("rebalanceTimeoutMs", str(max(10_000, 2 * args.session_timeout_ms)))
+        .option("assignmentStrategy", args.strategy)
+    )
+    if args.instance_id:
+        reader = reader.option("groupInstanceId", args.instance_id)
+    for item in args.option:
+        key, _, value = item.partition("=")
+        reader = reader.option(key, value)
+
+    journal = open(args.journal, "a", buffering=1)  # noqa: SIM115 - closed on exit
+    lock = threading.Lock()
+
+    def record_batch(frame, batch_id: int) -> None:
+        rows = frame.select("partition", "offset").collect()
+        line = {
+            "batch": batch_id,
+            "pid": os.getpid(),
+            "instance": args.instance_id,
+            "time": time.time(),
+            "records": [[r.partition, r.offset] for r in rows],
+        }
+        with lock:
+            journal.write(json.dumps(line) + "\n")
+            journal.flush()
+            os.fsync(journal.fileno())
+
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(record_batch)
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(processingTime=f"{args.trigger_ms} milliseconds")
+        .start()
+    )
+    print(f"member started: pid {os.getpid()} query {query.id}", flush=True)
+
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    while not stopping.is_set() and query.isActive:
+        stopping.wait(0.5)
+    if query.isActive:
+        query.stop()
+    spark_kafka_group.leave_group(query)
+    error = query.exception()
+    spark.stop()
+    if error is not None:
+        print(f"query failed: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Group members as separate OS processes (jobs/member.py), for kill / pause / restart tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+MEMBER_JOB = REPO / "jobs" / "member.py"
+
+
+class MemberProcess:
+    """One ``jobs/member.py`` process; its journal survives restarts (appended to)."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        name: str,
+        *,
+        bootstrap_servers: str,
+        topic: str,
+        group_id: str,
+        group_store: str,
+        instance_id: str | None = None,
+        session_timeout_ms: int = 6000,
+        heartbeat_ms: int = 500,
+        extra: list[str] | None = None,
+    ) -> None:
+        self.name = name
+        self.journal = workdir / f"{name}.jsonl"
+        self.log = workdir / f"{name}.log"
+        self.args = [
+            sys.executable, str(MEMBER_JOB),
+            "--bootstrap-servers", bootstrap_servers,
+            "--topic", topic,
+            "--group-id", group_id,
+            "--group-store", group_store,
+            "--journal", str(self.journal),
+            "--checkpoint", str(workdir / f"{name}-checkpoint"),
+            "--session-timeout-ms", str(session_timeout_ms),
+            "--heartbeat-ms", str(heartbeat_ms),
+        ]  # fmt: skip
+        if instance_id:
+            self.args += ["--instance-id", instance_id]
+        self.args += extra or []
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> MemberProcess:
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                self.args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO
+            )
+        self.starts += 1
+        return self
+
+    def signal(self, sig: int) -> None:
+        assert self.process is not None
+        self.process.send_signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL: no leave, no final commit: the group notices by the session timeout."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(30)
+
+    def stop(self, timeout_s: float = 60) -> None:
+        """SIGTERM: stop the query, commit, leave; SIGKILL if it does not finish in time."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(30)
+
+    def batches(self) -> list[dict]:
+        if not self.journal.exists():
+            return []
+        lines = self.journal.read_text().splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def records(self) -> list[tuple[int, int]]:
+        return [(p, o) for b in self.batches() for p, o in b["records"]]
+
+    def partitions(self, since: float = 0.0) -> set[int]:
+        return {p for b in self.batches() if b["time"] >= since for p, _ in b["records"]}
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def wait_until(predicate, timeout_s: float, what: str, *, poll_s: float = 0.25) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
