@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -54,20 +55,29 @@ class MemberProcess:
     def start(self) -> MemberProcess:
         env = dict(os.environ, PYTHONPATH=str(REPO))
         with open(self.log, "ab") as log:
+            # Its own process group: the member lives in Spark's Python worker processes and
+            # the JVM, not only in the driver script, so signals go to the whole group.
             self.process = subprocess.Popen(
-                self.args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO
+                self.args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO,
+                start_new_session=True,
             )
         self.starts += 1
         return self
 
     def signal(self, sig: int) -> None:
+        """Signal every process of the member (driver script, JVM, Python workers)."""
         assert self.process is not None
-        self.process.send_signal(sig)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, sig)
 
     def kill(self) -> None:
         """SIGKILL: no leave, no final commit: the group notices by the session timeout."""
         assert self.process is not None
-        self.process.kill()
+        self.signal(signal.SIGKILL)
         self.process.wait(30)
 
     def stop(self, timeout_s: float = 60) -> None:
@@ -78,8 +88,8 @@ class MemberProcess:
         try:
             self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(30)
+            self.kill()
+        self.signal(signal.SIGKILL)  # whatever the driver left behind (JVM, workers)
 
     def batches(self) -> list[dict]:
         if not self.journal.exists():

@@ -70,9 +70,10 @@ class SubscriptionSpec:
     pattern: str | None = None
 
 
-def new_member_id() -> str:
-    """Kafka-style member id: who and where, plus a random part (one per incarnation)."""
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+def new_member_id(client_id: str = "") -> str:
+    """Kafka-style member id: client id, where, and a random part (one per incarnation)."""
+    prefix = f"{client_id}-" if client_id else ""
+    return f"{prefix}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
 class GroupMember:
@@ -100,7 +101,7 @@ class GroupMember:
         )
         self._clock = self._client.clock
         self._lock = threading.RLock()
-        self.member_id = new_member_id()
+        self.member_id = new_member_id(client_id)
         self._assignment = Assignment(generation=-1, member_id=self.member_id)
         self._last_write_ms = -(10**15)
         self._last_metadata_check_ms = -(10**15)
@@ -125,6 +126,8 @@ class GroupMember:
         return cls(
             opts.group,
             subscription=subscription,
+            # Kafka's client.id names the client in describe output and member ids.
+            client_id=opts.kafka_params.get("client.id", "spark-kafka-group"),
             topic_counts=lambda: cluster.topic_partitions(pattern=".*"),  # type: ignore[attr-defined]
         )
 
@@ -362,7 +365,7 @@ class GroupMember:
                 self._lose(previous.owned, "expired from the group (session timeout)")
             # Rejoin as a new incarnation, as a Kafka consumer resets its member id.
             if previous.generation >= 0:
-                self.member_id = new_member_id()
+                self.member_id = new_member_id(self._client_id)
                 log.warning("Rejoining group %s as member %s", group_id, self.member_id)
             self._assignment = Assignment(generation=-1, member_id=self.member_id)
             return

@@ -202,7 +202,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             begin = current.start_of(tp, previous)
             if begin is None:
                 begin = until
-            if ours is not None and tp not in ours and until > begin:
+            if tp not in ours and until > begin:
                 log.warning(
                     "Skipping %s-%d [%d, %d) of a replayed batch: this member no longer owns "
                     "it; its new owner starts from the group's committed offset.",
@@ -269,10 +269,11 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             release=release,
         )
 
-    def _partitions_still_ours(self) -> frozenset[TopicPartition] | None:
-        if self._member is None:
-            return None
-        assignment = self._member.poll()
+    def _partitions_still_ours(self) -> frozenset[TopicPartition]:
+        # A restarted query replays its last planned batch before any latestOffset call:
+        # join first, so partitions that moved to another member meanwhile are skipped.
+        with self._lock:
+            assignment = self._ensure_started().poll()
         return assignment.owned | assignment.revoking
 
     def _bounds(self, partitions: Sequence[TopicPartition]) -> LogBounds:
