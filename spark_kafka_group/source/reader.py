@@ -27,6 +27,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from spark_kafka_group.fetcher import FetchSpec, fetch
+from spark_kafka_group.ops.kafka_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
 from spark_kafka_group.source.offsets import SourceOffset, TopicPartition
 from spark_kafka_group.source.planning import OffsetRange, limit_end_offsets, split_ranges
@@ -83,6 +84,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # The last end offset handed to Spark: a revoked partition is released once a
         # completed batch ends at or after the last batch that contained it.
         self._last_planned: SourceOffset | None = None
+        self._reported_lag: int | None = None
+        # commitToKafka: copies accepted commits to the Kafka consumer group (best effort).
+        self._kafka_mirror: Any = None
 
     # -- lazily created driver-side parts (never in __init__: Spark also builds readers in
     #    short-lived workers that must not join the group) --------------------------------
@@ -97,6 +101,14 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             )
             self._member = member_for_source(self._opts, self._cluster)
             self._member.start()
+            if self._opts.commit_to_kafka:
+                from spark_kafka_group.ops.kafka_offsets import KafkaOffsetMirror
+
+                self._kafka_mirror = KafkaOffsetMirror(
+                    self._opts.bootstrap_servers,
+                    self._opts.kafka_params,
+                    self._opts.group.group_id,
+                )
         return self._member
 
     # -- Spark API ------------------------------------------------------------------------
@@ -155,6 +167,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 for tp in planned:
                     self._targets.setdefault(tp, latest[tp])
                     latest[tp] = min(latest[tp], self._targets[tp])
+            self._log_lag(positions, bounds.latest)
             ends = limit_end_offsets(positions, latest, self._max_records(limit))
             end = SourceOffset(
                 group=self._opts.group.group_id,
@@ -268,6 +281,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             batch_member=done.member,
             release=release,
         )
+        if self._kafka_mirror is not None:  # copy what the group log accepted
+            accepted = self._member.committed_offsets()
+            self._kafka_mirror.commit({tp: accepted[tp] for tp in done.offsets if tp in accepted})
 
     def _partitions_still_ours(self) -> frozenset[TopicPartition]:
         # A restarted query replays its last planned batch before any latestOffset call:
@@ -292,7 +308,13 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return {}
         partitions = sorted(partitions)
         bounds = bounds or self._bounds(partitions)
-        committed = self._member.committed_offsets()
+        committed = seed_from_kafka_group(
+            self._member.committed_offsets(),
+            partitions,
+            bootstrap_servers=self._opts.bootstrap_servers,
+            client_conf=self._opts.kafka_params,
+            kafka_group=self._opts.import_from_kafka_group,
+        )
         from_group = {tp: committed[tp] for tp in partitions if tp in committed}
         checked = check_in_range(
             from_group,
@@ -322,6 +344,22 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             origin = "committed offset" if tp in checked else "startingOffsets"
             log.info("%s-%d starts at %d (%s)", tp[0], tp[1], positions[tp], origin)
         return positions
+
+    def _log_lag(
+        self, positions: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+    ) -> None:
+        """The member's lag: at DEBUG every trigger, at INFO when it changed a lot."""
+        lag = sum(max(0, latest[tp] - position) for tp, position in positions.items())
+        log.debug("group %s lag %d over %d partition(s)", self._opts.group.group_id, lag,
+                  len(positions))  # fmt: skip
+        before = self._reported_lag
+        if before is None or abs(lag - before) > max(1000, before // 2):
+            self._reported_lag = lag
+            log.info(
+                "group %s: lag %d records over %d partition(s) (was %s)",
+                self._opts.group.group_id, lag, len(positions),
+                "unknown" if before is None else before,
+            )  # fmt: skip
 
     def _max_records(self, limit: ReadLimit | None) -> int | None:
         if limit is None:  # pyspark < 4.2: no read limit argument; honour the option ourselves

@@ -394,20 +394,8 @@ def test_import_from_kafka_then_a_query_starts_there(
     assert after.json()["total_lag"] == 0
 
 
-def _reader_uses(name: str) -> bool:
-    from pathlib import Path
-
-    import spark_kafka_group.source.reader as reader
-
-    return name in Path(reader.__file__).read_text()
-
-
 @pytest.mark.broker
 @pytest.mark.spark
-@pytest.mark.skipif(
-    not (_reader_uses("KafkaOffsetMirror") and _reader_uses("seed_from_kafka_group")),
-    reason="the commitToKafka / importFromKafkaGroup hooks are not in the reader yet",
-)
 def test_source_options_import_from_and_commit_to_kafka(
     spark, bootstrap_servers: str, topic_name: str, group_store: str, tmp_path
 ) -> None:
