@@ -39,7 +39,13 @@ def register(spark: SparkSession) -> None:
     from spark_kafka_group.progress import GroupProgressListener
     from spark_kafka_group.source.datasource import KafkaGroupDataSource
 
-    spark.dataSource.register(KafkaGroupDataSource)
+    try:
+        spark.dataSource.register(KafkaGroupDataSource)
+    except Exception as exc:
+        # pyspark 4.0 refuses to register a name twice, and it may already have registered
+        # ours automatically (pyspark_kafka_group.DefaultSource).
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
     if not getattr(spark, "_kafka_group_listener", None):
         listener = GroupProgressListener()
         spark.streams.addListener(listener)

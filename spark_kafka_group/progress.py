@@ -19,6 +19,7 @@ Storage credentials for an object-store group log come from the environment here
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 from collections.abc import Iterator, Mapping
@@ -40,12 +41,22 @@ def group_offsets(progress: Any) -> Iterator[SourceOffset]:
     for source in sources:
         end = source["endOffset"] if isinstance(source, Mapping) else source.endOffset
         if isinstance(end, str):
-            try:
-                end = json.loads(end)
-            except ValueError:
-                continue
+            end = _parse_offset(end)
         if isinstance(end, Mapping) and {"group", "store", "member", "offsets"} <= set(end):
             yield SourceOffset.from_json(end)
+
+
+def _parse_offset(text: str) -> Any:
+    """An end offset from the progress: JSON, or (pyspark 4.0 / 4.1 Python sources) the
+    ``repr`` of the offset dict."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
 
 
 def commit_progress(progress: Any, *, storage_options: Mapping[str, str] | None = None) -> int:
