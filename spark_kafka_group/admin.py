@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spark_kafka_group.errors import KafkaGroupError
-from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
+from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord, OffsetAndMetadata
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri
 
@@ -164,14 +164,18 @@ def commit_for_member(
     generation: int,
     offsets: Mapping[TP, int],
     *,
+    starts: Mapping[TP, int] | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> int:
     """Commit a completed batch's offsets on behalf of ``member_id``; how many were written.
 
     Only while the member is still in the generation the batch was planned in, only for
-    partitions it holds, and never moving a committed offset backwards: anything else is
-    the member's own business (it commits itself) or a zombie's.
+    partitions it holds, and never moving a committed offset backwards (a late progress
+    event must not undo a newer commit) unless the batch itself started that partition below
+    the committed offset (a reset by policy). Anything else is the member's own business (it
+    commits itself) or a zombie's.
     """
+    starts = starts or {}
     client = _client(store, group_id, storage_options, create=False)
 
     def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], int]:
@@ -182,7 +186,7 @@ def commit_for_member(
         fresh = {
             tp: off
             for tp, off in offsets.items()
-            if tp in member.held and (tp not in committed or committed[tp].offset < off)  # type: ignore[index]
+            if tp in member.held and _moves_forward(committed.get(tp), off, starts.get(tp))  # type: ignore[call-overload]
         }
         if not fresh:
             return [], 0
@@ -192,6 +196,14 @@ def commit_for_member(
         return records, len(response.accepted)
 
     return client.transact(decide)
+
+
+def _moves_forward(current: OffsetAndMetadata | None, offset: int, start: int | None) -> bool:
+    if current is None:
+        return True
+    if start is not None and start < current.offset:
+        return offset != current.offset  # the batch restarted the partition: a reset
+    return offset > current.offset
 
 
 def leave_for_member(

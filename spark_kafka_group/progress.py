@@ -69,6 +69,7 @@ def commit_progress(progress: Any, *, storage_options: Mapping[str, str] | None 
                 offset.member,
                 offset.generation,
                 offset.offsets,
+                starts=offset.starts,
                 storage_options=storage_options,
             )
     return written

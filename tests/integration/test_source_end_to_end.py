@@ -10,6 +10,8 @@ from pyspark.errors import StreamingQueryException
 
 import spark_kafka_group
 from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.source.reader import HAS_ADMISSION_CONTROL
+from tests.processes import wait_until
 from tests.streaming import (
     Collected,
     expected_records,
@@ -18,14 +20,14 @@ from tests.streaming import (
     start_query,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.broker]
+# The whole module is the smoke suite that also runs on the oldest supported pyspark.
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.smoke]
 
 
 def committed(store: str, group: str) -> dict[tuple[str, int], int]:
     return dict(spark_kafka_group.describe_group(store, group).committed)
 
 
-@pytest.mark.smoke
 def test_reads_every_record_exactly_once_and_resumes(
     spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:
@@ -58,15 +60,39 @@ def test_max_offsets_per_trigger_bounds_every_batch(
 ) -> None:
     create_topic(bootstrap_servers, topic_name, 3)
     counts = produce_sample(bootstrap_servers, topic_name, partitions=3, per_partition=100)
+    total = sum(counts.values())
     options = source_options(
         bootstrap_servers, topic_name, "g-limit", group_store, maxOffsetsPerTrigger=70
+    )
+    collected = Collected()
+    query = start_query(spark, options, str(tmp_path / "ckpt"), collected, available_now=False)
+    try:
+        wait_until(lambda: collected.count() >= total, 120, f"{total} records")
+    finally:
+        query.stop()
+        spark_kafka_group.leave_group(query)
+    sizes = [len(rows) for _, rows in sorted(collected.batches.items())]
+    assert collected.records == expected_records(counts)
+    assert max(sizes) <= 70
+    assert len([s for s in sizes if s]) >= -(-total // 70)
+
+
+@pytest.mark.skipif(
+    not HAS_ADMISSION_CONTROL, reason="pyspark < 4.2 runs AvailableNow as one batch"
+)
+def test_available_now_with_a_read_limit_runs_several_batches_until_caught_up(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    create_topic(bootstrap_servers, topic_name, 3)
+    counts = produce_sample(bootstrap_servers, topic_name, partitions=3, per_partition=100)
+    options = source_options(
+        bootstrap_servers, topic_name, "g-limit-now", group_store, maxOffsetsPerTrigger=70
     )
     run = run_available_now(spark, options, str(tmp_path / "ckpt"))
     sizes = [len(rows) for _, rows in sorted(run.batches.items())]
     assert run.records == expected_records(counts)
     assert max(sizes) <= 70
-    assert sum(sizes) == sum(counts.values())
-    assert len([s for s in sizes if s]) >= sum(counts.values()) // 70
+    assert committed(group_store, "g-limit-now") == {(topic_name, p): n for p, n in counts.items()}
 
 
 def test_starting_offsets_latest_and_json(
