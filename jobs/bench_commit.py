@@ -1,25 +1,36 @@
-"""Benchmark of the group log store: commit latency, cold replay time and file count.
+"""Benchmark of offset commits through the group protocol: latency, cold replay, file count.
 
-Run: ``python jobs/bench_commit.py`` (about 2-3 minutes; ``--quick`` for a smoke run). Everything
-is written to a temporary local store and deleted afterwards (``--keep`` keeps it).
+Run: ``python jobs/bench_commit.py`` (about 2-4 minutes on 2 cores; ``--quick`` for a smoke run).
+Everything is written to a temporary local store and deleted afterwards (``--keep`` keeps it).
 
-What it measures
-----------------
-1. ``commit``: latency of one COMMIT-like append (4 records: one COMMIT per partition of a member)
-   against a fresh local log, with ``maintain()`` every 100 appends (not timed).
-2. For 1,000 / 10,000 / 100,000 records written as appends of ``records_per_append`` records (4 for
-   1k and 10k, like members committing a few partitions; 100 for 100k to keep the bench short — the
-   100k table therefore has 1,000 commits, not 25,000), with ``maintain()`` every 200 appends and a
-   SNAPSHOT record every 1,000 records: the latency of the last appends, the cold read time (a new
-   ``GroupLog`` handle, like a member starting) of ``read(from_latest_snapshot=True)`` and of a full
-   ``read()``, the number of live data files and the number of files in the table directory.
+What it measures (the real path a member's micro-batch commit takes)
+--------------------------------------------------------------------
+A member joins a fresh group through the coordinator's handlers (JOIN, then the leader's SYNC
+with the topic metadata), so it owns all ``--partitions`` partitions of topic ``orders``. Then
+each micro-batch commit is one :meth:`GroupLogClient.transact` (fold the log up to its latest
+version, ``GroupCoordinator.commit_offsets`` for the member's generation, compare-and-swap
+append, fold the appended records), with the client's housekeeping on (a SNAPSHOT record every
+``SNAPSHOT_EVERY_RECORDS`` records; table maintenance every ``MAINTAIN_EVERY_VERSIONS``
+versions, as the group leader does). That is exactly what a member's ``commit()`` costs on the
+driver, minus the (unchanged) Spark side.
 
-The logs here are created with the retentions shortened to 0 s (``delta.logRetentionDuration``,
+1. ``commit``: per micro-batch commit latency, p50 / p99 / max, while the log grows from 0 to
+   10,000 records, each commit holding ``--batch-partitions`` partitions (default 12: a member
+   that owns 12 partitions with data in every batch).
+2. After 1,000 / 10,000 / 100,000 records in the log (one log, growing; beyond 10,000 each
+   commit holds every one of the ``--partitions`` partitions to keep the bench short): the cold
+   replay time = a new ``GroupLogClient`` (a member starting: opens the table, reads from the
+   latest SNAPSHOT record, folds through the protocol state machine), split into store read and
+   fold; a full read of every record for comparison; the number of live data files and of files
+   in the table directory.
+
+The log is created with the retentions shortened to 0 s (``delta.logRetentionDuration``,
 ``delta.deletedFileRetentionDuration``) so that a few minutes show the steady state the default
-retentions (see ``spark_kafka_group.store.log.DEFAULT_TABLE_PROPERTIES``) reach after that long:
-with the defaults the directory also holds the commits and compacted-away files of that period.
+retentions (see ``spark_kafka_group.store.log.DEFAULT_TABLE_PROPERTIES``) reach after an hour:
+with the defaults the directory also holds the commits and compacted-away files of that hour.
 
-The last line is ``key=value`` pairs separated by spaces.
+The last line is ``key=value`` pairs separated by spaces (``commit_p50_ms``, ``commit_p99_ms``,
+``replay_100k_s``, ...).
 """
 
 from __future__ import annotations
@@ -35,15 +46,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark_kafka_group.group.records import GroupRecord
-from spark_kafka_group.store import GroupLog
+from spark_kafka_group.group import GroupCoordinator, GroupRecord
+from spark_kafka_group.group.errors import GroupError
+from spark_kafka_group.group.messages import JoinRequest
+from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.store import GroupLog, group_log_uri
 
 SHORT_RETENTION = {
     "delta.logRetentionDuration": "interval 0 seconds",
     "delta.deletedFileRetentionDuration": "interval 0 seconds",
 }
-MAINTAIN_EVERY = 200
-SNAPSHOT_EVERY = 1_000
+TOPIC = "orders"
+GROUP = "bench-commit"
+MEMBER = "member-1"
+CHECKPOINTS = (1_000, 10_000, 100_000)
+#: Phase boundary: up to here commits hold --batch-partitions partitions, after it all.
+SMALL_PHASE_RECORDS = 10_000
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -51,131 +69,165 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def commit_records(n: int, member: str, base: int) -> list[GroupRecord]:
-    return [
-        GroupRecord(
-            kind="COMMIT",
-            timestamp_ms=1_700_000_000_000 + base,
-            member_id=member,
-            generation=7,
-            topic="orders",
-            partition=(base + k) % 12,
-            offset=base + k,
-            payload={"metadata": "", "leader_epoch": 3},
-        )
-        for k in range(n)
-    ]
-
-
-def files_in(path: Path) -> int:
+def files_in(path: str) -> int:
     return sum(len(files) for _, _, files in os.walk(path))
 
 
-def bench_commit(store: Path, appends: int) -> tuple[float, float]:
-    log = GroupLog.open(str(store / "commit"), table_properties=SHORT_RETENTION)
-    version = log.append(commit_records(4, "m1", 0), expected_version=-1)
-    latencies = []
-    for i in range(appends):
-        records = commit_records(4, "m1", 4 * (i + 1))
-        started = time.perf_counter()
-        version = log.append(records, expected_version=version)
-        latencies.append((time.perf_counter() - started) * 1000)
-        if i % 100 == 99:
-            version = log.maintain().version_after
-    p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
-    print(
-        f"commit: {appends} appends of 4 records: p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
-        f"mean {statistics.mean(latencies):.1f} ms, max {max(latencies):.1f} ms"
+def join_member(store: str, partitions: int) -> tuple[GroupLogClient, int]:
+    """Create the log (short retentions) with the member's JOIN, then SYNC through the client.
+    Returns the client (as the group's leader and maintainer) and the member's generation."""
+    uri = group_log_uri(store, GROUP)
+    log = GroupLog.open(uri, table_properties=SHORT_RETENTION)
+    now = int(time.time() * 1000)
+    request = JoinRequest(
+        member_id=MEMBER,
+        protocols=["cooperative-sticky"],
+        topics=[TOPIC],
+        session_timeout_ms=45_000,
+        rebalance_timeout_ms=60_000,
     )
-    return p50, p99
+    records, response = GroupCoordinator(GROUP).join(request, now)
+    assert response.error is GroupError.NONE, response
+    log.append(records, expected_version=-1)
+
+    client = GroupLogClient(store, GROUP)
+    client.maintainer = True
+
+    def sync(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], object]:
+        view = work.member_view(MEMBER)
+        return work.sync(MEMBER, view.group_generation, now, metadata={TOPIC: partitions})
+
+    for _ in range(10):
+        response = client.transact(sync)
+        if response.error is GroupError.NONE and not response.pending:
+            break
+    view = client.fold().member_view(MEMBER)
+    assert len(view.assignment) == partitions, view
+    return client, view.group_generation
 
 
-def bench_scale(store: Path, total: int, per_append: int) -> dict[str, float]:
-    path = store / f"scale{total}"
-    log = GroupLog.open(str(path), table_properties=SHORT_RETENTION)
-    version = -1
-    written = 0
-    appends = 0
-    tail: list[float] = []
-    started = time.perf_counter()
-    maintain_ms: list[float] = []
-    while written < total:
-        n = min(per_append, total - written)
-        records = commit_records(n, f"m{appends % 3}", written)
-        if any((written + k) % SNAPSHOT_EVERY == 0 for k in range(n)):
-            records[-1] = GroupRecord(
-                kind="SNAPSHOT", timestamp_ms=written, payload={"state": "x" * 200}
-            )
-        t0 = time.perf_counter()
-        version = log.append(records, expected_version=version)
-        if total - written <= 200 * per_append:
-            tail.append((time.perf_counter() - t0) * 1000)
-        written += n
-        appends += 1
-        if appends % MAINTAIN_EVERY == 0:
-            report = log.maintain()
-            maintain_ms.append(report.duration_ms)
-            version = report.version_after
-    write_s = time.perf_counter() - started
-    report = log.maintain()
-    maintain_ms.append(report.duration_ms)
-
-    cold = GroupLog.open(str(path), create=False)
+def cold_replay(store: str) -> dict[str, float]:
+    """A member starting: new client, read from the latest SNAPSHOT, fold. Also the split
+    (store read / protocol fold) and a full read of every record for comparison."""
     t0 = time.perf_counter()
-    snap = cold.read(from_latest_snapshot=True)
-    snap_s = time.perf_counter() - t0
-    cold = GroupLog.open(str(path), create=False)
+    client = GroupLogClient(store, GROUP, create=False)
+    coordinator = client.fold()
+    replay_s = time.perf_counter() - t0
+    assert coordinator.member_view(MEMBER).known
+
+    uri = group_log_uri(store, GROUP)
     t0 = time.perf_counter()
-    full = cold.read()
+    piece = GroupLog.open(uri, create=False).read_slice(from_latest_snapshot=True)
+    read_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    GroupCoordinator(GROUP).load(record for _, record in piece.records)
+    fold_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    full = GroupLog.open(uri, create=False).read()
     full_s = time.perf_counter() - t0
-    assert len(full) == total, (len(full), total)
-    assert snap and snap[0][1].kind == "SNAPSHOT"
-    t0 = time.perf_counter()
-    GroupLog.open(str(path), create=False).latest_version()
-    open_s = time.perf_counter() - t0
-    live = cold.file_count()
-    on_disk = files_in(path)
-    print(
-        f"{total:>7} records in {appends} appends of {per_append} ({write_s:.1f} s): "
-        f"last appends p50 {percentile(tail, 0.5):.1f} ms p99 {percentile(tail, 0.99):.1f} ms; "
-        f"maintain max {max(maintain_ms):.0f} ms; cold open {open_s * 1000:.0f} ms; "
-        f"cold read from snapshot {snap_s * 1000:.0f} ms ({len(snap)} records); "
-        f"cold full read {full_s * 1000:.0f} ms; live data files {live}; "
-        f"files in table dir {on_disk}"
-    )
     return {
-        "tail_p50_ms": percentile(tail, 0.5),
-        "snapshot_s": snap_s,
+        "replay_s": replay_s,
+        "read_s": read_s,
+        "fold_s": fold_s,
+        "tail_records": len(piece.records),
         "full_s": full_s,
-        "live_files": live,
-        "files": on_disk,
+        "full_records": len(full),
+        "live_files": client.table.file_count(),
+        "files": files_in(uri),
     }
+
+
+def run(store: str, partitions: int, batch_partitions: int, last: int) -> dict[str, object]:
+    client, generation = join_member(store, partitions)
+    offsets = dict.fromkeys(range(partitions), 0)
+    latencies: list[float] = []
+    tail: list[float] = []
+    results: dict[int, dict[str, float]] = {}
+    written = len(client.table.read())
+    cursor = 0
+    wanted = [c for c in CHECKPOINTS if c <= last]
+    started = time.perf_counter()
+    while wanted:
+        per_batch = batch_partitions if written < SMALL_PHASE_RECORDS else partitions
+        chosen = [(cursor + k) % partitions for k in range(per_batch)]
+        cursor = (cursor + per_batch) % partitions
+        for p in chosen:
+            offsets[p] += 1000
+        batch = {(TOPIC, p): offsets[p] for p in chosen}
+
+        def commit(work: GroupCoordinator, now: int, batch=batch) -> tuple[list, object]:
+            return work.commit_offsets(MEMBER, generation, batch, now)
+
+        t0 = time.perf_counter()
+        response = client.transact(commit)
+        elapsed = (time.perf_counter() - t0) * 1000
+        assert all(e is GroupError.NONE for e in response.partition_errors.values()), response
+        if written < SMALL_PHASE_RECORDS:
+            latencies.append(elapsed)
+        else:
+            tail.append(elapsed)
+        written += per_batch
+        if written >= wanted[0]:
+            records = wanted.pop(0)
+            r = cold_replay(store)
+            results[records] = r
+            print(
+                f"{records:>7} records ({time.perf_counter() - started:.0f}s): cold replay "
+                f"{r['replay_s'] * 1000:.0f} ms (store read {r['read_s'] * 1000:.0f} ms of "
+                f"{r['tail_records']} records from the latest SNAPSHOT, fold "
+                f"{r['fold_s'] * 1000:.1f} ms); full read of {r['full_records']} records "
+                f"{r['full_s'] * 1000:.0f} ms; live data files {r['live_files']}; files in "
+                f"table dir {r['files']}",
+                flush=True,
+            )
+    return {"latencies": latencies, "tail": tail[-200:], "results": results}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    parser.add_argument("--quick", action="store_true", help="up to 10,000 records only")
+    parser.add_argument("--partitions", type=int, default=100, help="partitions the member owns")
+    parser.add_argument("--batch-partitions", type=int, default=12, help="partitions per commit")
     parser.add_argument("--keep", action="store_true", help="keep the temporary store")
     args = parser.parse_args()
 
-    store = Path(tempfile.mkdtemp(prefix="skg-bench-"))
+    store = tempfile.mkdtemp(prefix="skg-bench-commit-")
     try:
-        p50, p99 = bench_commit(store, 60 if args.quick else 400)
-        scales = [(1_000, 4), (10_000, 4), (100_000, 100)]
-        if args.quick:
-            scales = [(1_000, 4), (10_000, 100)]
-        results = {total: bench_scale(store, total, per) for total, per in scales}
+        out = run(
+            store,
+            args.partitions,
+            min(args.batch_partitions, args.partitions),
+            10_000 if args.quick else 100_000,
+        )
     finally:
         if args.keep:
             print(f"store kept at {store}")
         else:
             shutil.rmtree(store, ignore_errors=True)
 
+    lat: list[float] = out["latencies"]  # type: ignore[assignment]
+    tail: list[float] = out["tail"]  # type: ignore[assignment]
+    results: dict[int, dict[str, float]] = out["results"]  # type: ignore[assignment]
+    p50, p99 = percentile(lat, 0.50), percentile(lat, 0.99)
+    print(
+        f"commit (GroupLogClient.transact + commit_offsets, {args.batch_partitions} partitions "
+        f"per micro-batch, log 0 -> 10k records): {len(lat)} commits: p50 {p50:.1f} ms, "
+        f"p99 {p99:.1f} ms, mean {statistics.mean(lat):.1f} ms, max {max(lat):.1f} ms"
+    )
     pairs = {"commit_p50_ms": f"{p50:.1f}", "commit_p99_ms": f"{p99:.1f}"}
+    if tail:
+        pairs["commit_at_100k_p50_ms"] = f"{percentile(tail, 0.5):.1f}"
+        pairs["commit_at_100k_p99_ms"] = f"{percentile(tail, 0.99):.1f}"
+        print(
+            f"commit of {args.partitions} partitions, last {len(tail)} before 100k records: "
+            f"p50 {percentile(tail, 0.5):.1f} ms, p99 {percentile(tail, 0.99):.1f} ms"
+        )
     for total, r in results.items():
         key = f"{total // 1000}k"
-        pairs[f"replay_{key}_s"] = f"{r['full_s']:.3f}"
-        pairs[f"replay_snapshot_{key}_s"] = f"{r['snapshot_s']:.3f}"
+        pairs[f"replay_{key}_s"] = f"{r['replay_s']:.3f}"
+        pairs[f"replay_read_{key}_s"] = f"{r['read_s']:.3f}"
+        pairs[f"replay_fold_{key}_s"] = f"{r['fold_s']:.3f}"
+        pairs[f"full_read_{key}_s"] = f"{r['full_s']:.3f}"
         pairs[f"files_{key}"] = str(r["files"])
         pairs[f"live_files_{key}"] = str(r["live_files"])
     print(" ".join(f"{k}={v}" for k, v in pairs.items()))

@@ -301,6 +301,7 @@ class SourceBench:
         cores: int,
         work: str,
         max_offsets_per_trigger: int | None,
+        spark_conf: dict[str, str] | None = None,
     ) -> None:
         self.servers = servers
         self.work = work
@@ -316,8 +317,11 @@ class SourceBench:
             return
         from pyspark.sql import SparkSession
 
+        builder = SparkSession.builder
+        for key, value in (spark_conf or {}).items():
+            builder = builder.config(key, value)
         self.spark = (
-            SparkSession.builder.master(f"local[{cores}]")
+            builder.master(f"local[{cores}]")
             .appName("kafka-group bench_throughput")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
@@ -329,11 +333,26 @@ class SourceBench:
         spark_kafka_group.register(self.spark)
         self.rss.__enter__()
 
-    def run(self, name: str, topic: str, limit: int | None = None) -> dict[str, Any] | None:
-        """One AvailableNow query over ``topic``; its rate, or None if the source failed."""
+    def run(
+        self,
+        name: str,
+        topic: str,
+        limit: int | None = None,
+        settings: dict[str, str] | None = None,
+    ) -> dict[str, Any] | None:
+        """One AvailableNow query over ``topic``; its rate, or None if the source failed.
+
+        ``settings``: ``spark.*`` keys are set as (runtime) SQL confs for this query only, the
+        others are source options."""
         if self.spark is None or self.error is not None:
             return None
         import spark_kafka_group
+
+        settings = settings or {}
+        confs = {k: v for k, v in settings.items() if k.startswith("spark.")}
+        saved = {k: self.spark.conf.get(k, None) for k in confs}
+        for k, v in confs.items():
+            self.spark.conf.set(k, v)
 
         reader = (
             self.spark.readStream.format("kafka-group")
@@ -345,6 +364,9 @@ class SourceBench:
         )
         if limit:
             reader = reader.option("maxOffsetsPerTrigger", str(limit))
+        for k, v in settings.items():
+            if not k.startswith("spark."):
+                reader = reader.option(k, v)
         wall = time.perf_counter()
         try:
             query = (
@@ -359,6 +381,12 @@ class SourceBench:
             first = str(exc).strip().splitlines()
             self.error = f"query failed ({type(exc).__name__}: {' '.join(first[:3])[:600]})"
             return None
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    self.spark.conf.unset(k)
+                else:
+                    self.spark.conf.set(k, v)
         measured = _source_rate(list(query.recentProgress))
         measured["wall"] = time.perf_counter() - wall
         with contextlib.suppress(Exception):
@@ -431,7 +459,27 @@ def main(argv: list[str] | None = None) -> int:
         help="baseline consumer with librdkafka's default fetch settings (not the tuned ones)",
     )
     parser.add_argument("--skip-spark", action="store_true", help="baseline and fetch only")
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Spark conf for the session (repeatable), e.g. spark.python.worker.reuse=true",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE,...",
+        help="also measure the source with these settings in every round (spark.* keys are "
+        "runtime SQL confs, others source options), e.g. 'split:minPartitions=16'",
+    )
     args = parser.parse_args(argv)
+    variants: dict[str, dict[str, str]] = {}
+    for spec in args.variant:
+        vname, _, body = spec.partition(":")
+        variants[vname] = dict(kv.split("=", 1) for kv in body.split(",") if kv)
+    spark_conf = dict(kv.split("=", 1) for kv in args.spark_conf)
 
     from spark_kafka_group.kafka import KafkaCluster
 
@@ -467,11 +515,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             source = None
             if not args.skip_spark:
-                source = SourceBench(servers, args.cores, work, args.max_offsets_per_trigger)
+                source = SourceBench(
+                    servers, args.cores, work, args.max_offsets_per_trigger, spark_conf
+                )
                 source.run("warmup", warmup)  # starts the Python workers, warms the JVM
             bases: list[dict[str, float]] = []
             fets: list[dict[str, float]] = []
             srcs: list[dict[str, Any]] = []
+            var_rps: dict[str, list[float]] = {v: [] for v in variants}
             for round_no in range(1, args.rounds + 1):
                 # Interleaved, best of each kept: the broker shares the cores.
                 bases.append(
@@ -496,6 +547,20 @@ def main(argv: list[str] | None = None) -> int:
                         f"execution, {measured['wall']:.2f}s query wall; ms per phase: "
                         f"{measured['phases']})"
                     )
+                for vname, settings in variants.items():
+                    got = (
+                        source.run(
+                            f"{vname}{round_no}", topic, args.max_offsets_per_trigger, settings
+                        )
+                        if source
+                        else None
+                    )
+                    if got is not None:
+                        var_rps[vname].append(got["rps"])
+                        line += (
+                            f"\n  variant {vname} {settings}: {got['rps']:.0f} rec/s "
+                            f"({got['batches']} batch(es), ms per phase: {got['phases']})"
+                        )
                 print(line, flush=True)
             nan = float("nan")
             worker_rss = source.stop() if source is not None else nan
@@ -537,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{m['rps'] / b['rps']:.3f}" for b, m in zip(bases, srcs, strict=False)
         )
         or "nan",
+        **{f"variant_{v}_ratio": max(rps, default=nan) / base["rps"] for v, rps in var_rps.items()},
         "source_mbps": src["mbps"],
         "baseline_mbps": base["mbps"],
         "fetch_mbps": fet["mbps"],
