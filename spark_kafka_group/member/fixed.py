@@ -46,6 +46,12 @@ class FixedAssignmentMember:
     def poll(self) -> Assignment:
         return self._assignment
 
+    def adopt(
+        self, previous_member: str, generation: int, positions: Mapping[TP, int]
+    ) -> frozenset[TP]:
+        """Fixed partitions are always ours: the checkpointed positions stay."""
+        return frozenset(tp for tp in positions if tp in self._assignment.owned)
+
     def committed_offsets(self) -> dict[TP, int]:
         offsets = self._client.fold().group.offsets
         return {(tp.topic, tp.partition): o.offset for tp, o in offsets.items()}

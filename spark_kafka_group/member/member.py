@@ -20,7 +20,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from spark_kafka_group.errors import GroupStoreError, MemberFencedError, OptionError
 from spark_kafka_group.group import (
@@ -109,6 +109,8 @@ class GroupMember:
         self._pending_offsets: dict[TP, int] = {}
         self._pending_release: set[TP] = set()
         self._fatal: Exception | None = None
+        # Earlier incarnations of this query (from its checkpoint) whose batches it resumes.
+        self._adopted_members: set[str] = set()
         self._listener = RebalanceListenerRunner.load(settings.rebalance_listener)
         self._heartbeat = HeartbeatThread(self._background_step, self._next_step_delay_s)
 
@@ -186,6 +188,44 @@ class GroupMember:
             self._raise_if_fatal()
             return self._assignment
 
+    def adopt(
+        self, previous_member: str, generation: int, positions: Mapping[TP, int]
+    ) -> frozenset[TP]:
+        """Resume a restarted query's checkpoint (DESIGN section 5, step 1).
+
+        ``positions`` are the ends of the last batch the query's previous incarnation
+        planned. For each partition this member holds again and nobody else committed since
+        that incarnation, the checkpointed position stays valid: it is kept (as if held since
+        ``generation``) and that batch's commit is accepted. Returns those partitions.
+        """
+        with self._lock:
+            if not previous_member or previous_member == self.member_id:
+                return frozenset()
+            committed = self._client.coordinator.group.offsets
+            adopted = frozenset(
+                tp
+                for tp, position in positions.items()
+                if tp in self._assignment.owned
+                and (
+                    tp not in committed
+                    or (
+                        committed[tp].member_id == previous_member  # type: ignore[index]
+                        and committed[tp].offset <= position  # type: ignore[index]
+                    )
+                )
+            )
+            if adopted:
+                since = dict(self._assignment.owned_since)
+                for tp in adopted:
+                    since[tp] = min(since.get(tp, generation), generation)
+                self._assignment = replace(self._assignment, owned_since=since)
+                self._adopted_members.add(previous_member)
+                log.info(
+                    "Member %s resumes the checkpoint of %s for %s",
+                    self.member_id, previous_member, _names(adopted),
+                )  # fmt: skip
+            return adopted
+
     def committed_offsets(self) -> dict[TP, int]:
         with self._lock:
             offsets = self._client.coordinator.group.offsets
@@ -206,7 +246,7 @@ class GroupMember:
         read them since. If the store is unavailable the commit is kept and retried.
         """
         with self._lock:
-            if batch_member == self.member_id:
+            if batch_member == self.member_id or batch_member in self._adopted_members:
                 since = self._assignment.owned_since
                 for tp, offset in offsets.items():
                     if since.get(tp, batch_generation + 1) <= batch_generation:

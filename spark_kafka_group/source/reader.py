@@ -133,9 +133,12 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             member = self._ensure_started()
             assignment = member.poll()
             if start is not None:
+                done = SourceOffset.from_json(start)
+                # A restarted query: keep its checkpointed positions where still valid.
+                member.adopt(done.member, done.generation, done.offsets)
                 # pyspark >= 4.2: ``start`` is the end of the last completed batch and no other
                 # batch is in flight, so every partition being revoked can be released now.
-                self._commit_completed(SourceOffset.from_json(start), in_flight=None)
+                self._commit_completed(done, in_flight=None)
                 assignment = member.poll()
             previous = SourceOffset.from_json(start) if start is not None else self._last_planned
             planned = sorted(assignment.owned - assignment.revoking)
