@@ -37,7 +37,7 @@ def test_two_queries_split_the_partitions_and_read_everything_once(
             owned = [tp for m in info.members for tp in m.assignment]
             return info.state == "Stable" and len(info.members) == 2 and len(owned) == 6
 
-        wait_until(two_members, 90, "two members sharing 6 partitions")
+        wait_until(two_members, 180, "two members sharing 6 partitions")
         counts = produce_sample(bootstrap_servers, topic_name, partitions=6, per_partition=100)
         total = sum(counts.values())
         wait_until(lambda: a.count() + b.count() >= total, 120, f"{total} records")

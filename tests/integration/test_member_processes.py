@@ -80,7 +80,7 @@ def test_sigkilled_member_is_expired_and_its_partitions_move(setup, group_store)
     victim = member("victim", group).start()
     query, collected = survivor(group)
     try:
-        wait_until(lambda: stable_with(group_store, group, 2), 120, "two stable members")
+        wait_until(lambda: stable_with(group_store, group, 2), 180, "two stable members")
         producer.start()
         wait_until(lambda: victim.records() and collected.count(), 60, "both reading")
         time.sleep(2)
@@ -126,7 +126,7 @@ def test_static_member_restarted_within_session_timeout_keeps_its_partitions(
     victim.start()
     query, collected = survivor(group)
     try:
-        wait_until(lambda: stable_with(group_store, group, 2), 120, "two stable members")
+        wait_until(lambda: stable_with(group_store, group, 2), 180, "two stable members")
         producer.start()
         wait_until(lambda: victim.records() and collected.count(), 60, "both reading")
         before = describe(group_store, group)
@@ -144,7 +144,8 @@ def test_static_member_restarted_within_session_timeout_keeps_its_partitions(
             )
 
         wait_until(rejoined, 120, "the restarted static member")
-        wait_until(lambda: victim.partitions(since=time.time()), 60, "the restarted member reading")
+        rejoined_at = time.time()
+        wait_until(lambda: victim.partitions(since=rejoined_at), 90, "the restarted member reading")
         time.sleep(2)
         after = describe(group_store, group)
     finally:
@@ -183,7 +184,7 @@ def test_paused_member_is_fenced_and_rejoins(setup, group_store) -> None:
     zombie = member("zombie", group, extra=["--option", "kafka.client.id=zombie"]).start()
     query, collected = survivor(group)
     try:
-        wait_until(lambda: stable_with(group_store, group, 2), 120, "two stable members")
+        wait_until(lambda: stable_with(group_store, group, 2), 180, "two stable members")
         producer.start()
         wait_until(lambda: zombie.records() and collected.count(), 60, "both reading")
         old_id = next(
