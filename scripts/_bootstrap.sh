@@ -8,7 +8,7 @@ pick_python() {
     for candidate in "${PYTHON:-}" python3.12 python3.11 python3.10 python3; do
         [ -n "$candidate" ] || continue
         if command -v "$candidate" >/dev/null 2>&1 &&
-            "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
+            "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null; then
             echo "$candidate"
             return 0
         fi
