@@ -42,10 +42,12 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from spark_kafka_group.embedded import bootstrap_or_embedded
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # Python workers must run this interpreter (DESIGN section 6).
@@ -55,18 +57,6 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 HEARTBEAT_MS = 500
 SESSION_TIMEOUT_MS = 6000
 REBALANCE_TIMEOUT_MS = 10_000
-
-
-@contextlib.contextmanager
-def kafka(bootstrap_servers: str | None) -> Iterator[str]:
-    if bootstrap_servers:
-        yield bootstrap_servers
-        return
-    from spark_kafka_group.embedded import EmbeddedBroker
-
-    with EmbeddedBroker() as broker:
-        print(f"embedded Tansu broker at {broker.bootstrap_servers}", flush=True)
-        yield broker.bootstrap_servers
 
 
 # ---------------------------------------------------------------------------- recording
@@ -414,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     topic = f"bench-rebalance-{uuid.uuid4().hex[:8]}"
     results: dict[str, dict[str, Any]] = {}
     try:
-        with kafka(args.bootstrap_servers) as servers:
+        with bootstrap_or_embedded(args.bootstrap_servers) as servers:
             create_topic(servers, topic, args.partitions)
             producer = SteadyProducer(
                 servers, topic, args.partitions, args.produce_interval_ms / 1000

@@ -39,6 +39,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from spark_kafka_group.embedded import bootstrap_or_embedded
+
 # Python workers must run this interpreter (DESIGN section 6).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -55,18 +57,6 @@ FETCH_TUNING_KEYS = (
     "fetch.wait.max.ms",
     "fetch.queue.backoff.ms",
 )
-
-
-@contextlib.contextmanager
-def kafka(bootstrap_servers: str | None) -> Iterator[str]:
-    if bootstrap_servers:
-        yield bootstrap_servers
-        return
-    from spark_kafka_group.embedded import EmbeddedBroker
-
-    with EmbeddedBroker() as broker:
-        print(f"embedded Tansu broker at {broker.bootstrap_servers}", flush=True)
-        yield broker.bootstrap_servers
 
 
 # ---------------------------------------------------------------------------- prefill
@@ -487,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     warmup = f"{topic}-warmup"
     try:
-        with kafka(args.bootstrap_servers) as servers:
+        with bootstrap_or_embedded(args.bootstrap_servers) as servers:
             t0 = time.perf_counter()
             total = prefill(servers, topic, args.records, args.partitions, args.value_bytes)
             prefill_s = time.perf_counter() - t0

@@ -27,14 +27,13 @@ temporary directory) and the job checks that the table holds every produced reco
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 # Python workers must run this interpreter (DESIGN section 6).
@@ -44,6 +43,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 from pyspark.sql import DataFrame, SparkSession
 
 import spark_kafka_group
+from spark_kafka_group.embedded import bootstrap_or_embedded
 
 DELTA_JVM_CLASSES = (
     "io.delta.sql.DeltaSparkSessionExtension",
@@ -179,18 +179,6 @@ class DeltaRsBatchWriter:
             raise RuntimeError(f"simulated crash after writing batch {batch_id} (a test hook)")
 
 
-@contextlib.contextmanager
-def kafka(bootstrap_servers: str | None) -> Iterator[str]:
-    if bootstrap_servers:
-        yield bootstrap_servers
-        return
-    from spark_kafka_group.embedded import EmbeddedBroker
-
-    with EmbeddedBroker() as broker:
-        print(f"Started the embedded Tansu broker at {broker.bootstrap_servers}")
-        yield broker.bootstrap_servers
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap-servers", help="Kafka cluster (default: embedded + sample)")
@@ -265,7 +253,9 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
     options = read_properties(args.options_file) if args.options_file else {}
     options.update(_kv(args.option))
     embedded = not args.bootstrap_servers and "kafka.bootstrap.servers" not in options
-    with kafka(args.bootstrap_servers or options.get("kafka.bootstrap.servers")) as servers:
+    with bootstrap_or_embedded(
+        args.bootstrap_servers or options.get("kafka.bootstrap.servers")
+    ) as servers:
         produced = 0
         topics = args.topic or ([] if "subscribe" in options else None)
         if embedded:

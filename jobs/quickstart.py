@@ -10,12 +10,10 @@ group store in a temporary directory. With ``--bootstrap-servers`` it uses a rea
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
 
 # Python workers must run this interpreter (DESIGN section 6).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -24,19 +22,8 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 from pyspark.sql import SparkSession
 
 import spark_kafka_group
+from spark_kafka_group.embedded import bootstrap_or_embedded
 from spark_kafka_group.sample_data import create_topic, produce_sample
-
-
-@contextlib.contextmanager
-def kafka(bootstrap_servers: str | None) -> Iterator[str]:
-    if bootstrap_servers:
-        yield bootstrap_servers
-        return
-    from spark_kafka_group.embedded import EmbeddedBroker
-
-    with EmbeddedBroker() as broker:
-        print(f"Started the embedded Tansu broker at {broker.bootstrap_servers}")
-        yield broker.bootstrap_servers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     work = tempfile.mkdtemp(prefix="kafka-group-quickstart-")
     store = args.group_store or os.path.join(work, "groups")
-    with kafka(args.bootstrap_servers) as servers:
+    with bootstrap_or_embedded(args.bootstrap_servers) as servers:
         create_topic(servers, args.topic, args.partitions)
         produced = produce_sample(
             servers,

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from types import TracebackType
 
 from spark_kafka_group.errors import BrokerUnavailableError
@@ -130,3 +131,15 @@ class EmbeddedBroker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def bootstrap_or_embedded(bootstrap_servers: str | None) -> Iterator[str]:
+    """``bootstrap_servers`` when given (a real cluster), else an embedded broker for the
+    duration of the block. The jobs' and benchmarks' ``--bootstrap-servers`` default."""
+    if bootstrap_servers:
+        yield bootstrap_servers
+        return
+    with EmbeddedBroker() as broker:
+        print(f"Started the embedded Tansu broker at {broker.bootstrap_servers}", flush=True)
+        yield broker.bootstrap_servers
