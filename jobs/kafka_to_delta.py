@@ -44,6 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 import spark_kafka_group
 from spark_kafka_group.embedded import bootstrap_or_embedded
+from spark_kafka_group.options import read_properties
 
 DELTA_JVM_CLASSES = (
     "io.delta.sql.DeltaSparkSessionExtension",
@@ -63,20 +64,6 @@ def delta_jvm_available(spark: SparkSession) -> bool:
         return True
     except Exception:
         return False
-
-
-def read_properties(path: str) -> dict[str, str]:
-    """``key=value`` lines (``#`` comments): the format of ``conf/*.properties``."""
-    out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for raw in f:
-            line = raw.strip()
-            if not line or line.startswith(("#", "!")):
-                continue
-            key, sep, value = line.partition("=")
-            if sep:
-                out[key.strip()] = value.strip()
-    return out
 
 
 class DeltaRsBatchWriter:

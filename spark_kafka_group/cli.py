@@ -26,6 +26,7 @@ from typing import Any
 
 from spark_kafka_group._version import __version__
 from spark_kafka_group.errors import KafkaGroupError, OptionError
+from spark_kafka_group.options import read_properties
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -53,19 +54,9 @@ def _properties_file(path: str | None) -> dict[str, str]:
     if not path:
         return {}
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        return read_properties(path)
     except OSError as exc:
         raise _UsageError(f"--command-config {path!r}: {exc.strerror or exc}") from None
-    out: dict[str, str] = {}
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
 
 
 def _storage_options(args: argparse.Namespace) -> dict[str, str] | None:

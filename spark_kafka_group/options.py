@@ -431,3 +431,18 @@ def _non_negative_int(name: str, value: str | None) -> int:
 def _optional_positive(name: str, get: object) -> int | None:
     value = get(name)  # type: ignore[operator]
     return None if value is None else _positive_int(name, value)
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """``key=value`` lines with ``#``/``!`` comments: Kafka's client properties files and the
+    option files in ``conf/``. Raises OSError if the file cannot be read."""
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            key, sep, value = line.partition("=")
+            if sep:
+                out[key.strip()] = value.strip()
+    return out
