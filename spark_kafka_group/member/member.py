@@ -294,6 +294,11 @@ class GroupMember:
         view = work.member_view(me)
         if view.fenced:
             return out, None
+        if not view.known and self._assignment.generation >= 0:
+            # Expired (or removed) while it held a generation: never rejoin under the old id,
+            # whose late commits the group must keep rejecting. _update_view switches to a
+            # new member id; the next step joins with it.
+            return out, None
         heartbeat_due = now - self._last_write_ms >= self.settings.heartbeat_interval_ms
 
         def wrote() -> bool:  # any record of a member counts as its heartbeat

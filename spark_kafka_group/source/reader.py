@@ -212,13 +212,15 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         previous, current = SourceOffset.from_json(start), SourceOffset.from_json(end)
-        ours = self._partitions_still_ours()
+        ours = self._partitions_still_ours(previous, current)
         ranges: list[OffsetRange] = []
         for tp, until in sorted(current.offsets.items()):
             begin = current.start_of(tp, previous)
             if begin is None:
                 begin = until
             if tp not in ours and until > begin:
+                # Not held now, or held again only since after the batch was planned (lost
+                # and regained meanwhile: its new position comes from the group's commit).
                 log.warning(
                     "Skipping %s-%d [%d, %d) of a replayed batch: this member no longer owns "
                     "it; its new owner starts from the group's committed offset.",
@@ -288,12 +290,26 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             accepted = self._member.committed_offsets()
             self._kafka_mirror.commit({tp: accepted[tp] for tp in done.offsets if tp in accepted})
 
-    def _partitions_still_ours(self) -> frozenset[TopicPartition]:
+    def _partitions_still_ours(
+        self, previous: SourceOffset, batch: SourceOffset
+    ) -> frozenset[TopicPartition]:
+        """Partitions of ``batch`` this member may still read: held now, and continuously
+        since the generation the batch was planned in."""
         # A restarted query replays its last planned batch before any latestOffset call:
         # join first, so partitions that moved to another member meanwhile are skipped.
         with self._lock:
-            assignment = self._ensure_started().poll()
-        return assignment.owned | assignment.revoking
+            member = self._ensure_started()
+            member.adopt(
+                batch.member,
+                batch.generation,
+                {tp: batch.start_of(tp, previous) or 0 for tp in batch.offsets},
+            )
+            assignment = member.poll()
+        return frozenset(
+            tp
+            for tp in assignment.owned | assignment.revoking
+            if assignment.owned_since.get(tp, batch.generation + 1) <= batch.generation
+        )
 
     def _bounds(self, partitions: Sequence[TopicPartition]) -> LogBounds:
         earliest = self._cluster.earliest_offsets(partitions)
