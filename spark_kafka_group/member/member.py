@@ -38,6 +38,7 @@ from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member.heartbeat import HeartbeatThread
 from spark_kafka_group.member.listener import RebalanceListenerRunner
 from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.member.topic_metadata import TopicMetadataCache
 from spark_kafka_group.options import GroupSettings
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,10 @@ class GroupMember:
     ) -> None:
         self.settings = settings
         self._subscription = subscription
-        self._topic_counts = topic_counts
+        self._metadata = TopicMetadataCache(
+            topic_counts,
+            interval_s=METADATA_CHECK_EVERY_HEARTBEATS * settings.heartbeat_interval_ms / 1000.0,
+        )
         self._client_id = client_id
         self._client = GroupLogClient(
             settings.store,
@@ -141,6 +145,8 @@ class GroupMember:
         if wait_s is None:
             wait_s = (2 * settings.heartbeat_interval_ms + REBALANCE_POLL_MS * 5) / 1000.0
         deadline = self._clock.now_ms() + int(wait_s * 1000)
+        self._metadata.refresh()  # a clear error now if the cluster cannot be reached
+        self._metadata.start()
         assignment = self.poll()
         while not assignment.stable and self._clock.now_ms() < deadline:
             self._heartbeat.sleep(REBALANCE_POLL_MS / 1000.0)
@@ -151,6 +157,7 @@ class GroupMember:
     def close(self) -> None:
         """Stop heartbeating; a dynamic member also leaves (Kafka's consumer.close())."""
         self._heartbeat.stop()
+        self._metadata.stop()
         if self.settings.instance_id is None:
             try:
                 self.leave()
@@ -300,6 +307,7 @@ class GroupMember:
             # new member id; the next step joins with it.
             return out, None
         heartbeat_due = now - self._last_write_ms >= self.settings.heartbeat_interval_ms
+        topics = self._metadata.get()  # never fetched here: see topic_metadata.py
 
         def wrote() -> bool:  # any record of a member counts as its heartbeat
             return any(r.member_id == me and r.kind != "EXPIRE" for r in out)
@@ -307,22 +315,14 @@ class GroupMember:
         if view.needs_join:
             response = do(work.join(self._join_request(view), now))
             self._check_join_error(getattr(response, "error", GroupError.NONE))
-        elif view.awaiting_sync and view.is_leader:
-            do(
-                work.sync(
-                    me,
-                    view.group_generation,
-                    now,
-                    instance_id=instance,
-                    metadata=dict(self._topic_counts()),
-                )
-            )
+        elif view.awaiting_sync and view.is_leader and topics is not None:
+            do(work.sync(me, view.group_generation, now, instance_id=instance, metadata=topics))
         elif view.state == GroupState.STABLE and view.known:
-            if now - self._last_metadata_check_ms >= (
+            if topics is not None and now - self._last_metadata_check_ms >= (
                 METADATA_CHECK_EVERY_HEARTBEATS * self.settings.heartbeat_interval_ms
             ):
                 self._last_metadata_check_ms = now
-                do(work.metadata_changed(me, dict(self._topic_counts()), now, instance_id=instance))
+                do(work.metadata_changed(me, topics, now, instance_id=instance))
             if heartbeat_due and not wrote():
                 do(work.heartbeat(me, view.member_generation, now, instance_id=instance))
         elif heartbeat_due and view.known and not wrote():
@@ -496,6 +496,7 @@ class GroupMember:
     def _raise_if_fatal(self) -> None:
         if self._fatal is not None:
             self._heartbeat.stop()
+            self._metadata.stop()
             raise self._fatal
 
 
