@@ -138,7 +138,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 member.adopt(done.member, done.generation, done.offsets)
                 # pyspark >= 4.2: ``start`` is the end of the last completed batch and no other
                 # batch is in flight, so every partition being revoked can be released now.
-                self._commit_completed(done, in_flight=None)
+                self._commit_completed(done, in_flight=None, revoking=assignment.revoking)
                 assignment = member.poll()
             previous = SourceOffset.from_json(start) if start is not None else self._last_planned
             planned = sorted(assignment.owned - assignment.revoking)
@@ -261,7 +261,11 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def commit(self, end: dict) -> None:
         with self._lock:
             if self._member is not None:
-                self._commit_completed(SourceOffset.from_json(end), in_flight=self._last_planned)
+                self._commit_completed(
+                    SourceOffset.from_json(end),
+                    in_flight=self._last_planned,
+                    revoking=self._member.poll().revoking,
+                )
 
     def stop(self) -> None:
         # Not reliably called by Spark (DESIGN section 6): correctness never depends on it.
@@ -275,11 +279,18 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _commit_completed(self, done: SourceOffset, *, in_flight: SourceOffset | None) -> None:
+    def _commit_completed(
+        self,
+        done: SourceOffset,
+        *,
+        in_flight: SourceOffset | None,
+        revoking: frozenset[TopicPartition],
+    ) -> None:
         """Commit a completed batch's end offsets (idempotent) and release the partitions being
-        revoked that no batch still in flight reads: their final offsets are committed now."""
+        revoked (``revoking``, from the caller's fresh assignment) that no batch still in
+        flight reads: their final offsets are committed now."""
         busy = in_flight.offsets if in_flight is not None else {}
-        release = {tp for tp in self._member.poll().revoking if tp not in busy}
+        release = {tp for tp in revoking if tp not in busy}
         self._member.commit(
             done.offsets,
             batch_generation=done.generation,
