@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
 
-#: While rebalancing, the member steps this often instead of every heartbeat interval.
-REBALANCE_POLL_MS = 200
+#: While the group rebalances, the member steps this often instead of every heartbeat interval
+#: (a Kafka member's JoinGroup and SyncGroup are long polls answered at once; this is ours).
+REBALANCE_POLL_MS = 100
 #: How often the member compares topic metadata with the group's assignment snapshot
 #: (new partitions, topics matching a pattern), in heartbeat intervals.
 METADATA_CHECK_EVERY_HEARTBEATS = 10
@@ -63,6 +64,8 @@ class Assignment:
     #: Generation since which each held partition has been held continuously.
     owned_since: Mapping[TP, int] = field(default_factory=dict)
     stable: bool = False
+    #: Stable, and no member is still revoking: a cooperative rebalance has fully finished.
+    settled: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,15 +143,25 @@ class GroupMember:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self, *, wait_s: float | None = None) -> Assignment:
-        """Join and wait (bounded) for the first assignment; then heartbeat in the background."""
+        """Join and wait (bounded) for the first assignment; then heartbeat in the background.
+
+        As a Kafka consumer's first poll, it waits for the rebalance its join started to give
+        it partitions: with the cooperative protocol that is the second round at the earliest
+        (the first only revokes them from the others). Otherwise the query's first batch is
+        empty and its first records come a trigger later.
+        """
         settings = self.settings
         if wait_s is None:
-            wait_s = (2 * settings.heartbeat_interval_ms + REBALANCE_POLL_MS * 5) / 1000.0
+            wait_s = (2 * settings.heartbeat_interval_ms + 2000) / 1000.0
         deadline = self._clock.now_ms() + int(wait_s * 1000)
         self._metadata.refresh()  # a clear error now if the cluster cannot be reached
         self._metadata.start()
         assignment = self.poll()
-        while not assignment.stable and self._clock.now_ms() < deadline:
+
+        def ready(a: Assignment) -> bool:
+            return a.settled or (a.stable and bool(a.owned))
+
+        while not ready(assignment) and self._clock.now_ms() < deadline:
             self._heartbeat.sleep(REBALANCE_POLL_MS / 1000.0)
             assignment = self.poll()
         self._heartbeat.start()
@@ -278,14 +291,18 @@ class GroupMember:
                 self._step()
 
     def _next_step_delay_s(self) -> float:
-        if self._assignment.stable:
+        # Poll fast until a cooperative rebalance has finished for every member, not only
+        # this one: the follow-up round starts when another member releases its partitions.
+        if self._assignment.settled:
             return self.settings.heartbeat_interval_ms / 1000.0
         return REBALANCE_POLL_MS / 1000.0
 
     def _step(self) -> None:
-        self._flush_pending()
-        self._client.transact(self._decide)
-        self._update_view(self._client.coordinator)
+        if self._pending_offsets or self._pending_release:
+            self._flush_pending()  # commits and steps in one write
+        else:
+            self._client.transact(self._decide)
+            self._update_view(self._client.coordinator)
 
     def _decide(self, work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
         out: list[GroupRecord] = list(work.tick(now))
@@ -315,6 +332,11 @@ class GroupMember:
         if view.needs_join:
             response = do(work.join(self._join_request(view), now))
             self._check_join_error(getattr(response, "error", GroupError.NONE))
+            # The last member to join completes the phase: a leader assigns in the same write
+            # instead of one poll later (Kafka's JoinGroup response reaches it at once too).
+            view = work.member_view(me)
+            if view.awaiting_sync and view.is_leader and topics is not None:
+                do(work.sync(me, view.group_generation, now, instance_id=instance, metadata=topics))
         elif view.awaiting_sync and view.is_leader and topics is not None:
             do(work.sync(me, view.group_generation, now, instance_id=instance, metadata=topics))
         elif view.state == GroupState.STABLE and view.known:
@@ -371,6 +393,12 @@ class GroupMember:
                 )
                 work.apply_all(records)
                 out.extend(records)
+            # Step in the same write: a released partition usually starts the follow-up
+            # rebalance, and this member rejoins it at once rather than a poll later.
+            if out:  # a commit counts as a heartbeat
+                self._last_write_ms = now
+            stepped, _ = self._decide(work, now)
+            out.extend(stepped)
             return out, response
 
         response = self._client.transact(decide)
@@ -435,6 +463,7 @@ class GroupMember:
             revoking=frozenset((t, p) for t, p in view.revoking),
             owned_since=since,
             stable=stable,
+            settled=stable and not any(m.revoking for m in coordinator.group.members.values()),
         )
         if generation != previous.generation:
             log.info(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -105,12 +107,29 @@ def test_a_third_query_joins_and_only_moved_partitions_pause(
 
     # From the newcomer's JOIN record in the group log to its first record in the sink.
     newcomer = next(group_offsets(qc.lastProgress)).member
-    joins = [
-        r.timestamp_ms
-        for _, r in GroupLog.open(group_log_uri(group_store, "g-three")).read()
-        if r.kind == "JOIN" and r.member_id == newcomer
+    log = [r for _, r in GroupLog.open(group_log_uri(group_store, "g-three")).read()]
+    joined_ms = min(r.timestamp_ms for r in log if r.kind == "JOIN" and r.member_id == newcomer)
+    first_ms = c.first_record_time() * 1000.0
+    join_to_first_record_s = (first_ms - joined_ms) / 1000.0
+    # Where the time went: the rebalance's records, then the newcomer's first record.
+    members = [next(group_offsets(q.lastProgress)).member for q in queries]
+    names = dict(zip(members, "abc", strict=True))
+    steps = [
+        f"{(r.timestamp_ms - joined_ms) / 1000:+.2f}s {r.kind} {names.get(r.member_id, '?')}"
+        for r in log
+        if joined_ms <= r.timestamp_ms <= first_ms and r.kind in ("JOIN", "SYNC", "REVOKE")
     ]
-    join_to_first_record_s = c.first_record_time() - min(joins) / 1000.0
+    print("rebalance:", ", ".join(steps), f", {join_to_first_record_s:+.2f}s first record c")
+
+    def started(progress: dict) -> float:
+        return datetime.fromisoformat(progress["timestamp"]).timestamp()
+
+    first_batches = [
+        f"#{p['batchId']} at {started(p) - joined_ms / 1000:+.2f}s: {p['numInputRows']} rows "
+        f"in {p['durationMs'].get('triggerExecution')} ms"
+        for p in (json.loads(x.json) for x in qc.recentProgress)
+    ][:4]
+    print("newcomer's first batches:", "; ".join(first_batches))
     everything = sorted(a.records + b.records + c.records)
     expected = sorted((p, o) for p, n in final.items() for o in range(n))
     assert set(everything) == set(expected), "nothing lost"
