@@ -148,6 +148,9 @@ def bounce(
             group_store=store,
             instance_id=f"m{i}" if static else None,
             session_timeout_ms=session_ms,
+            # Slower triggers leave CPU to the restarting member: a Spark member takes 20 s
+            # to start on an idle 2-core machine, minutes next to two busy ones.
+            extra=["--trigger-ms", "2000"],
         )
         for i in range(3)
     ]
