@@ -8,7 +8,11 @@ Prefills a topic, then reads it three ways, on the same broker and data, in this
    partition range at a time (what each Spark task runs);
 3. source: ``format("kafka-group")`` in Spark local mode (``local[<cores>]``) into the
    ``noop`` sink with ``Trigger.AvailableNow``; the rate comes from the query progress of
-   the measured query (a warm-up query first starts the Python workers).
+   the measured query (a warm-up query first starts the Python workers);
+4. ceiling: a do-nothing Python data source that yields ready-made RecordBatches of the same
+   schema, partitions and row count into the same sink: the most any Python data source
+   can deliver on this machine, so ``source_vs_ceiling`` says how much of Spark's own limit
+   the source reaches.
 
 Each reader runs ``--rounds`` times (alternating) and the best run counts: the broker shares
 the cores with the readers, and anything else running on the machine makes one run noisy.
@@ -19,7 +23,8 @@ On a real cluster the two benchmark topics are deleted at the end.
 
 The last line is machine-readable ``key=value`` pairs (``source_rps``, ``baseline_rps``,
 ``ratio`` = best source / best baseline, ``round_ratios`` = source / baseline of each round,
-``fetch_rps``, ``fetch_ratio`` = fetch / baseline, MB/s, peak RSS, ...).
+``fetch_rps``, ``fetch_ratio`` = fetch / baseline, ``ceiling_rps``, ``source_vs_ceiling``,
+MB/s, peak RSS, ...).
 """
 
 from __future__ import annotations
@@ -383,12 +388,79 @@ class SourceBench:
             spark_kafka_group.leave_group(query)  # type: ignore[attr-defined]
         return measured
 
+    def ceiling(self, partitions: int, rows_per_partition: int, value_bytes: int) -> float:
+        """Rows/s of a Python data source that does no work: each partition yields one
+        prebuilt RecordBatch (the source's batch size and schema) until it has its rows."""
+        if self.spark is None or self.error is not None:
+            return float("nan")
+        self.spark.dataSource.register(_ceiling_source(value_bytes))
+        started = time.perf_counter()
+        (
+            self.spark.read.format("bench-ceiling")
+            .option("partitions", str(partitions))
+            .option("rows", str(rows_per_partition))
+            .load()
+            .write.format("noop")
+            .mode("overwrite")
+            .save()
+        )
+        return partitions * rows_per_partition / (time.perf_counter() - started)
+
     def stop(self) -> float:
         """Stop Spark; the peak RSS of the Python workers seen meanwhile (MB)."""
         if self.spark is not None:
             self.rss.__exit__()
             self.spark.stop()
         return max(self.rss.peaks.values(), default=float("nan"))
+
+
+def _ceiling_source(value_bytes: int) -> Any:
+    """The do-nothing data source of the ceiling measurement (pickled by value)."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from spark_kafka_group.fetcher.fetch import DEFAULT_MAX_BATCH_ROWS
+    from spark_kafka_group.fetcher.schema import arrow_schema, spark_schema_ddl
+
+    class CeilingReader(DataSourceReader):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.count = int(options["partitions"])
+            self.rows = int(options["rows"])
+
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(i) for i in range(self.count)]
+
+        def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+            n = min(DEFAULT_MAX_BATCH_ROWS, self.rows)
+            schema = arrow_schema(False)
+            now = pa.scalar(int(time.time() * 1e6), pa.timestamp("us", tz="UTC"))
+            batch = pa.RecordBatch.from_arrays(
+                [
+                    pa.array([b"k" * KEY_BYTES] * n, pa.binary()),
+                    pa.array([b"v" * value_bytes] * n, pa.binary()),
+                    pa.repeat(pa.scalar("t", pa.string()), n),
+                    pa.repeat(pa.scalar(partition.value, pa.int32()), n),
+                    pa.array(range(n), pa.int64()),
+                    pa.repeat(now, n),
+                    pa.repeat(pa.scalar(0, pa.int32()), n),
+                ],
+                schema=schema,
+            )
+            for start in range(0, self.rows, n):
+                yield batch.slice(0, min(n, self.rows - start))
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-ceiling"
+
+        def schema(self) -> str:
+            return spark_schema_ddl(False)
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return CeilingReader(self.options)
+
+    return CeilingSource
 
 
 def _source_rate(progress: list[dict[str, Any]]) -> dict[str, Any]:
@@ -513,6 +585,7 @@ def main(argv: list[str] | None = None) -> int:
             fets: list[dict[str, float]] = []
             srcs: list[dict[str, Any]] = []
             var_rps: dict[str, list[float]] = {v: [] for v in variants}
+            ceilings: list[float] = []
             for round_no in range(1, args.rounds + 1):
                 # Interleaved, best of each kept: the broker shares the cores.
                 bases.append(
@@ -537,6 +610,11 @@ def main(argv: list[str] | None = None) -> int:
                         f"execution, {measured['wall']:.2f}s query wall; ms per phase: "
                         f"{measured['phases']})"
                     )
+                if source is not None and measured is not None:
+                    ceilings.append(
+                        source.ceiling(args.partitions, total // args.partitions, args.value_bytes)
+                    )
+                    line += f", ceiling {ceilings[-1]:.0f} rec/s"
                 for vname, settings in variants.items():
                     got = (
                         source.run(
@@ -577,6 +655,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"peak RSS {_fmt(worker_rss)} MB",
                 flush=True,
             )
+            ceiling_rps = max(ceilings, default=nan)
+            print(
+                f"ceiling (a do-nothing Python data source yielding ready-made Arrow batches "
+                f"of the same shape, local[{args.cores}], noop sink): {_fmt(ceiling_rps)} rec/s",
+                flush=True,
+            )
             if args.bootstrap_servers:
                 _delete_topics(servers, [topic, warmup])
     finally:
@@ -592,6 +676,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{m['rps'] / b['rps']:.3f}" for b, m in zip(bases, srcs, strict=False)
         )
         or "nan",
+        "ceiling_rps": ceiling_rps,
+        "source_vs_ceiling": src["rps"] / ceiling_rps,
         **{f"variant_{v}_ratio": max(rps, default=nan) / base["rps"] for v, rps in var_rps.items()},
         "source_mbps": src["mbps"],
         "baseline_mbps": base["mbps"],
