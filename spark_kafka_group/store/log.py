@@ -265,7 +265,7 @@ def _list_dir(uri: str, storage_options: Mapping[str, str] | None) -> dict[str, 
     except (TableNotFoundError, FileNotFoundError):
         return None
     except Exception as exc:
-        raise GroupStoreError(f"cannot list {uri}: {_describe(exc)}") from exc
+        raise GroupStoreError(f"cannot list {uri}: {_describe(exc)}") from None
     return {
         i.path.rstrip("/").rsplit("/", 1)[-1]: (i.mtime.timestamp() if i.mtime else 0.0)
         for i in infos
@@ -288,6 +288,9 @@ def list_groups(store: str, *, storage_options: Mapping[str, str] | None = None)
 
 
 def _describe(exc: BaseException) -> str:
+    """The library error's type and first line, for our messages. They are raised ``from
+    None``: users see one message naming the path, the cause and the fix, not delta-rs's
+    traceback."""
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
     return f"{type(exc).__name__}: {first}"[:500]
@@ -541,7 +544,7 @@ class GroupLog:
             raise GroupStoreError(
                 f"cannot read the group store path {self.uri}: {_describe(exc)}; check the "
                 "path, its permissions and the groupStore.* storage options"
-            ) from exc
+            ) from None
         if entries is not None:  # other members' write probes (see _check_writable)
             entries = {k: v for k, v in entries.items() if not k.startswith(_PROBE_PREFIX)}
         if not entries:
@@ -591,7 +594,7 @@ class GroupLog:
             raise GroupStoreError(
                 f"cannot write the group log at {self.uri}: {_describe(exc)}; give a writable "
                 "groupStore"
-            ) from exc
+            ) from None
 
     def _load(self, version: int | None = None) -> DeltaTable:
         try:
@@ -602,14 +605,14 @@ class GroupLog:
                 f"in it ({_describe(exc)}): the log is truncated or corrupted. Restore it from "
                 "a backup, or remove the directory to start the group afresh (its committed "
                 "offsets are then lost), or choose another groupId"
-            ) from exc
+            ) from None
         except (DeltaError, OSError, ValueError) as exc:
             raise GroupStoreError(
                 f"cannot read the group log at {self.uri} ({_describe(exc)}): its _delta_log is "
                 "corrupted or unreadable. Check the storage options and permissions; if the "
                 "log is damaged restore it from a backup, or remove the directory to start the "
                 "group afresh (its committed offsets are then lost), or choose another groupId"
-            ) from exc
+            ) from None
 
     def _check_marker(self, table: DeltaTable) -> None:
         meta = table.metadata()
@@ -711,7 +714,7 @@ class GroupLog:
                 except (DeltaError, OSError) as exc:
                     raise GroupStoreError(
                         f"cannot read the group log at {self.uri}: {_describe(exc)}"
-                    ) from exc
+                    ) from None
             try:
                 rows = _scan(files, filesystem, after_version, from_latest_snapshot, snapshot_kind)
             except (FileNotFoundError, DeltaError, OSError) as exc:
@@ -722,7 +725,7 @@ class GroupLog:
                     continue
                 raise GroupStoreError(
                     f"cannot read the group log at {self.uri}: {_describe(exc)}"
-                ) from exc
+                ) from None
             return LogSlice(version, _from_arrow(self.uri, rows))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -776,7 +779,7 @@ class GroupLog:
                 self._table = None
                 raise GroupStoreError(
                     f"cannot append to the group log at {self.uri}: {_describe(exc)}"
-                ) from exc
+                ) from None
             if table.version() != new_version:  # pragma: no cover - delta-rs contract
                 self._table = None
                 raise GroupStoreError(
@@ -842,7 +845,7 @@ class GroupLog:
             raise GroupStoreError(
                 f"cannot create the group log at {self.uri}: {_describe(exc)}; check the path, "
                 "its permissions and the groupStore.* storage options"
-            ) from exc
+            ) from None
         # mode="error" and the put-if-absent commit of version 0: ours is version 0 (others may
         # have appended since; the cached snapshot is simply the latest).
         self._table = self._load()

@@ -509,6 +509,7 @@ def test_bad_group_store_contents_fail_clearly_and_are_left_untouched(
         error = failed_query(spark, options, str(tmp_path / f"{group}-ckpt"))
         missing = [e for e in expected if e not in error]
         assert not missing, (group, missing, error[:3000])
+        assert "direct cause of the following exception" not in error, error[:3000]
         print(f"{group}: {next(line for line in error.splitlines() if group in line)[:300]}")
     assert tree_digest(store) == before, "the group store was changed"
 
