@@ -335,9 +335,7 @@ class GroupMember:
             # The last member to join completes the phase: a leader assigns in the same write
             # instead of one poll later (Kafka's JoinGroup response reaches it at once too).
             view = work.member_view(me)
-            if view.awaiting_sync and view.is_leader and topics is not None:
-                do(work.sync(me, view.group_generation, now, instance_id=instance, metadata=topics))
-        elif view.awaiting_sync and view.is_leader and topics is not None:
+        if view.awaiting_sync and view.is_leader and topics is not None:
             do(work.sync(me, view.group_generation, now, instance_id=instance, metadata=topics))
         elif view.state == GroupState.STABLE and view.known:
             if topics is not None and now - self._last_metadata_check_ms >= (
