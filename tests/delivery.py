@@ -199,16 +199,17 @@ def _check_reads(
     result.unexpected = sorted(set(reads) - expected)
 
     # Runs: per incarnation and partition, maximal stretches of contiguous reads. When the
-    # partition moved on after a run (someone else read it later), the run's last
-    # `allowed_batches` batches are its tail: they may not have been committed yet, and the
-    # next owner may read them again.
-    last_read: dict[int, list[tuple[float, tuple[str, int]]]] = defaultdict(list)
+    # partition moved on after a run (someone else read beyond its last offset), the run's
+    # last `allowed_batches` batches are its tail: they may not have been committed yet, and
+    # the next owner may read them again. By offsets, not journal times: a batch planned
+    # before its member was paused is journaled after the new owner has read past it.
+    furthest: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
     for b in batches:
-        for p in {p for p, _ in b.records}:
-            last_read[p].append((b.time, b.incarnation))
+        for p, o in b.records:
+            furthest[p][b.incarnation] = max(furthest[p].get(b.incarnation, -1), o)
 
-    def moved_on(p: int, inc: tuple[str, int], after: float) -> bool:
-        return any(t > after and i != inc for t, i in last_read[p])
+    def moved_on(p: int, inc: tuple[str, int], last_offset: int) -> bool:
+        return any(o > last_offset for i, o in furthest[p].items() if i != inc)
 
     tails: dict[tuple[int, int], set[tuple[str, int]]] = defaultdict(set)
     own_rereads: list[str] = []
@@ -227,7 +228,7 @@ def _check_reads(
             run_records: dict[int, list[tuple[int, int]]] = run_records,
         ) -> None:
             end = run_end[p]
-            if moved_on(p, inc, seq[end].time):
+            if moved_on(p, inc, max((off for _, off in run_records[p]), default=-1)):
                 for idx, off in run_records[p]:
                     if idx > end - allowed_batches:
                         tails[(p, off)].add(inc)

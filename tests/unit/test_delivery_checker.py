@@ -143,6 +143,30 @@ def test_an_illegal_duplicate_is_caught() -> None:
     assert any("again after reaching 6" in d for d in result.illegal_duplicates)
 
 
+def test_a_paused_members_in_flight_batch_journaled_after_the_new_owner_is_its_tail() -> None:
+    # a planned [4, 7) before it was paused and finished it only after b, which started at
+    # a's commit (4), had read beyond it: a's last batch is still its uncommitted tail.
+    batches = good_batches()
+    batches[1] = batch("a", 1, 1, 12.0, rng(0, 4, 7) + rng(1, 4, 7))
+    result = check_delivery(PRODUCED, batches, handover_log(), topic=T)
+    result.assert_ok()
+    assert result.duplicated == 6
+    # ... but only that: b starting before a's commit (4) is still caught, beyond a's tail
+    # and inside it
+    batches = [
+        batch("a", 1, 0, 1.0, rng(0, 0, 2) + rng(1, 0, 2)),
+        batch("a", 1, 1, 1.5, rng(0, 2, 3) + rng(1, 2, 3)),
+        batch("a", 1, 2, 1.8, rng(0, 3, 4) + rng(1, 3, 4)),
+        batch("a", 1, 3, 12.0, rng(0, 4, 7) + rng(1, 4, 7)),
+        batch("b", 2, 0, 11.0, rng(0, 2, 10) + rng(1, 4, 10)),
+    ]
+    result = check_delivery(PRODUCED, batches, handover_log(), topic=T)
+    assert [d.split(": ", 1)[1] for d in result.illegal_duplicates] == [
+        "not in the uncommitted tail of a moved partition's previous owner",  # offset 2
+        "b/2 read it at 11.000 when 4 was already committed",  # offset 3
+    ], result.illegal_duplicates
+
+
 def test_commit_ahead_of_consumption_and_zombie_commits_are_caught() -> None:
     log = handover_log()
     log[3] = commit("a", 1, 2000, 0, 9)  # a committed 9 at t=2 s; it had read up to 3
