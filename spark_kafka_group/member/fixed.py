@@ -63,7 +63,7 @@ class FixedAssignmentMember:
         batch_generation: int,
         batch_member: str,
         release: Iterable[TP] = (),
-    ) -> None:
+    ) -> Assignment:
         mine = {tp: o for tp, o in offsets.items() if tp in self._assignment.owned}
 
         def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], GroupError]:
@@ -86,6 +86,7 @@ class FixedAssignmentMember:
                 "accepts commits from queries without group management while the group is "
                 "empty. Use 'subscribe' in every query of the group, or another groupId."
             )
+        return self._assignment
 
     def leave(self) -> None:
         """Nothing to leave: an ``assign`` query is not a group member."""

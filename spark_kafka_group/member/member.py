@@ -258,8 +258,9 @@ class GroupMember:
         batch_generation: int,
         batch_member: str,
         release: Iterable[TP] = (),
-    ) -> None:
-        """Commit a completed batch's end offsets and release revoked partitions it finished.
+    ) -> Assignment:
+        """Commit a completed batch's end offsets and release revoked partitions it finished;
+        the assignment after it (the commit's write also steps the protocol).
 
         Partitions the batch planned under another incarnation of the member, or before the
         member (re)acquired them, are left out: their committed offset belongs to whoever
@@ -282,6 +283,7 @@ class GroupMember:
                     len(self._pending_offsets),
                     exc,
                 )
+            return self._assignment
 
     # -- the protocol step -------------------------------------------------------------------
 

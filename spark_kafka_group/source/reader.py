@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -32,6 +32,9 @@ from spark_kafka_group.options import SourceOptions
 from spark_kafka_group.source.offsets import SourceOffset, TopicPartition
 from spark_kafka_group.source.planning import OffsetRange, limit_end_offsets, split_ranges
 from spark_kafka_group.source.positions import LogBounds, check_in_range, initial_positions
+
+if TYPE_CHECKING:  # the member is imported only where the driver starts it
+    from spark_kafka_group.member import Assignment
 
 log = logging.getLogger(__name__)
 
@@ -132,15 +135,16 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         with self._lock:
             member = self._ensure_started()
             assignment = member.poll()
-            if start is not None:
-                done = SourceOffset.from_json(start)
+            done = SourceOffset.from_json(start) if start is not None else None
+            if done is not None:
                 # A restarted query: keep its checkpointed positions where still valid.
                 member.adopt(done.member, done.generation, done.offsets)
                 # pyspark >= 4.2: ``start`` is the end of the last completed batch and no other
                 # batch is in flight, so every partition being revoked can be released now.
-                self._commit_completed(done, in_flight=None, revoking=assignment.revoking)
-                assignment = member.poll()
-            previous = SourceOffset.from_json(start) if start is not None else self._last_planned
+                assignment = self._commit_completed(
+                    done, in_flight=None, revoking=assignment.revoking
+                )
+            previous = done if done is not None else self._last_planned
             planned = sorted(assignment.owned - assignment.revoking)
             bounds = self._bounds(planned)
 
@@ -285,13 +289,13 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         *,
         in_flight: SourceOffset | None,
         revoking: frozenset[TopicPartition],
-    ) -> None:
+    ) -> Assignment:
         """Commit a completed batch's end offsets (idempotent) and release the partitions being
         revoked (``revoking``, from the caller's fresh assignment) that no batch still in
-        flight reads: their final offsets are committed now."""
+        flight reads: their final offsets are committed now. The assignment after it."""
         busy = in_flight.offsets if in_flight is not None else {}
         release = {tp for tp in revoking if tp not in busy}
-        self._member.commit(
+        assignment = self._member.commit(
             done.offsets,
             batch_generation=done.generation,
             batch_member=done.member,
@@ -300,6 +304,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if self._kafka_mirror is not None:  # copy what the group log accepted
             accepted = self._member.committed_offsets()
             self._kafka_mirror.commit({tp: accepted[tp] for tp in done.offsets if tp in accepted})
+        return assignment
 
     def _partitions_still_ours(
         self, previous: SourceOffset, batch: SourceOffset
