@@ -10,7 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spark_kafka_group.errors import KafkaGroupError
-from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord, OffsetAndMetadata
+from spark_kafka_group.group import (
+    GroupCoordinator,
+    GroupError,
+    GroupRecord,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri
 
@@ -166,27 +172,33 @@ def commit_for_member(
     *,
     starts: Mapping[TP, int] | None = None,
     storage_options: Mapping[str, str] | None = None,
+    client: GroupLogClient | None = None,
 ) -> int:
     """Commit a completed batch's offsets on behalf of ``member_id``; how many were written.
 
-    Only while the member is still in the generation the batch was planned in, only for
-    partitions it holds, and never moving a committed offset backwards (a late progress
-    event must not undo a newer commit) unless the batch itself started that partition below
-    the committed offset (a reset by policy). Anything else is the member's own business (it
-    commits itself) or a zombie's.
+    Only for partitions the member has held without interruption since the generation the
+    batch was planned in (a rebalance that let it keep them does not void the batch: this
+    commit is what lets it release a partition being revoked, see ``GroupMember``), and
+    never moving a committed offset backwards (a late progress event must not undo a newer
+    commit) unless the batch itself started that partition below the committed offset (a
+    reset by policy). Anything else is the member's own business (it commits itself) or a
+    zombie's. ``client``: an open client of this group log to reuse (it folds only what is
+    new since its last call, instead of replaying from the latest snapshot).
     """
     starts = starts or {}
-    client = _client(store, group_id, storage_options, create=False)
+    if client is None:
+        client = _client(store, group_id, storage_options, create=False)
 
     def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], int]:
         member = work.group.member(member_id)
-        if member is None or member.generation != generation:
+        if member is None:
             return [], 0
         committed = work.group.offsets
         fresh = {
             tp: off
             for tp, off in offsets.items()
-            if tp in member.held and _moves_forward(committed.get(tp), off, starts.get(tp))  # type: ignore[call-overload]
+            if member.held_since.get(TopicPartition(*tp), generation + 1) <= generation
+            and _moves_forward(committed.get(tp), off, starts.get(tp))  # type: ignore[call-overload]
         }
         if not fresh:
             return [], 0

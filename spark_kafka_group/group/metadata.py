@@ -92,6 +92,9 @@ class MemberMetadata:
     assignment: frozenset[TopicPartition] = frozenset()
     #: Partitions the member still holds but must give up (pending revocation ack).
     revoking: frozenset[TopicPartition] = frozenset()
+    #: For each held partition, the generation since which the member has held it without
+    #: interruption: only a batch planned since then may commit it (see ``admin``).
+    held_since: Mapping[TopicPartition, int] = field(default_factory=dict)
     last_seen_ms: int = 0
 
     @property
@@ -102,6 +105,18 @@ class MemberMetadata:
     def held(self) -> frozenset[TopicPartition]:
         """Everything the member may still be consuming: its assignment and its revocations."""
         return self.assignment | self.revoking
+
+    def hold(
+        self,
+        assignment: Iterable[TopicPartition],
+        revoking: Iterable[TopicPartition],
+        generation: int,
+    ) -> None:
+        """Set what the member holds; a partition it did not hold before counts from
+        ``generation``. (``held_since`` is replaced, never changed in place: copies share it.)"""
+        self.assignment = frozenset(assignment)
+        self.revoking = frozenset(revoking)
+        self.held_since = {tp: self.held_since.get(tp, generation) for tp in self.held}
 
     def to_payload(self) -> dict[str, Any]:
         return {
@@ -119,11 +134,17 @@ class MemberMetadata:
             "joined": self.joined,
             "assignment": tp_list(self.assignment),
             "revoking": tp_list(self.revoking),
+            "held_since": [[t, p, g] for (t, p), g in sorted(self.held_since.items())],
             "last_seen_ms": self.last_seen_ms,
         }
 
     @classmethod
     def from_payload(cls, d: Mapping[str, Any]) -> MemberMetadata:
+        generation = int(d["generation"])
+        held = tp_set(d["assignment"]) | tp_set(d["revoking"])
+        # Snapshots written before held_since existed: count from the member's generation
+        # (the strictest choice: an older batch's commit is refused, as it was then).
+        since = {TopicPartition(str(t), int(p)): int(g) for t, p, g in d.get("held_since", ())}
         return cls(
             member_id=d["member_id"],
             instance_id=d["instance_id"],
@@ -134,10 +155,11 @@ class MemberMetadata:
             protocol_type=d["protocol_type"],
             protocols=tuple((n, m) for n, m in d["protocols"]),
             subscription=Subscription(tuple(d["topics"]), d["pattern"]),
-            generation=int(d["generation"]),
+            generation=generation,
             joined=bool(d["joined"]),
             assignment=tp_set(d["assignment"]),
             revoking=tp_set(d["revoking"]),
+            held_since={tp: since.get(tp, generation) for tp in held},
             last_seen_ms=int(d["last_seen_ms"]),
         )
 

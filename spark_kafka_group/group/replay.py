@@ -130,6 +130,7 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
             joined=old.joined,
             assignment=old.assignment,
             revoking=old.revoking,
+            held_since=old.held_since,
         )
         group.members[member_id] = member
         group.fenced[replaces] = str(instance_id)
@@ -158,8 +159,7 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
     owned = p.get("owned")
     if owned is not None:
         keep = tp_set(owned)
-        member.assignment &= keep
-        member.revoking &= keep
+        member.hold(member.assignment & keep, member.revoking & keep, member.generation)
     if group.protocol_type is None:
         group.protocol_type = member.protocol_type
     if p.get("rebalance"):
@@ -229,8 +229,7 @@ def _apply_sync(group: GroupMetadata, record: GroupRecord) -> None:
         new_revoking = tp_set(revoking.get(m.member_id))
         if not new_revoking <= m.held:
             raise GroupProtocolBug(f"SYNC revokes from {m.member_id!r} what it does not hold")
-        m.assignment = tp_set(assignment.get(m.member_id))
-        m.revoking = new_revoking
+        m.hold(tp_set(assignment.get(m.member_id)), new_revoking, group.generation)
         for tp in m.held:
             if tp in seen:
                 raise GroupProtocolBug(f"SYNC gives {tp} to both {seen[tp]!r} and {m.member_id!r}")
@@ -289,7 +288,7 @@ def _apply_revoke(group: GroupMetadata, record: GroupRecord) -> None:
     released = tp_set(record.payload.get("partitions"))
     if not released <= m.revoking:
         raise GroupProtocolBug(f"REVOKE of {sorted(released - m.revoking)} not being revoked")
-    m.revoking -= released
+    m.hold(m.assignment, m.revoking - released, m.generation)
     _rebalance_flag(group, record, "revocation completed")
 
 

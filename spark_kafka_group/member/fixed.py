@@ -52,6 +52,10 @@ class FixedAssignmentMember:
         """Fixed partitions are always ours: the checkpointed positions stay."""
         return frozenset(tp for tp in positions if tp in self._assignment.owned)
 
+    def begin_batch(self, ends: Mapping[TP, int], *, batch_generation: int) -> frozenset[TP]:
+        """Fixed partitions are always ours (nothing is ever revoked)."""
+        return frozenset(tp for tp in ends if tp in self._assignment.owned)
+
     def committed_offsets(self) -> dict[TP, int]:
         offsets = self._client.fold().group.offsets
         return {(tp.topic, tp.partition): o.offset for tp, o in offsets.items()}

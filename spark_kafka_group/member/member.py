@@ -10,6 +10,12 @@ What the reader sees is an :class:`Assignment`: the partitions it may plan (``ow
 ``revoking``), the ones it must finish and release (``revoking``), and for each partition
 the generation since which this member holds it continuously (``owned_since``): a batch
 planned before that generation must neither supply a position nor commit for it.
+
+The reader tells the member which partitions each batch reads and up to where
+(:meth:`GroupMember.begin_batch`). A partition being revoked is released by the first step
+after a commit reaches that end: the reader's own commit at the next trigger, or, usually
+much sooner, the progress listener's commit of the completed batch (read from the group
+log by the heartbeat thread), so the new owner does not wait for this query's next trigger.
 """
 
 from __future__ import annotations
@@ -115,6 +121,9 @@ class GroupMember:
         # Offsets and releases waiting to be written (the store may be briefly unavailable).
         self._pending_offsets: dict[TP, int] = {}
         self._pending_release: set[TP] = set()
+        # The end offset of the last batch handed to Spark for each held partition: a
+        # partition being revoked is released once a commit reaches it (see _finished).
+        self._reading: dict[TP, int] = {}
         self._fatal: Exception | None = None
         # Earlier incarnations of this query (from its checkpoint) whose batches it resumes.
         self._adopted_members: set[str] = set()
@@ -180,7 +189,8 @@ class GroupMember:
     def leave(self, reason: str = "the query left the group") -> None:
         """Write LEAVE now, so the group rebalances at once instead of after the timeout."""
         with self._lock:
-            self._flush_pending()
+            if self._pending_offsets or self._pending_release:
+                self._step()  # the final commit first
 
             def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
                 if work.group.member(self.member_id) is None:
@@ -246,6 +256,27 @@ class GroupMember:
                 )  # fmt: skip
             return adopted
 
+    def begin_batch(self, ends: Mapping[TP, int], *, batch_generation: int) -> frozenset[TP]:
+        """The partitions of a batch about to run (``ends``: its end offsets) this member may
+        read: held now, and without interruption since the generation it was planned in.
+
+        They count as in flight until a commit reaches their end offset: a partition being
+        revoked is released then, by whichever commit comes first (the reader's at the next
+        trigger, or the progress listener's as soon as the batch completes), not held until
+        the next trigger.
+        """
+        with self._lock:  # against a release by the heartbeat thread in between
+            self._raise_if_fatal()
+            assignment = self._assignment
+            ours = frozenset(
+                tp
+                for tp in ends
+                if assignment.owned_since.get(tp, batch_generation + 1) <= batch_generation
+            )
+            for tp in ours:
+                self._reading[tp] = ends[tp]
+            return ours
+
     def committed_offsets(self) -> dict[TP, int]:
         with self._lock:
             offsets = self._client.coordinator.group.offsets
@@ -274,7 +305,7 @@ class GroupMember:
                         self._pending_offsets[tp] = offset
             self._pending_release.update(set(release) & self._assignment.revoking)
             try:
-                self._flush_pending()
+                self._step()  # commits and steps in one write
             except GroupStoreError as exc:
                 log.warning(
                     "group %s: commit of %d partition(s) postponed, the group log is "
@@ -300,11 +331,89 @@ class GroupMember:
         return REBALANCE_POLL_MS / 1000.0
 
     def _step(self) -> None:
-        if self._pending_offsets or self._pending_release:
-            self._flush_pending()  # commits and steps in one write
-        else:
-            self._client.transact(self._decide)
-            self._update_view(self._client.coordinator)
+        """One write: the pending commits, the release of revoked partitions whose last batch
+        is committed, and the protocol step (tick, join, sync, heartbeat)."""
+        offsets, release = dict(self._pending_offsets), set(self._pending_release)
+
+        def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], object]:
+            out, response = self._commit_and_release(work, now, offsets, release)
+            # Step in the same write: a released partition usually starts the follow-up
+            # rebalance, and this member rejoins it at once rather than a poll later.
+            stepped, _ = self._decide(work, now)
+            out.extend(stepped)
+            return out, response
+
+        response = self._client.transact(decide)
+        self._pending_offsets.clear()
+        self._pending_release.clear()
+        rejected = {
+            tp: error
+            for tp, error in getattr(response, "partition_errors", {}).items()
+            if error is not GroupError.NONE
+        }
+        if rejected:
+            log.warning(
+                "group %s: commit rejected for %s (member %s is no longer their owner); they "
+                "will be read again by their current owner from the last accepted commit",
+                self.settings.group_id,
+                ", ".join(f"{tp.topic}-{tp.partition}: {e}" for tp, e in sorted(rejected.items())),
+                self.member_id,
+            )
+        self._update_view(self._client.coordinator)
+
+    def _commit_and_release(
+        self,
+        work: GroupCoordinator,
+        now: int,
+        offsets: Mapping[TP, int],
+        release: set[TP],
+    ) -> tuple[list[GroupRecord], object]:
+        view = work.member_view(self.member_id)
+        if not view.known or view.fenced:
+            return [], None
+        held = set(view.assignment) | set(view.revoking)
+        committed = {tp: o.offset for tp, o in work.group.offsets.items()}
+        fresh = {
+            tp: off
+            for tp, off in offsets.items()
+            if TopicPartition(*tp) in held and committed.get(TopicPartition(*tp)) != off
+        }
+        out: list[GroupRecord] = []
+        response = None
+        if fresh:
+            records, response = work.commit_offsets(
+                self.member_id,
+                view.group_generation,
+                fresh,
+                now,
+                instance_id=self.settings.instance_id,
+            )
+            work.apply_all(records)
+            out.extend(records)
+        revoking = {(t, p) for t, p in view.revoking}
+        after = {tp: o.offset for tp, o in work.group.offsets.items()}  # with this commit
+        finished = {tp for tp in revoking if self._finished(tp, after)}
+        to_release = (release | finished) & revoking
+        if to_release:
+            records, _ = work.ack_revocation(
+                self.member_id,
+                view.group_generation,
+                sorted(to_release),
+                now,
+                instance_id=self.settings.instance_id,
+            )
+            work.apply_all(records)
+            out.extend(records)
+        if out:  # a commit counts as a heartbeat
+            self._last_write_ms = now
+        return out, response
+
+    def _finished(self, tp: TP, committed: Mapping[TopicPartition, int]) -> bool:
+        """No batch of this member still reads ``tp``: none ever did, or a commit (its own, or
+        the progress listener's for it) reached the end of the last one."""
+        end = self._reading.get(tp)
+        offset = committed.get(TopicPartition(*tp))
+        return end is None or (offset is not None and offset >= end)
 
     def _decide(self, work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
         out: list[GroupRecord] = list(work.tick(now))
@@ -353,72 +462,6 @@ class GroupMember:
             self._last_write_ms = now
         return out, None
 
-    def _flush_pending(self) -> None:
-        if not self._pending_offsets and not self._pending_release:
-            return
-        offsets, release = dict(self._pending_offsets), set(self._pending_release)
-
-        def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], object]:
-            view = work.member_view(self.member_id)
-            if not view.known or view.fenced:
-                return [], None
-            held = set(view.assignment) | set(view.revoking)
-            committed = work.group.offsets
-            fresh = {
-                tp: off
-                for tp, off in offsets.items()
-                if TopicPartition(*tp) in held
-                and (tp not in committed or committed[tp].offset != off)  # type: ignore[index]
-            }
-            out: list[GroupRecord] = []
-            response = None
-            if fresh:
-                records, response = work.commit_offsets(
-                    self.member_id,
-                    view.group_generation,
-                    fresh,
-                    now,
-                    instance_id=self.settings.instance_id,
-                )
-                work.apply_all(records)
-                out.extend(records)
-            to_release = release & {(t, p) for t, p in view.revoking}
-            if to_release:
-                records, _ = work.ack_revocation(
-                    self.member_id,
-                    view.group_generation,
-                    sorted(to_release),
-                    now,
-                    instance_id=self.settings.instance_id,
-                )
-                work.apply_all(records)
-                out.extend(records)
-            # Step in the same write: a released partition usually starts the follow-up
-            # rebalance, and this member rejoins it at once rather than a poll later.
-            if out:  # a commit counts as a heartbeat
-                self._last_write_ms = now
-            stepped, _ = self._decide(work, now)
-            out.extend(stepped)
-            return out, response
-
-        response = self._client.transact(decide)
-        self._pending_offsets.clear()
-        self._pending_release.clear()
-        rejected = {
-            tp: error
-            for tp, error in getattr(response, "partition_errors", {}).items()
-            if error is not GroupError.NONE
-        }
-        if rejected:
-            log.warning(
-                "group %s: commit rejected for %s (member %s is no longer their owner); they "
-                "will be read again by their current owner from the last accepted commit",
-                self.settings.group_id,
-                ", ".join(f"{tp.topic}-{tp.partition}: {e}" for tp, e in sorted(rejected.items())),
-                self.member_id,
-            )
-        self._update_view(self._client.coordinator)
-
     # -- assignment bookkeeping --------------------------------------------------------------
 
     def _update_view(self, coordinator: GroupCoordinator) -> None:
@@ -445,6 +488,7 @@ class GroupMember:
         held = frozenset((t, p) for t, p in view.assignment) | frozenset(
             (t, p) for t, p in view.revoking
         )
+        self._reading = {tp: end for tp, end in self._reading.items() if tp in held}
         # Still a member: what it no longer holds was revoked (released after its final
         # commit, or given up by an eager rejoin), not lost.
         revoked = previous.owned - held
@@ -487,6 +531,7 @@ class GroupMember:
             _names(partitions), why,
         )  # fmt: skip
         self._pending_offsets.clear()
+        self._reading.clear()
         self._listener.lost(partitions)
 
     def _join_request(self, view: MemberView) -> JoinRequest:

@@ -7,7 +7,9 @@ only uses the pickled :class:`KafkaInputPartition` (DESIGN sections 2 and 6).
 Per trigger (``latestOffset``):
 
 1. Commit the offsets of the batch that just completed (``start``; idempotent) and release
-   partitions being revoked whose last batch is now complete (cooperative rebalancing).
+   partitions being revoked whose last batch is now complete (cooperative rebalancing). The
+   member's heartbeat thread releases them earlier when the progress listener already
+   committed that batch (``GroupMember.begin_batch``).
 2. Ask the member for the current assignment (this also ticks the protocol).
 3. Positions: partitions continuously owned since ``start`` keep Spark's position; others
    start from the group's committed offset, else ``startingOffsets``
@@ -176,6 +178,12 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                     latest[tp] = min(latest[tp], self._targets[tp])
             self._log_lag(positions, bounds.latest)
             ends = limit_end_offsets(positions, latest, self._max_records(limit))
+            # Claim the batch's partitions: from now on a revocation waits for this batch's
+            # commit. One released since the poll above (by the heartbeat thread, its last
+            # batch committed) is left out: its new owner may already be reading it.
+            ours = member.begin_batch(ends, batch_generation=assignment.generation)
+            ends = {tp: e for tp, e in ends.items() if tp in ours}
+            starts = {tp: s for tp, s in starts.items() if tp in ours}
             end = SourceOffset(
                 group=self._opts.group.group_id,
                 store=self._opts.group.store,
@@ -310,7 +318,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self, previous: SourceOffset, batch: SourceOffset
     ) -> frozenset[TopicPartition]:
         """Partitions of ``batch`` this member may still read: held now, and continuously
-        since the generation the batch was planned in."""
+        since the generation the batch was planned in. The member counts them as in flight
+        from now on (a revocation waits for their commit)."""
         # A restarted query replays its last planned batch before any latestOffset call:
         # join first, so partitions that moved to another member meanwhile are skipped.
         with self._lock:
@@ -320,12 +329,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 batch.generation,
                 {tp: batch.start_of(tp, previous) or 0 for tp in batch.offsets},
             )
-            assignment = member.poll()
-        return frozenset(
-            tp
-            for tp in assignment.owned | assignment.revoking
-            if assignment.owned_since.get(tp, batch.generation + 1) <= batch.generation
-        )
+            return member.begin_batch(batch.offsets, batch_generation=batch.generation)
 
     def _bounds(self, partitions: Sequence[TopicPartition]) -> LogBounds:
         earliest = self._cluster.earliest_offsets(partitions)

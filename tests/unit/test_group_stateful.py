@@ -218,7 +218,23 @@ class GroupMachine(RuleBasedStateMachine):
                 assert r.generation == self.checker.generation
                 tp = TopicPartition(r.topic, r.partition)
                 assert tp in m.held, f"commit of {tp} accepted from non-owner {r.member_id}"
+            since_before = {mid: dict(m.held_since) for mid, m in self.checker.members.items()}
             apply(self.checker, r)
+            for mid, m in self.checker.members.items():
+                # held_since: exactly the held partitions, kept while held without interruption,
+                # and the current generation for a partition newly held.
+                assert set(m.held_since) == m.held
+                for tp, since in m.held_since.items():
+                    previous = since_before.get(mid, {}).get(tp)
+                    if r.kind == "SNAPSHOT":
+                        continue
+                    if previous is not None:
+                        assert since == previous, (mid, tp, previous, since)
+                    elif r.kind == "JOIN" and r.payload.get("replaces"):
+                        old = since_before[r.payload["replaces"]]
+                        assert since == old[tp]  # a static member's new incarnation inherits
+                    else:
+                        assert since == self.checker.generation, (r.kind, mid, tp, since)
             after = self.checker.state
             if r.kind != "SNAPSHOT" and after != before:
                 # one record may pass through PreparingRebalance (e.g. JOIN in Stable)

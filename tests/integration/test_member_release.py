@@ -1,0 +1,122 @@
+"""When a member gives up a partition being revoked: as soon as its last batch is committed.
+
+Real group logs (delta-rs, local directory), real :class:`GroupMember` s and the commit path of
+the progress listener (:func:`spark_kafka_group.admin.commit_for_member`); no Spark, no broker
+(the members' topic metadata comes from a function).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spark_kafka_group.admin import commit_for_member
+from spark_kafka_group.member import GroupMember, SubscriptionSpec
+from spark_kafka_group.options import GroupSettings
+
+TOPIC = "t"
+PARTITIONS = [(TOPIC, p) for p in range(4)]
+
+
+def settings(store: str, strategy: str) -> GroupSettings:
+    return GroupSettings(
+        group_id="g",
+        store=store,
+        storage_options={},
+        heartbeat_interval_ms=500,
+        session_timeout_ms=30_000,
+        rebalance_timeout_ms=30_000,
+        assignment_strategy=strategy,
+        instance_id=None,
+        scheduled_rebalance_max_delay_ms=0,
+        rebalance_listener=None,
+    )
+
+
+@pytest.fixture
+def members(tmp_path: Path) -> Iterator[list[GroupMember]]:
+    started: list[GroupMember] = []
+    yield started
+    for m in started:
+        m.close()
+
+
+def start(members: list[GroupMember], store: str, strategy: str) -> GroupMember:
+    member = GroupMember(
+        settings(store, strategy),
+        subscription=SubscriptionSpec(topics=(TOPIC,)),
+        topic_counts=lambda: {TOPIC: len(PARTITIONS)},
+    )
+    members.append(member)
+    member.start(wait_s=0.5)  # the newcomer's partitions come later, in these tests
+    return member
+
+
+def poll_until(member: GroupMember, ready, timeout_s: float = 10.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    assignment = member.poll()
+    while not ready(assignment):
+        assert time.monotonic() < deadline, f"no such assignment: {assignment}"
+        time.sleep(0.05)
+        assignment = member.poll()
+    return assignment
+
+
+def test_revoked_partition_is_released_once_the_listener_commits_its_last_batch(
+    tmp_path: Path, members: list[GroupMember]
+) -> None:
+    store = str(tmp_path / "groups")
+    a = start(members, store, "cooperative-sticky")
+    first = poll_until(a, lambda x: x.owned == frozenset(PARTITIONS))
+    ends = dict.fromkeys(PARTITIONS, 10)
+    assert a.begin_batch(ends, batch_generation=first.generation) == frozenset(PARTITIONS)
+
+    b = start(members, store, "cooperative-sticky")
+    revoking = poll_until(a, lambda x: bool(x.revoking)).revoking
+    # The batch is still running: a keeps the partitions however often it steps.
+    for _ in range(5):
+        time.sleep(0.1)
+        assert a.poll().revoking == revoking
+    assert not b.poll().owned
+
+    # The batch completes; the progress listener commits it for a. The generation moved on
+    # since the batch was planned, but a held the partitions all along: accepted.
+    assert commit_for_member(store, "g", a.member_id, first.generation, ends) == len(PARTITIONS)
+    # a's next step (its heartbeat thread, or here a poll) releases them: b gets them
+    # without a's reader being called again.
+    after = poll_until(a, lambda x: not x.revoking)
+    assert after.owned == frozenset(PARTITIONS) - revoking
+    assert poll_until(b, lambda x: x.stable and bool(x.owned)).owned == revoking
+    assert {tp: b.committed_offsets()[tp] for tp in revoking} == dict.fromkeys(revoking, 10)
+
+
+def test_a_partition_no_batch_read_is_released_at_once(
+    tmp_path: Path, members: list[GroupMember]
+) -> None:
+    store = str(tmp_path / "groups")
+    a = start(members, store, "cooperative-sticky")
+    poll_until(a, lambda x: x.owned == frozenset(PARTITIONS))
+    b = start(members, store, "cooperative-sticky")
+    moved = poll_until(b, lambda x: x.stable and bool(x.owned)).owned
+    assert len(moved) == 2
+    assert poll_until(a, lambda x: x.settled).owned == frozenset(PARTITIONS) - moved
+
+
+def test_listener_commit_refused_for_a_partition_reacquired_since_the_batch(
+    tmp_path: Path, members: list[GroupMember]
+) -> None:
+    # Eager (range): a rebalance takes every partition away and hands some back; a batch
+    # planned before it must not commit them (their position restarts from the group's).
+    store = str(tmp_path / "groups")
+    a = start(members, store, "range")
+    first = poll_until(a, lambda x: x.owned == frozenset(PARTITIONS))
+    start(members, store, "range")
+    later = poll_until(a, lambda x: x.stable and x.generation > first.generation)
+    assert later.owned and later.owned < frozenset(PARTITIONS)
+    ends = dict.fromkeys(PARTITIONS, 10)
+    assert commit_for_member(store, "g", a.member_id, first.generation, ends) == 0
+    # A batch planned in the new generation commits what a holds.
+    assert commit_for_member(store, "g", a.member_id, later.generation, ends) == len(later.owned)
