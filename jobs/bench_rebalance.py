@@ -132,7 +132,17 @@ class SteadyProducer:
 class KafkaConsumerMember:
     """A plain confluent-kafka consumer in a thread (a classic-protocol group member)."""
 
-    def __init__(self, name: str, servers: str, topic: str, group: str, strategy: str, j: Journal):
+    def __init__(
+        self,
+        name: str,
+        servers: str,
+        topic: str,
+        group: str,
+        strategy: str,
+        j: Journal,
+        *,
+        heartbeat_ms: int = HEARTBEAT_MS,
+    ):
         from confluent_kafka import Consumer
 
         self.name, self.journal = name, j
@@ -144,7 +154,7 @@ class KafkaConsumerMember:
                 # embedded broker never assigns anything.
                 "partition.assignment.strategy": strategy,
                 "session.timeout.ms": SESSION_TIMEOUT_MS,
-                "heartbeat.interval.ms": HEARTBEAT_MS,
+                "heartbeat.interval.ms": heartbeat_ms,
                 "max.poll.interval.ms": REBALANCE_TIMEOUT_MS,
                 "auto.offset.reset": "latest",
                 "enable.auto.commit": True,
