@@ -18,8 +18,8 @@ starts: ``--runs`` samples per configuration.
    trigger interval, Spark runs batches back to back ("falling behind") and the trigger
    interval no longer bounds anything.
 
-    python jobs/bench_join.py                         # embedded Tansu broker, ~4-5 min
-    python jobs/bench_join.py --trigger-ms 500,2000 --runs 7
+    python jobs/bench_join.py                         # embedded Tansu broker, ~6 min
+    python jobs/bench_join.py --trigger-ms 500,10000 --runs 7
     python jobs/bench_join.py --bootstrap-servers broker:9092
 
 The last line is ``key=value`` pairs: per trigger interval ``T``, ``join_T<T>_p50_s`` /
@@ -48,11 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from jobs.bench_rebalance import Journal, KafkaConsumerMember, SteadyProducer
+from jobs.bench_rebalance import Journal, KafkaConsumerMember, SparkGroup, SteadyProducer
 from spark_kafka_group.embedded import bootstrap_or_embedded
-
-SESSION_TIMEOUT_MS = 6000
-REBALANCE_TIMEOUT_MS = 10_000
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -109,46 +106,8 @@ class SparkRuns:
     """Two owner queries and a newcomer started ``runs`` times, in one SparkSession."""
 
     def __init__(self, servers: str, topic: str, work: str) -> None:
-        from pyspark.sql import SparkSession
-
-        import spark_kafka_group
-
-        self.servers, self.topic, self.work = servers, topic, work
-        self.spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("kafka-group bench_join")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "1")
-            .getOrCreate()
-        )
-        self.spark.sparkContext.setLogLevel("ERROR")
-        spark_kafka_group.register(self.spark)
-
-    def query(
-        self, name: str, group: str, trigger_ms: int, heartbeat_ms: int, sink: Callable
-    ) -> Any:
-        options = {
-            "kafka.bootstrap.servers": self.servers,
-            "subscribe": self.topic,
-            "groupId": group,
-            "groupStore": os.path.join(self.work, "groups"),
-            "startingOffsets": "latest",
-            "heartbeatIntervalMs": str(heartbeat_ms),
-            "sessionTimeoutMs": str(SESSION_TIMEOUT_MS),
-            "rebalanceTimeoutMs": str(REBALANCE_TIMEOUT_MS),
-            "assignmentStrategy": "cooperative-sticky",
-        }
-        reader = self.spark.readStream.format("kafka-group")
-        for key, value in options.items():
-            reader = reader.option(key, value)
-        return (
-            reader.load()
-            .writeStream.foreachBatch(sink)
-            .option("checkpointLocation", os.path.join(self.work, f"checkpoint-{name}"))
-            .trigger(processingTime=f"{trigger_ms} milliseconds")
-            .start()
-        )
+        self.spark_group = SparkGroup(servers, topic, work, trigger_ms=1000)
+        self.store = self.spark_group.store
 
     def runs(self, trigger_ms: int, heartbeat_ms: int, runs: int) -> tuple[list[float], float]:
         """Join-to-first-record of the newcomer per run; the owners' median batch time (ms)."""
@@ -157,7 +116,13 @@ class SparkRuns:
         from spark_kafka_group.store import GroupLog, group_log_uri
 
         group = f"bench-join-{trigger_ms}-{uuid.uuid4().hex[:6]}"
-        store = os.path.join(self.work, "groups")
+        store = self.store
+
+        def query(name: str, sink: Callable[[Any, int], None]) -> Any:
+            return self.spark_group.query(
+                name, sink, group=group, trigger_ms=trigger_ms, heartbeat_ms=heartbeat_ms
+            )
+
         owner_rows: dict[str, int] = {}
         lock = threading.Lock()
 
@@ -178,10 +143,7 @@ class SparkRuns:
                 and sum(len(m.assignment) for m in info.members) > 0
             )
 
-        owners = [
-            self.query(f"{group}-owner{i}", group, trigger_ms, heartbeat_ms, owner_sink(str(i)))
-            for i in range(2)
-        ]
+        owners = [query(f"{group}-owner{i}", owner_sink(str(i))) for i in range(2)]
         figures: list[float] = []
         try:
             wait_until(lambda: len(owner_rows) == 2, 180, "both owner queries reading")
@@ -194,9 +156,7 @@ class SparkRuns:
                     if not first and frame.count() > 0:
                         first.append(time.time())
 
-                newcomer = self.query(
-                    f"{group}-new{run}", group, trigger_ms, heartbeat_ms, newcomer_sink
-                )
+                newcomer = query(f"{group}-new{run}", newcomer_sink)
                 try:
                     wait_until(lambda first=first: bool(first), 120, "the newcomer's record")
                     # Its member id is in its progress, reported once that batch completed.
@@ -229,7 +189,7 @@ class SparkRuns:
         return figures, statistics.median(durations) if durations else float("nan")
 
     def stop(self) -> None:
-        self.spark.stop()
+        self.spark_group.stop()
 
 
 # ---------------------------------------------------------------------------- main
@@ -242,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--produce-interval-ms", type=int, default=100)
     parser.add_argument(
         "--trigger-ms",
-        default="500,2000",
-        help="comma-separated trigger intervals of the kafka-group queries (default 500,2000)",
+        default="500,1000,2000",
+        help="comma-separated trigger intervals of the kafka-group queries",
     )
     parser.add_argument("--heartbeat-ms", type=int, default=500)
     parser.add_argument("--runs", type=int, default=5, help="newcomers per configuration")

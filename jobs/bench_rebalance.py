@@ -211,13 +211,25 @@ class SparkGroup:
             if rows:
                 j.add(name, [(r.partition, r.offset) for r in rows], time.time())
 
+        return self.query(name, sink)
+
+    def query(
+        self,
+        name: str,
+        sink: Callable[[Any, int], None],
+        *,
+        group: str | None = None,
+        trigger_ms: int | None = None,
+        heartbeat_ms: int = HEARTBEAT_MS,
+    ) -> Any:
+        """Start a member query of ``group`` (default: this run's) with a foreachBatch sink."""
         options = {
             "kafka.bootstrap.servers": self.servers,
             "subscribe": self.topic,
-            "groupId": self.group,
+            "groupId": group or self.group,
             "groupStore": self.store,
             "startingOffsets": "latest",
-            "heartbeatIntervalMs": str(HEARTBEAT_MS),
+            "heartbeatIntervalMs": str(heartbeat_ms),
             "sessionTimeoutMs": str(SESSION_TIMEOUT_MS),
             "rebalanceTimeoutMs": str(REBALANCE_TIMEOUT_MS),
             "assignmentStrategy": "cooperative-sticky",
@@ -229,7 +241,7 @@ class SparkGroup:
             reader.load()
             .writeStream.foreachBatch(sink)
             .option("checkpointLocation", os.path.join(self.work, f"checkpoint-{name}"))
-            .trigger(processingTime=f"{self.trigger_ms} milliseconds")
+            .trigger(processingTime=f"{trigger_ms or self.trigger_ms} milliseconds")
             .start()
         )
 

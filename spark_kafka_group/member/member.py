@@ -372,11 +372,10 @@ class GroupMember:
         if not view.known or view.fenced:
             return [], None
         held = set(view.assignment) | set(view.revoking)
-        committed = {tp: o.offset for tp, o in work.group.offsets.items()}
         fresh = {
             tp: off
             for tp, off in offsets.items()
-            if TopicPartition(*tp) in held and committed.get(TopicPartition(*tp)) != off
+            if TopicPartition(*tp) in held and _committed(work, tp) != off
         }
         out: list[GroupRecord] = []
         response = None
@@ -391,8 +390,8 @@ class GroupMember:
             work.apply_all(records)
             out.extend(records)
         revoking = {(t, p) for t, p in view.revoking}
-        after = {tp: o.offset for tp, o in work.group.offsets.items()}  # with this commit
-        finished = {tp for tp in revoking if self._finished(tp, after)}
+        # Whose last batch is committed (this write's commit included): released too.
+        finished = {tp for tp in revoking if self._finished(tp, _committed(work, tp))}
         to_release = (release | finished) & revoking
         if to_release:
             records, _ = work.ack_revocation(
@@ -408,12 +407,11 @@ class GroupMember:
             self._last_write_ms = now
         return out, response
 
-    def _finished(self, tp: TP, committed: Mapping[TopicPartition, int]) -> bool:
+    def _finished(self, tp: TP, committed: int | None) -> bool:
         """No batch of this member still reads ``tp``: none ever did, or a commit (its own, or
         the progress listener's for it) reached the end of the last one."""
         end = self._reading.get(tp)
-        offset = committed.get(TopicPartition(*tp))
-        return end is None or (offset is not None and offset >= end)
+        return end is None or (committed is not None and committed >= end)
 
     def _decide(self, work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
         out: list[GroupRecord] = list(work.tick(now))
@@ -572,6 +570,11 @@ class GroupMember:
             self._heartbeat.stop()
             self._metadata.stop()
             raise self._fatal
+
+
+def _committed(work: GroupCoordinator, tp: TP) -> int | None:
+    offset = work.group.offsets.get(TopicPartition(*tp))
+    return None if offset is None else offset.offset
 
 
 def _names(partitions: Iterable[TP]) -> str:
