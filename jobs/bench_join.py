@@ -48,8 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from jobs.bench_rebalance import Journal, KafkaConsumerMember, SparkGroup, SteadyProducer
-from spark_kafka_group.embedded import bootstrap_or_embedded
+from jobs.bench_rebalance import Journal, KafkaConsumerMember, SparkGroup, steady_topic
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -210,26 +209,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     triggers = [int(t) for t in args.trigger_ms.split(",") if t.strip()]
 
-    from spark_kafka_group.sample_data import create_topic
-
     work = tempfile.mkdtemp(prefix="kafka-group-bench-join-")
-    topic = f"bench-join-{uuid.uuid4().hex[:8]}"
     summary: dict[str, Any] = {"runs": args.runs, "heartbeat_s": args.heartbeat_ms / 1000}
     try:
-        with bootstrap_or_embedded(args.bootstrap_servers) as servers:
-            create_topic(servers, topic, args.partitions)
-            producer = SteadyProducer(
-                servers, topic, args.partitions, args.produce_interval_ms / 1000
-            ).start()
+        with steady_topic(
+            args.bootstrap_servers, "bench-join", args.partitions, args.produce_interval_ms / 1000
+        ) as (servers, topic):
+            kafka = kafka_runs(servers, topic, args.runs, args.heartbeat_ms)
+            spark = SparkRuns(servers, topic, work)
             try:
-                kafka = kafka_runs(servers, topic, args.runs, args.heartbeat_ms)
-                spark = SparkRuns(servers, topic, work)
-                try:
-                    ours = {t: spark.runs(t, args.heartbeat_ms, args.runs) for t in triggers}
-                finally:
-                    spark.stop()
+                ours = {t: spark.runs(t, args.heartbeat_ms, args.runs) for t in triggers}
             finally:
-                producer.stop()
+                spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

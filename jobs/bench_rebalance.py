@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,6 +124,31 @@ class SteadyProducer:
             self._producer.poll(0)
             tick += self._interval
             self._stop.wait(max(0.0, tick - time.monotonic()))
+
+
+@contextlib.contextmanager
+def steady_topic(
+    bootstrap_servers: str | None, prefix: str, partitions: int, interval_s: float
+) -> Iterator[tuple[str, str]]:
+    """(servers, topic): a fresh topic on the cluster (default: an embedded broker) with a
+    :class:`SteadyProducer` writing to it; on a real cluster the topic is deleted after."""
+    from spark_kafka_group.sample_data import create_topic
+
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    with bootstrap_or_embedded(bootstrap_servers) as servers:
+        create_topic(servers, topic, partitions)
+        producer = SteadyProducer(servers, topic, partitions, interval_s).start()
+        try:
+            yield servers, topic
+        finally:
+            producer.stop()
+        if bootstrap_servers:
+            from confluent_kafka.admin import AdminClient
+
+            admin = AdminClient({"bootstrap.servers": servers, "log_level": 0})
+            for future in admin.delete_topics([topic], request_timeout=30).values():
+                with contextlib.suppress(Exception):
+                    future.result(timeout=30)
 
 
 # ---------------------------------------------------------------------------- members
@@ -420,66 +445,54 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     which = args.only or ["eager", "cooperative", "kafka-group"]
 
-    from spark_kafka_group.sample_data import create_topic
-
     work = tempfile.mkdtemp(prefix="kafka-group-bench-rebalance-")
-    topic = f"bench-rebalance-{uuid.uuid4().hex[:8]}"
     results: dict[str, dict[str, Any]] = {}
     try:
-        with bootstrap_or_embedded(args.bootstrap_servers) as servers:
-            create_topic(servers, topic, args.partitions)
-            producer = SteadyProducer(
-                servers, topic, args.partitions, args.produce_interval_ms / 1000
-            ).start()
-            try:
-                common = {"settle_s": args.settle_s, "phase_s": args.phase_s}
-                for strategy, name in (("range", "eager"), ("cooperative-sticky", "cooperative")):
-                    if name not in which:
-                        continue
+        with steady_topic(
+            args.bootstrap_servers,
+            "bench-rebalance",
+            args.partitions,
+            args.produce_interval_ms / 1000,
+        ) as (servers, topic):
+            common = {"settle_s": args.settle_s, "phase_s": args.phase_s}
+            for strategy, name in (("range", "eager"), ("cooperative-sticky", "cooperative")):
+                if name not in which:
+                    continue
+                j = Journal()
+                group = f"bench-{name}-{uuid.uuid4().hex[:6]}"
+
+                def start(n: str, strategy=strategy, group=group, j=j) -> Any:
+                    return KafkaConsumerMember(n, servers, topic, group, strategy, j)
+
+                run = scenario(
+                    name,
+                    args.partitions,
+                    start,
+                    lambda m: m.stop(),
+                    j,
+                    startup_timeout_s=60,
+                    **common,
+                )
+                results[name] = analyse(run)
+                report(run, results[name])
+            if "kafka-group" in which:
+                spark = SparkGroup(servers, topic, work, args.trigger_ms)
+                try:
                     j = Journal()
-                    group = f"bench-{name}-{uuid.uuid4().hex[:6]}"
-
-                    def start(n: str, strategy=strategy, group=group, j=j) -> Any:
-                        return KafkaConsumerMember(n, servers, topic, group, strategy, j)
-
                     run = scenario(
-                        name,
+                        "kafka-group",
                         args.partitions,
-                        start,
-                        lambda m: m.stop(),
+                        lambda n, j=j: spark.member(n, j),
+                        SparkGroup.leave,
                         j,
-                        startup_timeout_s=60,
+                        started=SparkGroup.wait_started,
+                        startup_timeout_s=180,
                         **common,
                     )
-                    results[name] = analyse(run)
-                    report(run, results[name])
-                if "kafka-group" in which:
-                    spark = SparkGroup(servers, topic, work, args.trigger_ms)
-                    try:
-                        j = Journal()
-                        run = scenario(
-                            "kafka-group",
-                            args.partitions,
-                            lambda n, j=j: spark.member(n, j),
-                            SparkGroup.leave,
-                            j,
-                            started=SparkGroup.wait_started,
-                            startup_timeout_s=180,
-                            **common,
-                        )
-                    finally:
-                        spark.stop()
-                    results["kafka-group"] = analyse(run)
-                    report(run, results["kafka-group"])
-            finally:
-                producer.stop()
-            if args.bootstrap_servers:
-                from confluent_kafka.admin import AdminClient
-
-                admin = AdminClient({"bootstrap.servers": servers, "log_level": 0})
-                for future in admin.delete_topics([topic], request_timeout=30).values():
-                    with contextlib.suppress(Exception):
-                        future.result(timeout=30)
+                finally:
+                    spark.stop()
+                results["kafka-group"] = analyse(run)
+                report(run, results["kafka-group"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
