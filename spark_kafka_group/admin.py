@@ -197,7 +197,7 @@ def commit_for_member(
         fresh = {
             tp: off
             for tp, off in offsets.items()
-            if member.held_since.get(TopicPartition(*tp), generation + 1) <= generation
+            if member.held_throughout(TopicPartition(*tp), generation)
             and _moves_forward(committed.get(tp), off, starts.get(tp))  # type: ignore[call-overload]
         }
         if not fresh:

@@ -106,6 +106,10 @@ class MemberMetadata:
         """Everything the member may still be consuming: its assignment and its revocations."""
         return self.assignment | self.revoking
 
+    def held_throughout(self, tp: TopicPartition, generation: int) -> bool:
+        """Held now, and without interruption since ``generation``."""
+        return self.held_since.get(tp, generation + 1) <= generation
+
     def hold(
         self,
         assignment: Iterable[TopicPartition],

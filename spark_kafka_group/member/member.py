@@ -73,6 +73,11 @@ class Assignment:
     #: Stable, and no member is still revoking: a cooperative rebalance has fully finished.
     settled: bool = False
 
+    def held_throughout(self, tp: TP, generation: int) -> bool:
+        """Held now, and without interruption since ``generation``: a batch planned in that
+        generation may still read ``tp``, continue from its position and commit it."""
+        return self.owned_since.get(tp, generation + 1) <= generation
+
 
 @dataclass(frozen=True)
 class SubscriptionSpec:
@@ -268,11 +273,7 @@ class GroupMember:
         with self._lock:  # against a release by the heartbeat thread in between
             self._raise_if_fatal()
             assignment = self._assignment
-            ours = frozenset(
-                tp
-                for tp in ends
-                if assignment.owned_since.get(tp, batch_generation + 1) <= batch_generation
-            )
+            ours = frozenset(tp for tp in ends if assignment.held_throughout(tp, batch_generation))
             for tp in ours:
                 self._reading[tp] = ends[tp]
             return ours
@@ -299,9 +300,8 @@ class GroupMember:
         """
         with self._lock:
             if batch_member == self.member_id or batch_member in self._adopted_members:
-                since = self._assignment.owned_since
                 for tp, offset in offsets.items():
-                    if since.get(tp, batch_generation + 1) <= batch_generation:
+                    if self._assignment.held_throughout(tp, batch_generation):
                         self._pending_offsets[tp] = offset
             self._pending_release.update(set(release) & self._assignment.revoking)
             try:

@@ -156,7 +156,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 if (
                     previous is not None
                     and tp in previous.offsets
-                    and assignment.owned_since.get(tp, 0) <= previous.generation
+                    and assignment.held_throughout(tp, previous.generation)
                 ):
                     kept[tp] = previous.offsets[tp]
                 else:
