@@ -82,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
             .start()
         )
         query.awaitTermination()
-        spark_kafka_group.leave_group(query)
 
         rows = spark.sql("SELECT * FROM quickstart")
         read = rows.count()

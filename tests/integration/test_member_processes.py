@@ -17,10 +17,9 @@ import pytest
 import spark_kafka_group
 from spark_kafka_group.group import replay
 from spark_kafka_group.sample_data import create_topic
-from spark_kafka_group.store import GroupLog, group_log_uri
 from tests.delivery import check_delivery, collected_batches, journal_batches
 from tests.processes import MemberProcess, wait_until
-from tests.streaming import Collected, SteadyProducer, source_options, start_query
+from tests.streaming import Collected, SteadyProducer, group_records, source_options, start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -39,10 +38,6 @@ def stable_with(store: str, group: str, members: int) -> bool:
     info = describe(store, group)
     owned = [tp for m in info.members for tp in m.assignment]
     return info.state == "Stable" and len(info.members) == members and len(owned) == PARTITIONS
-
-
-def group_records(store: str, group: str):
-    return [r for _, r in GroupLog.open(group_log_uri(store, group)).read()]
 
 
 def delivery(final, collected: Collected, member: MemberProcess, store: str, group: str):
@@ -98,7 +93,6 @@ def test_sigkilled_member_is_expired_and_its_partitions_move(setup, group_store)
     finally:
         producer.stop()
         query.stop()
-        spark_kafka_group.leave_group(query)
         victim.stop()
     result = delivery(final, collected, victim, group_store, group)
     produced = {(p, o) for p, n in final.items() for o in range(n)}
@@ -151,7 +145,6 @@ def test_static_member_restarted_within_session_timeout_keeps_its_partitions(
     finally:
         producer.stop()
         query.stop()
-        spark_kafka_group.leave_group(query)
         victim.stop()
     static_after = next(
         (m for m in after.members if m.instance_id == "static-1"),
@@ -206,7 +199,6 @@ def test_paused_member_is_fenced_and_rejoins(setup, group_store) -> None:
     finally:
         producer.stop()
         query.stop()
-        spark_kafka_group.leave_group(query)
         zombie.stop()
     result = delivery(final, collected, zombie, group_store, group)
     assert old_id not in ids_after, "the zombie rejoined as a new member"

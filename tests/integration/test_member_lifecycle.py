@@ -1,0 +1,283 @@
+"""A member's life follows its query's: it leaves when the query ends, a restarted query takes
+its previous incarnation's place at once, and a Trigger.AvailableNow run reads its share.
+
+Real Spark, a real broker and a real Delta group log. The restart figures are printed; the
+bounds asserted are generous (well below the 45 s session timeout a restart used to wait
+for); ``jobs/bench_restart.py`` measures them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import spark_kafka_group
+from spark_kafka_group.errors import GroupJoinTimeoutError
+from spark_kafka_group.group import GroupError
+from spark_kafka_group.member import GroupLogClient
+from spark_kafka_group.progress import group_offsets
+from spark_kafka_group.sample_data import create_topic, produce_sample
+from tests.processes import MemberProcess, wait_until
+from tests.streaming import (
+    Collected,
+    SteadyProducer,
+    group_records,
+    run_available_now,
+    source_options,
+    start_query,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+PARTITIONS = 3
+#: Kafka's defaults: a restart must not depend on them being short.
+DEFAULT_TIMEOUTS = {
+    "heartbeatIntervalMs": "3000",
+    "sessionTimeoutMs": "45000",
+    "rebalanceTimeoutMs": "60000",
+}
+
+
+def leaves(store: str, group: str) -> dict[str, int]:
+    """Member id -> time (ms) of its LEAVE record."""
+    return {r.member_id: r.timestamp_ms for r in group_records(store, group) if r.kind == "LEAVE"}
+
+
+def member_of(query) -> str:
+    return next(o.member for o in group_offsets(query.lastProgress) if o.member)
+
+
+@pytest.fixture
+def topic(bootstrap_servers, topic_name) -> str:
+    create_topic(bootstrap_servers, topic_name, PARTITIONS)
+    return topic_name
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
+def test_a_stopped_dynamic_member_leaves_and_a_static_one_stays(
+    spark, bootstrap_servers, topic, group_store, tmp_path: Path, static: bool
+) -> None:
+    group = f"g-stop-{static}"
+    extra = {"groupInstanceId": "stays-1"} if static else {}
+    counts = produce_sample(bootstrap_servers, topic, partitions=PARTITIONS, per_partition=5)
+    collected = Collected()
+    options = source_options(bootstrap_servers, topic, group, group_store, **extra)
+    query = start_query(spark, options, str(tmp_path / "ck"), collected, available_now=False)
+    try:
+        wait_until(lambda: collected.count() >= sum(counts.values()), 120, "every record")
+        member = member_of(query)
+    finally:
+        query.stop()
+    stopped = time.time()
+    if static:
+        time.sleep(3)  # long enough for a LEAVE to show up, were one written
+        assert member not in leaves(group_store, group)
+        info = spark_kafka_group.describe_group(group_store, group)
+        assert [m.member_id for m in info.members] == [member]  # waits for its restart
+        return
+    wait_until(lambda: member in leaves(group_store, group), 10, "the LEAVE record")
+    left_after = leaves(group_store, group)[member] / 1000 - stopped
+    print(f"LEAVE written {left_after:+.2f}s after query.stop() returned")
+    assert spark_kafka_group.describe_group(group_store, group).members == ()
+    # The last batch was committed before the LEAVE: a new query of the group reads nothing.
+    info = spark_kafka_group.describe_group(group_store, group)
+    assert info.committed == {(topic, p): n for p, n in counts.items()}
+
+
+@pytest.mark.parametrize("checkpoint", ["same", "new"])
+def test_a_restarted_query_reads_new_records_at_once(
+    spark, bootstrap_servers, topic, group_store, tmp_path: Path, checkpoint: str
+) -> None:
+    """The notebook pattern: stop, start again in the same session, Kafka's default timeouts
+    and a 1 s trigger. Before: nothing for 44-46 s (the old incarnation held everything
+    until its session timeout expired it)."""
+    group = f"g-restart-{checkpoint}"
+    options = source_options(bootstrap_servers, topic, group, group_store, **DEFAULT_TIMEOUTS)
+    first_counts = produce_sample(bootstrap_servers, topic, partitions=PARTITIONS, per_partition=5)
+    first = Collected()
+    query = start_query(spark, options, str(tmp_path / "ck-1"), first, available_now=False,
+                        processing_time="1 second")  # fmt: skip
+    try:
+        wait_until(lambda: first.count() >= sum(first_counts.values()), 120, "the first records")
+    finally:
+        query.stop()
+
+    second = Collected()
+    restarted = time.time()
+    ck = "ck-1" if checkpoint == "same" else "ck-2"
+    query = start_query(spark, options, str(tmp_path / ck), second, available_now=False,
+                        processing_time="1 second")  # fmt: skip
+    try:
+        more = produce_sample(
+            bootstrap_servers, topic, partitions=PARTITIONS, per_partition=5,
+            start=first_counts[0],
+        )  # fmt: skip
+        wait_until(lambda: second.count() >= sum(more.values()), 60, "the new records")
+        figure = second.first_record_time() - restarted
+    finally:
+        query.stop()
+    print(f"restart ({checkpoint} checkpoint): first new record {figure:.2f}s after the restart")
+    assert figure < 20, f"{figure:.1f}s: the restart waited for something (session timeout 45s)"
+    expected = sorted(
+        (p, o) for p in range(PARTITIONS) for o in range(first_counts[p] + more[p])
+    )  # fmt: skip
+    assert sorted(first.records + second.records) == expected  # nothing lost, nothing twice
+
+
+@pytest.mark.smoke
+def test_available_now_runs_back_to_back_read_exactly_the_new_records(
+    spark, bootstrap_servers, topic, group_store, tmp_path: Path
+) -> None:
+    group = "g-avnow"
+    options = source_options(bootstrap_servers, topic, group, group_store)
+    first_counts = produce_sample(bootstrap_servers, topic, partitions=PARTITIONS, per_partition=7)
+    first = run_available_now(spark, options, str(tmp_path / "ck-1"))
+    assert sorted(first.records) == sorted(
+        (p, o) for p, n in first_counts.items() for o in range(n)
+    )
+    more = produce_sample(
+        bootstrap_servers, topic, partitions=PARTITIONS, per_partition=4, start=first_counts[0]
+    )
+    second = run_available_now(spark, options, str(tmp_path / "ck-2"))  # a new checkpoint
+    assert sorted(second.records) == sorted(
+        (p, o) for p, n in more.items() for o in range(first_counts[p], first_counts[p] + n)
+    )
+
+
+def journal_records(member: MemberProcess) -> list[tuple[int, int]]:
+    return sorted(member.records())
+
+
+@pytest.mark.smoke
+def test_available_now_runs_in_separate_driver_processes(
+    bootstrap_servers, topic, group_store, tmp_path: Path
+) -> None:
+    """Two spark-submit runs, the second right after the first has exited."""
+    group = "g-avnow-proc"
+    counts = produce_sample(bootstrap_servers, topic, partitions=PARTITIONS, per_partition=6)
+    runs = []
+    expected_total = dict.fromkeys(range(PARTITIONS), 0)
+    for run in range(2):
+        if run:
+            counts = produce_sample(
+                bootstrap_servers, topic, partitions=PARTITIONS, per_partition=4,
+                start=expected_total[0],
+            )  # fmt: skip
+        member = MemberProcess(
+            tmp_path, f"run{run}", bootstrap_servers=bootstrap_servers, topic=topic,
+            group_id=group, group_store=group_store, extra=["--available-now"],
+        ).start()  # fmt: skip
+        assert member.process is not None
+        assert member.process.wait(180) == 0, member.output()[-3000:]
+        member.stop()
+        expected = sorted(
+            (p, o) for p, n in counts.items()
+            for o in range(expected_total[p], expected_total[p] + n)
+        )  # fmt: skip
+        assert journal_records(member) == expected, f"run {run}"
+        expected_total = {p: expected_total[p] + counts[p] for p in counts}
+        runs.append(member)
+
+
+def test_sigkilled_driver_restarted_on_its_checkpoint_takes_over_at_once(
+    bootstrap_servers, topic, group_store, tmp_path: Path
+) -> None:
+    group = "g-sigkill-restart"
+    member = MemberProcess(
+        tmp_path, "m", bootstrap_servers=bootstrap_servers, topic=topic, group_id=group,
+        group_store=group_store, session_timeout_ms=45_000,
+    )  # fmt: skip
+    producer = SteadyProducer(bootstrap_servers, topic, PARTITIONS, per_round=2, interval_s=0.3)
+    try:
+        member.start()
+        producer.start()
+        wait_until(lambda: len(member.batches()) >= 3 and member.records(), 180, "reading")
+        old = _current_member(group_store, group)
+        member.kill()
+        killed = time.time()
+        batches_before = len(member.batches())
+        member.start()  # at once, on the same checkpoint
+        wait_until(lambda: _reads_since(member, killed), 90, "the restart reading new records")
+        took = min(b["time"] for b in member.batches() if b["time"] > killed and b["records"])
+        final = producer.stop()
+        wait_until(lambda: set(final_records(final)) <= set(member.records()), 60, "all records")
+    finally:
+        producer.stop()
+        member.stop()
+    print(f"SIGKILL + restart: records again {took - killed:.2f}s after the kill (session 45s)")
+    assert took - killed < 30, "the restart waited for the old incarnation's session timeout"
+    joins = [r for r in group_records(group_store, group) if r.kind == "JOIN"]
+    assert any(r.payload.get("replaces") == old for r in joins), "not replaced"
+    assert not any(r.kind == "EXPIRE" for r in group_records(group_store, group))
+    consumed = Counter(member.records())
+    lost = set(final_records(final)) - set(consumed)
+    assert not lost, sorted(lost)[:10]
+    # Read twice: only the batch the kill interrupted (Spark re-runs it under the same id).
+    duplicates = {rec for rec, n in consumed.items() if n > 1}
+    interrupted = {tuple(r) for b in member.batches()[:batches_before][-2:] for r in b["records"]}
+    assert duplicates <= interrupted, sorted(duplicates - interrupted)[:10]
+    # A late commit of the old incarnation is refused (fenced), not applied.
+    client = GroupLogClient(group_store, group, create=False)
+    work = client.fold().fork()
+    _, response = work.commit_offsets(old, work.group.generation, {(topic, 0): 0}, 0)
+    assert response.error is GroupError.FENCED_INSTANCE_ID, response
+
+
+def final_records(final: dict[int, int]) -> list[tuple[int, int]]:
+    return [(p, o) for p, n in final.items() for o in range(n)]
+
+
+def _current_member(store: str, group: str) -> str:
+    (member,) = spark_kafka_group.describe_group(store, group).members
+    return member.member_id
+
+
+def _reads_since(member: MemberProcess, t: float) -> bool:
+    return any(b["time"] > t and b["records"] for b in member.batches())
+
+
+@pytest.mark.smoke
+def test_available_now_after_a_sigkill_waits_for_the_stale_member(
+    spark, bootstrap_servers, topic, group_store, tmp_path: Path
+) -> None:
+    group = "g-sigkill-avnow"
+    counts = produce_sample(bootstrap_servers, topic, partitions=PARTITIONS, per_partition=5)
+    victim = MemberProcess(
+        tmp_path, "victim", bootstrap_servers=bootstrap_servers, topic=topic, group_id=group,
+        group_store=group_store, session_timeout_ms=30_000,
+    )  # fmt: skip
+    try:
+        victim.start()
+        wait_until(lambda: len(victim.records()) >= sum(counts.values()), 180, "the victim read")
+        stale = _current_member(group_store, group)
+        victim.kill()
+    finally:
+        victim.stop()
+    more = produce_sample(
+        bootstrap_servers, topic, partitions=PARTITIONS, per_partition=5, start=counts[0]
+    )
+    # A bound shorter than the stale member's session timeout: the run fails, naming it.
+    impossible = source_options(
+        bootstrap_servers, topic, group, group_store,
+        sessionTimeoutMs="6000", rebalanceTimeoutMs="1000",
+    )  # fmt: skip
+    with pytest.raises(AssertionError) as failed:
+        run_available_now(spark, impossible, str(tmp_path / "ck-impossible"), timeout_s=60)
+    message = str(failed.value)
+    assert GroupJoinTimeoutError.__name__ in message or "stable assignment" in message, message
+    for needed in (group, stale, "rebalanceTimeoutMs", "sessionTimeoutMs"):
+        assert needed in message, f"{needed!r} not in: {message}"
+    # Within the bound: it waits for the stale member's expiry, then reads everything new.
+    options = source_options(bootstrap_servers, topic, group, group_store)
+    collected = run_available_now(spark, options, str(tmp_path / "ck"), timeout_s=120)
+    expected = sorted(
+        (p, o) for p, n in more.items() for o in range(counts[p], counts[p] + n)
+    )  # fmt: skip
+    assert sorted(collected.records) == expected
+    assert any(
+        r.kind == "EXPIRE" and r.member_id == stale for r in group_records(group_store, group)
+    )
