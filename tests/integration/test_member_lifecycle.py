@@ -18,13 +18,10 @@ from pyspark.errors import StreamingQueryException
 
 import spark_kafka_group
 from spark_kafka_group.errors import GroupJoinTimeoutError
-from spark_kafka_group.group import GroupError
-from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from tests.processes import MemberProcess, wait_until
 from tests.streaming import (
     Collected,
-    SteadyProducer,
     group_records,
     run_available_now,
     source_options,
@@ -209,61 +206,9 @@ def test_available_now_runs_in_separate_driver_processes(
         runs.append(member)
 
 
-def test_sigkilled_driver_restarted_on_its_checkpoint_takes_over_at_once(
-    bootstrap_servers, topic, group_store, tmp_path: Path
-) -> None:
-    group = "g-sigkill-restart"
-    member = MemberProcess(
-        tmp_path, "m", bootstrap_servers=bootstrap_servers, topic=topic, group_id=group,
-        group_store=group_store, session_timeout_ms=45_000,
-    )  # fmt: skip
-    producer = SteadyProducer(bootstrap_servers, topic, PARTITIONS, per_round=2, interval_s=0.3)
-    try:
-        member.start()
-        producer.start()
-        wait_until(lambda: len(member.batches()) >= 3 and member.records(), 180, "reading")
-        old = _current_member(group_store, group)
-        member.kill()
-        killed = time.time()
-        batches_before = len(member.batches())
-        member.start()  # at once, on the same checkpoint
-        wait_until(lambda: _reads_since(member, killed), 90, "the restart reading new records")
-        took = min(b["time"] for b in member.batches() if b["time"] > killed and b["records"])
-        final = producer.stop()
-        wait_until(lambda: set(final_records(final)) <= set(member.records()), 60, "all records")
-    finally:
-        producer.stop()
-        member.stop()
-    print(f"SIGKILL + restart: records again {took - killed:.2f}s after the kill (session 45s)")
-    assert took - killed < 30, "the restart waited for the old incarnation's session timeout"
-    joins = [r for r in group_records(group_store, group) if r.kind == "JOIN"]
-    assert any(r.payload.get("replaces") == old for r in joins), "not replaced"
-    assert not any(r.kind == "EXPIRE" for r in group_records(group_store, group))
-    consumed = Counter(member.records())
-    lost = set(final_records(final)) - set(consumed)
-    assert not lost, sorted(lost)[:10]
-    # Read twice: only the batch the kill interrupted (Spark re-runs it under the same id).
-    duplicates = {rec for rec, n in consumed.items() if n > 1}
-    interrupted = {tuple(r) for b in member.batches()[:batches_before][-2:] for r in b["records"]}
-    assert duplicates <= interrupted, sorted(duplicates - interrupted)[:10]
-    # A late commit of the old incarnation is refused (fenced), not applied.
-    client = GroupLogClient(group_store, group, create=False)
-    work = client.fold().fork()
-    _, response = work.commit_offsets(old, work.group.generation, {(topic, 0): 0}, 0)
-    assert response.error is GroupError.FENCED_INSTANCE_ID, response
-
-
-def final_records(final: dict[int, int]) -> list[tuple[int, int]]:
-    return [(p, o) for p, n in final.items() for o in range(n)]
-
-
 def _current_member(store: str, group: str) -> str:
     (member,) = spark_kafka_group.describe_group(store, group).members
     return member.member_id
-
-
-def _reads_since(member: MemberProcess, t: float) -> bool:
-    return any(b["time"] > t and b["records"] for b in member.batches())
 
 
 @pytest.mark.smoke
