@@ -137,7 +137,8 @@ def _translate_jaas(jaas: str, settings: _Settings) -> None:
     options = _parse_jaas_options(match.group("options"), key, module)
     kind = module.rsplit(".", 1)[-1]
     given = settings.get("sasl.mechanism") or settings.get("sasl.mechanisms")
-    mechanism = given.strip().upper() if given is not None else None
+    # Exact case: librdkafka refuses "scram-sha-512" as the Java client does.
+    mechanism = given.strip() if given is not None else None
     if kind in ("PlainLoginModule", "ScramLoginModule"):
         wanted = ("PLAIN",) if kind == "PlainLoginModule" else _SCRAM_MECHANISMS
         if mechanism not in wanted:
