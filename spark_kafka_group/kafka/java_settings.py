@@ -41,6 +41,13 @@ _NO_EQUIVALENT: dict[str, str] = {
     "{p}sasl.oauthbearer.token.endpoint.url",
 }
 
+# PEM text given inline (Kafka's KIP-651), one to one.
+_PEM_TEXT: dict[str, str] = {
+    "ssl.truststore.certificates": "ssl.ca.pem",
+    "ssl.keystore.key": "ssl.key.pem",
+    "ssl.keystore.certificate.chain": "ssl.certificate.pem",
+}
+
 _SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 _JAAS_ENTRY = re.compile(
@@ -109,6 +116,10 @@ def translate_java_settings(conf: Mapping[str, str], *, prefix: str = "") -> dic
                 "(do not check it)."
             )
         settings.set("ssl.endpoint.identification.algorithm", value or "none")
+    for java_key, librdkafka_key in _PEM_TEXT.items():
+        text = settings.pop(java_key)
+        if text is not None:
+            settings.put(librdkafka_key, text, source=java_key)
     _translate_truststore(settings)
     _translate_keystore(settings)
     return settings.values
@@ -242,9 +253,6 @@ def _translate_truststore(settings: _Settings) -> None:
     location = settings.pop("ssl.truststore.location")
     password = settings.pop("ssl.truststore.password")
     declared = settings.pop("ssl.truststore.type")
-    certificates = settings.pop("ssl.truststore.certificates")
-    if certificates is not None:
-        settings.put("ssl.ca.pem", certificates, source="ssl.truststore.certificates")
     if location is None:
         return
     kind = store_type(location, declared)
@@ -283,12 +291,6 @@ def _translate_truststore(settings: _Settings) -> None:
 def _translate_keystore(settings: _Settings) -> None:
     prefix = settings.prefix
     declared = settings.pop("ssl.keystore.type")
-    key_pem = settings.pop("ssl.keystore.key")
-    chain_pem = settings.pop("ssl.keystore.certificate.chain")
-    if key_pem is not None:
-        settings.put("ssl.key.pem", key_pem, source="ssl.keystore.key")
-    if chain_pem is not None:
-        settings.put("ssl.certificate.pem", chain_pem, source="ssl.keystore.certificate.chain")
     # ssl.keystore.location / .password are librdkafka keys too, for PKCS12 only.
     location = settings.get("ssl.keystore.location")
     if location is None:
