@@ -8,8 +8,9 @@ the batch ended). :func:`lag` computes Spark's three figures from those two, per
 ``kafka-group`` source, over the partitions in the batch's end offset: this query's share of
 the group. ``kafka-group describe`` shows the whole group's lag.
 
-pyspark 4.0 / 4.1 report no ``latestOffset`` for Python sources: the figures are then
-``None``.
+pyspark 4.0 / 4.1 have no ``reportLatestOffset``: the ``latestOffset`` they put in the
+progress of a Python source is the source's ``latestOffset()`` answer, i.e. the batch's own
+end (observed on 4.0), which says nothing about the log end. The figures are ``None`` there.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from spark_kafka_group.progress import _parse_offset
 from spark_kafka_group.source.offsets import SourceOffset
+from spark_kafka_group.source.reader import HAS_ADMISSION_CONTROL
 
 
 @dataclass(frozen=True)
@@ -27,8 +29,8 @@ class OffsetsBehindLatest:
     """Spark's Kafka lag figures for one ``kafka-group`` source of a query progress.
 
     Each figure is ``latest - end`` over the partitions of the batch's end offset (records
-    available but not yet read); ``None`` when the progress has no ``latestOffset``
-    (pyspark < 4.2) or shares no partition with it.
+    available but not yet read); ``None`` on pyspark < 4.2 (no log end in the progress),
+    when the progress has no ``latestOffset``, or when it shares no partition with the end.
     """
 
     group: str
@@ -67,7 +69,7 @@ def lag(progress: Any) -> list[OffsetsBehindLatest]:
         end = _offset(source, "endOffset")
         if end is None:
             continue
-        latest = _offset(source, "latestOffset")
+        latest = _offset(source, "latestOffset") if HAS_ADMISSION_CONTROL else None
         behind = [
             latest.offsets[tp] - position
             for tp, position in sorted(end.offsets.items())

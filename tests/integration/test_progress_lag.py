@@ -13,7 +13,7 @@ from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.reader import HAS_ADMISSION_CONTROL
 from tests.streaming import Collected, source_options, start_query
 
-# Also in the smoke suite: on pyspark 4.0 the figures must be None (no latestOffset).
+# Also in the smoke suite: on pyspark 4.0 the figures must be None (no log end in the progress).
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.smoke]
 
 
@@ -45,7 +45,7 @@ def test_lag_figures_match_the_broker_end_offsets(
         assert spark_kafka_group.lag(json.loads(progress.json)) == [figures]
         assert figures.group == "g-lag" and figures.source_index == 0
         if not HAS_ADMISSION_CONTROL:
-            # pyspark 4.0 / 4.1 report no latestOffset for a Python source.
+            # pyspark 4.0 / 4.1 report the batch's end as latestOffset: no figures.
             assert figures.min_offsets_behind_latest is None
             assert figures.as_spark_metrics() == {}
             continue

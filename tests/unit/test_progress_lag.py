@@ -1,4 +1,8 @@
-"""spark_kafka_group.lag on the progress shapes pyspark produces (4.3 JSON and objects, 4.0)."""
+"""spark_kafka_group.lag on the progress shapes pyspark produces (4.3 JSON and objects, 4.0).
+
+The pyspark version the module sees (HAS_ADMISSION_CONTROL) is patched, so every shape is
+tested whatever pyspark runs the tests.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import pytest
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 import spark_kafka_group
+from spark_kafka_group import progress_lag
 from spark_kafka_group.progress_lag import OffsetsBehindLatest
 
 OFFSET = {
@@ -49,6 +54,13 @@ PROGRESS_43: dict[str, Any] = {
     "sink": {"description": "ForeachBatchSink", "numOutputRows": -1},
 }
 
+
+@pytest.fixture(autouse=True)
+def _newest_pyspark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behave as on pyspark >= 4.2 whatever pyspark runs the tests; one test turns it off."""
+    monkeypatch.setattr(progress_lag, "HAS_ADMISSION_CONTROL", True)
+
+
 EXPECTED = OffsetsBehindLatest(
     group="g-lag",
     source_index=0,
@@ -76,14 +88,29 @@ def test_lag_from_pyspark_progress_objects() -> None:
 
 
 @pytest.mark.parametrize("latest", [None, "None", "null"])
-def test_pyspark_40_and_41_have_no_latest_offset(latest: str | None) -> None:
-    # pyspark 4.0 / 4.1: no reportLatestOffset for Python sources, and the end offset is the
-    # repr of the offset dict; a listener's progress object holds str(None).
+def test_no_latest_offset_no_figures(latest: str | None) -> None:
+    # The end offset as pyspark 4.0 / 4.1 write it (the repr of the offset dict); a
+    # listener's progress object holds str(None) for a missing latestOffset.
     progress = copy.deepcopy(PROGRESS_43)
     source = progress["sources"][0]
     source["endOffset"] = repr(source["endOffset"])
     source["latestOffset"] = latest
-    (figures,) = spark_kafka_group.lag(progress)
+    _assert_no_figures(spark_kafka_group.lag(progress))
+
+
+def test_pyspark_40_and_41_report_the_batch_end_as_latest(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without reportLatestOffset (pyspark < 4.2), Spark puts the source's latestOffset()
+    # answer, the batch's own end, in the progress: no lag can be read from it.
+    monkeypatch.setattr(progress_lag, "HAS_ADMISSION_CONTROL", False)
+    progress = copy.deepcopy(PROGRESS_43)
+    source = progress["sources"][0]
+    source["endOffset"] = source["latestOffset"] = repr(source["endOffset"])
+    _assert_no_figures(spark_kafka_group.lag(progress))
+    _assert_no_figures(spark_kafka_group.lag(PROGRESS_43))
+
+
+def _assert_no_figures(result: list[OffsetsBehindLatest]) -> None:
+    (figures,) = result
     assert figures.group == "g-lag" and figures.partitions == 0
     assert figures.min_offsets_behind_latest is None
     assert figures.max_offsets_behind_latest is None
