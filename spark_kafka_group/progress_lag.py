@@ -19,8 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spark_kafka_group.progress import _parse_offset
-from spark_kafka_group.source.offsets import SourceOffset
+from spark_kafka_group.progress import source_offset
 from spark_kafka_group.source.reader import HAS_ADMISSION_CONTROL
 
 
@@ -66,10 +65,10 @@ def lag(progress: Any) -> list[OffsetsBehindLatest]:
     sources = progress["sources"] if isinstance(progress, Mapping) else progress.sources
     result = []
     for index, source in enumerate(sources):
-        end = _offset(source, "endOffset")
+        end = source_offset(source, "endOffset")
         if end is None:
             continue
-        latest = _offset(source, "latestOffset") if HAS_ADMISSION_CONTROL else None
+        latest = source_offset(source, "latestOffset") if HAS_ADMISSION_CONTROL else None
         behind = [
             latest.offsets[tp] - position
             for tp, position in sorted(end.offsets.items())
@@ -86,13 +85,3 @@ def lag(progress: Any) -> list[OffsetsBehindLatest]:
             )
         )
     return result
-
-
-def _offset(source: Any, name: str) -> SourceOffset | None:
-    """The source's ``name`` offset if it is a ``kafka-group`` offset, else None."""
-    value = source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
-    if isinstance(value, str):
-        value = _parse_offset(value)
-    if isinstance(value, Mapping) and {"group", "store", "member", "offsets"} <= set(value):
-        return SourceOffset.from_json(value)
-    return None
