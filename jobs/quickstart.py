@@ -79,18 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     png = args.timeline or os.path.join(work, "group-timeline.png")
     with bootstrap_or_embedded(args.bootstrap_servers) as servers:
         create_topic(servers, args.topic, args.partitions)
-        produced = produce_sample(
-            servers, args.topic, partitions=args.partitions,
-            per_partition=args.records_per_partition,
-        )  # fmt: skip
-        print(f"Produced {sum(produced.values())} records to {args.topic} "
-              f"({args.partitions} partitions)")  # fmt: skip
-
         spark = (
             SparkSession.builder.master("local[2]")
             .appName("kafka-group quickstart")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
@@ -127,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         sinks = {"reader_a": Sink(), "reader_b": Sink()}
         queries = {name: start(name, sink) for name, sink in sinks.items()}
         wait_for(lambda: split_between(2), 120, "the two queries to share the partitions")
+        produced = produce_sample(
+            servers, args.topic, partitions=args.partitions,
+            per_partition=args.records_per_partition,
+        )  # fmt: skip
+        print(f"Produced {sum(produced.values())} records to {args.topic} "
+              f"({args.partitions} partitions)")  # fmt: skip
         wait_for(lambda: all(s.partitions() for s in sinks.values()), 120, "both reading")
         print(f"\n1. Group {args.group_id!r}: two queries split {args.partitions} partitions")
         for member, partitions in owners().items():
