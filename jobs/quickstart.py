@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 .option("groupStore", store)
                 .option("startingOffsets", "earliest")
                 .option("heartbeatIntervalMs", "1000")
+                .option("kafka.client.id", name)  # names the member in describe and the PNG
                 .load()
             )
             return (
@@ -149,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             60, "every record",
         )  # fmt: skip
         took = time.monotonic() - stopped_at
+        time.sleep(3)  # so that the timeline shows reader_b holding everything
         print(
             f"\n2. reader_a stopped; reader_b took over all {args.partitions} partitions and "
             f"read every new record {took:.1f} s later (no session timeout to wait for)"
