@@ -64,7 +64,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -80,6 +80,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from spark_kafka_group.errors import GroupStoreError, IncompatibleGroupStoreError, OptionError
 from spark_kafka_group.group.records import RECORD_SCHEMA_VERSION, GroupRecord
+from spark_kafka_group.store.files import is_local_uri, local_path, table_filesystem
 
 log = logging.getLogger(__name__)
 
@@ -227,25 +228,16 @@ def group_log_uri(store: str, group_id: str) -> str:
     if not store or not str(store).strip():
         raise GroupStoreError("groupStore is empty; give a directory or an object-store URI")
     store = str(store)
-    if _is_local(store):
+    if is_local_uri(store):
         store = os.path.expanduser(store)
     return store.rstrip("/") + "/" + group_id
-
-
-def _is_local(uri: str) -> bool:
-    scheme = urlparse(uri).scheme
-    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
-
-
-def _local_path(uri: str) -> str:
-    return urlparse(uri).path if uri.startswith("file://") else uri
 
 
 def _list_dir(uri: str, storage_options: Mapping[str, str] | None) -> dict[str, float] | None:
     """Entries directly under ``uri`` with their modification time (epoch seconds, 0 if
     unknown); ``None`` if ``uri`` does not exist."""
-    if _is_local(uri):
-        path = _local_path(uri)
+    if is_local_uri(uri):
+        path = local_path(uri)
         if not os.path.exists(path):
             return None
         if not os.path.isdir(path):
@@ -519,8 +511,8 @@ class GroupLog:
         Raises :class:`IncompatibleGroupStoreError` if ``uri`` holds anything else (never
         touching it) and :class:`GroupStoreError` if it cannot be read or written.
         """
-        if _is_local(uri):
-            uri = os.path.abspath(os.path.expanduser(_local_path(uri)))
+        if is_local_uri(uri):
+            uri = os.path.abspath(os.path.expanduser(local_path(uri)))
         props = {**DEFAULT_TABLE_PROPERTIES, **(table_properties or {})}
         self = cls(uri, storage_options, None, props)
         state = self._inspect()
@@ -532,7 +524,7 @@ class GroupLog:
                 f"there is no group log at {uri}: check the groupStore and groupId options "
                 "(create=False was given, so it is not created)"
             )
-        elif _is_local(uri):
+        elif is_local_uri(uri):
             self._check_writable()
         return self
 
@@ -571,7 +563,7 @@ class GroupLog:
                 "directory to start the group afresh (its committed offsets are then lost), or "
                 "choose another groupId"
             )
-        if _is_local(self.uri) and not os.path.isdir(_local_path(self.uri)):
+        if is_local_uri(self.uri) and not os.path.isdir(local_path(self.uri)):
             found = "a file"
         else:
             names = sorted(entries)
@@ -583,7 +575,7 @@ class GroupLog:
         )
 
     def _check_writable(self) -> None:
-        path = _local_path(self.uri)
+        path = local_path(self.uri)
         try:
             os.makedirs(path, exist_ok=True)
             probe = os.path.join(path, f"{_PROBE_PREFIX}{uuid.uuid4().hex}")
@@ -730,16 +722,8 @@ class GroupLog:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _filesystem(self, table: DeltaTable) -> Any:
-        """A pyarrow file system rooted at the table: native for local logs (much faster)."""
-        import pyarrow.fs as pafs
-
-        if _is_local(self.uri):
-            return pafs.SubTreeFileSystem(_local_path(self.uri), pafs.LocalFileSystem())
-        from deltalake.fs import DeltaStorageHandler
-
-        return pafs.PyFileSystem(
-            DeltaStorageHandler.from_table(table._table, self._storage_options)
-        )
+        """A pyarrow file system rooted at the table (see :mod:`.files` for why not delta-rs's)."""
+        return table_filesystem(table, self._storage_options)
 
     # -- appending ---------------------------------------------------------------------------
 
@@ -822,7 +806,7 @@ class GroupLog:
     def _create(self, data: pa.Table, commit: CommitProperties) -> int:
         if self._table is not None or self._inspect() == "table":
             raise self._conflict(-1, RuntimeError("the log already exists"))
-        if _is_local(self.uri):
+        if is_local_uri(self.uri):
             self._check_writable()
         try:
             write_deltalake(
