@@ -77,3 +77,15 @@ class TableFiles:
         out = pa.BufferOutputStream()  # a copy in Arrow's memory, released without the GIL
         out.write(data)
         return out.getvalue()
+
+
+def query_table(table: DeltaTable, sql: str, *, name: str = "t") -> pa.Table:
+    """Run ``sql`` over ``table`` (registered as ``name``) inside delta-rs (DataFusion).
+
+    For reading user tables, which can be big: delta-rs reads them with its own object store
+    and hands back Arrow data whose release needs no GIL, so nothing outlives the call on an
+    Arrow thread (unlike ``DeltaTable.to_pyarrow_dataset``, see above).
+    """
+    from deltalake import QueryBuilder
+
+    return pa.table(QueryBuilder().register(name, table).execute(sql))
