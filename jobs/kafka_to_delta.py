@@ -44,7 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 import spark_kafka_group
 from spark_kafka_group.embedded import bootstrap_or_embedded
-from spark_kafka_group.options import read_properties
+from spark_kafka_group.options import read_properties, storage_options_from
 
 DELTA_JVM_CLASSES = (
     "io.delta.sql.DeltaSparkSessionExtension",
@@ -277,7 +277,8 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
 
         own_spark = spark is None
         spark = spark or _spark(args)
-        spark_kafka_group.register(spark)
+        store_options = storage_options_from(options)
+        spark_kafka_group.register(spark, storage_options=store_options)
         use_delta = args.sink == "delta" or (args.sink == "auto" and delta_jvm_available(spark))
         reader = spark.readStream.format("kafka-group")
         for key, value in options.items():
@@ -317,7 +318,7 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
         except Exception as exc:  # the query failed: report it, still leave the group
             failed = exc
         finally:
-            spark_kafka_group.leave_group(query)
+            spark_kafka_group.leave_group(query, storage_options=store_options)
         if failed is not None:
             print(f"error: the query failed: {str(failed).splitlines()[0]}", file=sys.stderr)
             if own_spark:
