@@ -20,7 +20,7 @@ NOWHERE = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ALLOW_HTTP": "true"}
         ({"conditional_put": "disabled"}, "conditional_put=disabled", "Remove the option"),
         ({"AWS_CONDITIONAL_PUT": "Disabled"}, "conditional_put=Disabled", "If-None-Match"),
         ({"AWS_S3_ALLOW_UNSAFE_RENAME": "true"}, "AWS_S3_ALLOW_UNSAFE_RENAME=true", "Remove it"),
-        ({"aws_s3_locking_provider": "dynamodb"}, "AWS_S3_LOCKING_PROVIDER=dynamodb", "ignored"),
+        ({"aws_s3_locking_provider": "dynamodb"}, "AWS_S3_LOCKING_PROVIDER=dynamodb", "ignore it"),
     ],
 )
 def test_options_that_break_put_if_absent_are_refused_at_open(
