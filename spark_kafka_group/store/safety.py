@@ -2,8 +2,8 @@
 
 Every append to a group log is a compare-and-swap on the Delta version: the commit file of
 version ``N+1`` must be created only if it does not exist yet. delta-rs (>= 1.6.0, the lowest
-version pinned in pyproject) writes every commit on S3, S3-compatible stores, ADLS / Azure Blob and GCS
-as a conditional put (``If-None-Match: *``, or the store's create-only precondition); on a
+version pinned in pyproject) writes every commit on S3, S3-compatible stores, ADLS / Azure Blob
+and GCS as a conditional put (``If-None-Match: *``, or the store's create-only precondition); on a
 local disk as a rename that fails if the target exists. Two things can still break it:
 
 - storage options that switch it off or ask for something delta-rs no longer does
@@ -89,8 +89,9 @@ def check_storage_options(
         raise UnsafeGroupStoreError(
             f"group store {uri}: AWS_S3_LOCKING_PROVIDER={locking} is not supported: delta-rs "
             "1.6.1 and newer ignore it (they have no DynamoDB log store) and the group log "
-            "relies on the store's conditional put alone. Remove the option (and DELTA_DYNAMO_TABLE_NAME) from the "
-            "groupStore.* options and the environment; the store must honour If-None-Match"
+            "relies on the store's conditional put alone. Remove the option (and "
+            "DELTA_DYNAMO_TABLE_NAME) from the groupStore.* options and the environment; the "
+            "store must honour If-None-Match"
         )
 
 
