@@ -170,7 +170,7 @@ class SparkRuns:
                         lambda q=newcomer: q.lastProgress is not None, 60, "the newcomer's progress"
                     )
                 finally:
-                    self.spark_group.leave(newcomer)
+                    newcomer.stop()
                 member = next(group_offsets(newcomer.lastProgress)).member
                 uri = group_log_uri(store, group)
                 log = GroupLog.open(uri, storage_options=self.options).read()
@@ -190,8 +190,6 @@ class SparkRuns:
         finally:
             for q in owners:
                 q.stop()
-            for q in owners:
-                self.spark_group.leave(q)
         return figures, statistics.median(durations) if durations else float("nan")
 
     def stop(self) -> None:

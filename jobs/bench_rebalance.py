@@ -293,12 +293,9 @@ class SparkGroup:
                 raise RuntimeError(f"query failed to start: {query.exception()}")
             time.sleep(0.25)
 
-    def leave(self, query: Any) -> None:
-        """Stop ``query`` and write its LEAVE now."""
-        import spark_kafka_group
-
-        query.stop()
-        spark_kafka_group.leave_group(query, storage_options=self.storage_options)
+    @staticmethod
+    def leave(query: Any) -> None:
+        query.stop()  # its member leaves the group as the query ends
 
     def stop(self) -> None:
         self.spark.stop()
