@@ -167,17 +167,31 @@ class SourceOptions:
         return f"assign={json.dumps({t: list(p) for t, p in (self.assign or {}).items()})}"
 
 
+#: Options starting with this (any case) are delta-rs storage options of the group store.
+STORE_OPTION_PREFIX = "groupstore."
+
+
+def storage_options_from(raw: Mapping[str, str]) -> dict[str, str]:
+    """The ``groupStore.<key>`` options of ``raw`` as delta-rs storage options ``{key: value}``
+    (what :func:`spark_kafka_group.register` and ``leave_group`` need on an object store)."""
+    return {
+        key[len(STORE_OPTION_PREFIX) :]: str(value)
+        for key, value in raw.items()
+        if key.lower().startswith(STORE_OPTION_PREFIX)
+    }
+
+
 def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     """Validate ``raw`` (as given to ``DataSource.__init__``) into :class:`SourceOptions`."""
     values: dict[str, str] = {}
     kafka_params: dict[str, str] = {}
-    storage_options: dict[str, str] = {}
+    storage_options = storage_options_from(raw)
     for key, value in raw.items():
         lower = key.lower()
         if lower in _SPECS_BY_KEY:
             values[lower] = str(value)
-        elif lower.startswith("groupstore."):
-            storage_options[key[len("groupstore.") :]] = str(value)
+        elif lower.startswith(STORE_OPTION_PREFIX):
+            continue
         elif lower.startswith("kafka."):
             kafka_key = key[len("kafka.") :].lower()
             if kafka_key in _OWNED_KAFKA_KEYS:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.object_stores import any_store, azure_store, s3_store  # noqa: F401 (fixtures)
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
