@@ -118,8 +118,8 @@ def test_a_restarted_query_reads_new_records_at_once(
                 start=first_counts[0],
             )  # fmt: skip
             first_counts = {p: first_counts[p] + failing[p] for p in first_counts}
-            query.awaitTermination(60)
-            assert query.exception() is not None, "the sink's failure did not end the query"
+            with pytest.raises(StreamingQueryException, match="the sink failed"):
+                query.awaitTermination(60)
     finally:
         query.stop()
     checkpoint = "new" if restart == "new" else "same"
