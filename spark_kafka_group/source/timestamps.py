@@ -119,7 +119,8 @@ class RecordReader:
     def __init__(self, bootstrap_servers: str, client_conf: Mapping[str, str]) -> None:
         conf = client_config(bootstrap_servers, client_conf)
         conf.update({"group.id": "spark-kafka-group-timestamps", "enable.auto.commit": False})
-        conf.update({"enable.partition.eof": True, "fetch.max.bytes": 1_048_576})
+        # One small fetch per read; no waiting for more data than the one record.
+        conf.update({"enable.partition.eof": True, "fetch.wait.max.ms": 10})
         self._bootstrap_servers = bootstrap_servers
         self._consumer = Consumer(conf)
 
@@ -143,23 +144,22 @@ class RecordReader:
 
     def _read(self, tp: TopicPartition, offset: int) -> tuple[int, int] | None:
         self._consumer.assign([KafkaTopicPartition(tp[0], tp[1], offset)])
+        reason = f"no answer within {READ_TIMEOUT_S:g}s"
         try:
             message = self._consumer.poll(READ_TIMEOUT_S)
             while message is not None and message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
+                error = message.error()
+                if error.code() == KafkaError._PARTITION_EOF:
                     return None
-                if not message.error().retriable():
+                reason = error.str()
+                if not error.retriable():
                     break
                 message = self._consumer.poll(READ_TIMEOUT_S)
         except KafkaException as exc:
-            message = None
-            reason = str(exc)
-        else:
-            reason = "" if message is None else message.error().str()
+            message, reason = None, str(exc)
         if message is None or message.error() is not None:
             raise KafkaGroupError(
                 f"Reading the record at offset {offset} of {tp[0]}-{tp[1]} from "
-                f"{self._bootstrap_servers!r} to find a timestamp failed "
-                f"({reason or f'no answer within {READ_TIMEOUT_S:g}s'})."
+                f"{self._bootstrap_servers!r} to find a timestamp failed ({reason})."
             )
         return message.offset(), message.timestamp()[1]
