@@ -73,7 +73,9 @@ class KafkaGroupBatchReader(DataSourceReader):
         return [KafkaInputPartition(fetch_spec(opts, r)) for r in split]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from fetch(partition.spec)  # type: ignore[attr-defined]
+        spec = getattr(partition, "spec", None)
+        if spec is not None:  # an empty range list reaches here as one bare InputPartition
+            yield from fetch(spec)
 
 
 def fetch_spec(options: SourceOptions, offset_range: OffsetRange) -> FetchSpec:

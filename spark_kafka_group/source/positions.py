@@ -169,8 +169,8 @@ def check_in_range(
             lost = f"offsets {position}..{low - 1} ({low - position}) were deleted (retention)"
         else:
             lost = (
-                f"the position is {position - high} past the end: the topic was recreated or "
-                "truncated, and offsets from the earliest one on are new records"
+                f"it is {position - high} offset(s) past the end: the topic was recreated or "
+                "truncated (its records from the log start on are new)"
             )
         if fail_on_data_loss:
             raise OffsetOutOfRangeError(

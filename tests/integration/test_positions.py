@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 import spark_kafka_group
 from spark_kafka_group.kafka import KafkaCluster
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.sample_data import create_topic
 from spark_kafka_group.source.positions import LogBounds
 from spark_kafka_group.source.timestamps import offsets_for_timestamps
 from tests.processes import wait_until
@@ -27,11 +27,16 @@ pytestmark = [pytest.mark.broker]
 BASE_MS = 1_700_000_000_000
 
 
-def produce_at(servers: str, topic: str, partition: int, timestamps: list[int]) -> None:
-    """One record per timestamp (explicit CreateTime), in order."""
-    producer = Producer({"bootstrap.servers": servers, "linger.ms": 0})
-    for i, ts in enumerate(timestamps):
-        producer.produce(topic, value=f"v{i}".encode(), partition=partition, timestamp=ts)
+def produce(
+    servers: str, topic: str, partitions: int, count: int, *, timestamps: list[int] | None = None
+) -> None:
+    """``count`` records to each partition, values ``v<i>``, with explicit CreateTimes if given.
+    One record per produce batch: the test broker's ListOffsets(latest) is only right then."""
+    producer = Producer({"bootstrap.servers": servers, "linger.ms": 0, "batch.num.messages": 1})
+    for partition in range(partitions):
+        for i in range(count):
+            ts = timestamps[i] if timestamps else 0
+            producer.produce(topic, value=f"v{i}".encode(), partition=partition, timestamp=ts)
     assert producer.flush(30) == 0
 
 
@@ -71,7 +76,7 @@ def test_new_topic_under_a_running_pattern_query_is_read_from_earliest(
 ) -> None:
     first, later = f"{topic_name}-a", f"{topic_name}-b"
     create_topic(bootstrap_servers, first, 1)
-    produce_sample(bootstrap_servers, first, partitions=1, per_partition=5)  # before: skipped
+    produce(bootstrap_servers, first, 1, 5)  # before the query: skipped (latest)
     options = source_options(bootstrap_servers, "", "g-new-part", group_store)
     del options["subscribe"]
     options.update(subscribePattern=f"{topic_name}-.*", startingOffsets="latest")
@@ -95,9 +100,9 @@ def test_new_topic_under_a_running_pattern_query_is_read_from_earliest(
     )
     try:
         wait_until(lambda: query.lastProgress is not None, 120, "the query's first trigger")
-        produce_sample(bootstrap_servers, first, partitions=1, per_partition=5, start=5)
+        produce(bootstrap_servers, first, 1, 5)
         create_topic(bootstrap_servers, later, 2)
-        produce_sample(bootstrap_servers, later, partitions=2, per_partition=10)  # right away
+        produce(bootstrap_servers, later, 2, 10)  # right away, before the query discovers it
         expected = [(first, 0, o) for o in range(5, 10)]
         expected += [(later, p, o) for p in (0, 1) for o in range(10)]
         wait_until(lambda: len(seen) >= len(expected), 120, f"{len(expected)} records")
@@ -118,22 +123,26 @@ def test_recreated_topic_fails_or_continues_at_earliest_by_fail_on_data_loss(
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         pytest.skip("deletes a topic: only on the embedded broker")
     create_topic(bootstrap_servers, topic_name, 2)
-    produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=10)
-    options = source_options(bootstrap_servers, topic_name, "g-loss", group_store)
-    checkpoint = str(tmp_path / "ckpt")
-    assert len(run_available_now(spark, options, checkpoint).records) == 20
-
+    produce(bootstrap_servers, topic_name, 2, 10)
+    # The group consumed all 10 records of each partition. (Set with reset-offsets rather than
+    # by a first query: librdkafka consumers that read a topic crash when it is recreated on
+    # the test broker, and a query's executors keep theirs pooled.)
+    consumed = {(topic_name, 0): 10, (topic_name, 1): 10}
+    spark_kafka_group.reset_offsets(group_store, "g-loss", consumed, execute=True)
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     for future in admin.delete_topics([topic_name], operation_timeout=10).values():
         future.result(15)
     wait_until(lambda: topic_name not in admin.list_topics(timeout=5).topics, 30, "the topic to go")
     create_topic(bootstrap_servers, topic_name, 2)
-    produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=3)
+    produce(bootstrap_servers, topic_name, 2, 3)
+    options = source_options(bootstrap_servers, topic_name, "g-loss", group_store)
 
-    with pytest.raises(AssertionError, match=r"out of range.*failOnDataLoss=false"):
-        run_available_now(spark, options, checkpoint)
-    # The recreated topic's records are all read: nothing that exists is skipped.
-    run = run_available_now(spark, {**options, "failOnDataLoss": "false"}, checkpoint)
+    with pytest.raises(Exception, match=r"is 10, out of range.*7 offset\(s\) past the end"):
+        run_available_now(spark, options, str(tmp_path / "c1"))
+    # failOnDataLoss=false: every record of the recreated topic is read, nothing that exists
+    # is skipped (with the old rule, 'latest' would have skipped all three).
+    lenient = {**options, "failOnDataLoss": "false", "startingOffsets": "latest"}
+    run = run_available_now(spark, lenient, str(tmp_path / "c2"))
     assert run.records == [(p, o) for p in (0, 1) for o in range(3)]
     committed = spark_kafka_group.describe_group(group_store, "g-loss").committed
     assert committed == {(topic_name, 0): 3, (topic_name, 1): 3}
@@ -146,7 +155,9 @@ def test_offsets_for_timestamps_are_checked_against_the_records(
     bootstrap_servers, topic_name
 ) -> None:
     create_topic(bootstrap_servers, topic_name, 1)
-    produce_at(bootstrap_servers, topic_name, 0, [BASE_MS + 1000 * i for i in range(40)])
+    produce(
+        bootstrap_servers, topic_name, 1, 40, timestamps=[BASE_MS + 1000 * i for i in range(40)]
+    )
     tp = (topic_name, 0)
     with KafkaCluster(bootstrap_servers) as cluster:
         bounds = LogBounds(earliest=cluster.earliest_offsets([tp]), latest={tp: 40})
@@ -166,10 +177,9 @@ def test_timestamp_starts_land_on_the_first_record_at_or_after_the_timestamp(
     spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:
     create_topic(bootstrap_servers, topic_name, 2)
-    for partition in (0, 1):
-        produce_at(
-            bootstrap_servers, topic_name, partition, [BASE_MS + 1000 * i for i in range(20)]
-        )
+    produce(
+        bootstrap_servers, topic_name, 2, 20, timestamps=[BASE_MS + 1000 * i for i in range(20)]
+    )
     base = source_options(bootstrap_servers, topic_name, "g-ts", group_store)
     base.pop("startingOffsets")
 
@@ -209,7 +219,7 @@ def test_batch_read_returns_exactly_the_range_with_the_stream_schema(
     spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:
     create_topic(bootstrap_servers, topic_name, 2)
-    produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=20)
+    produce(bootstrap_servers, topic_name, 2, 20)
     base = source_options(bootstrap_servers, topic_name, "g-batch", group_store)
     base.pop("startingOffsets")
 
@@ -279,12 +289,10 @@ def test_trigger_minimum_holds_batch_by_batch_and_the_delay_flushes_the_rest(
         wait_until(lambda: query.lastProgress is not None, 120, "the query's first trigger")
         produced = 0
         while produced < 150:  # slow production: 8 records every 0.3 s
-            produce_sample(
-                bootstrap_servers, topic_name, partitions=2, per_partition=4, start=produced // 2
-            )
+            produce(bootstrap_servers, topic_name, 2, 4)
             produced += 8
             time.sleep(0.3)
-        produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=5, start=76)
+        produce(bootstrap_servers, topic_name, 2, 5)
         produced += 10  # a tail below the minimum: only the delay lets it through
         wait_until(lambda: collected.count() >= produced, 120, f"{produced} records")
     finally:

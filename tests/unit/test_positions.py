@@ -60,7 +60,7 @@ def test_fail_on_data_loss_false_continues_at_the_nearest_existing_offset(caplog
     assert checked == {A0: 5, A1: 0, NEW: 10}
     assert "(3 offset(s) skipped)" in caplog.text
     assert "offsets 2..4 (3) were deleted" in caplog.text
-    assert "5 past the end" in caplog.text
+    assert "5 offset(s) past the end" in caplog.text
     with pytest.raises(OffsetOutOfRangeError, match="a-0 is 2, out of range"):
         check_in_range(given_positions, bounds=BOUNDS, fail_on_data_loss=True, source="x")
 
