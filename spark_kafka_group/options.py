@@ -437,41 +437,47 @@ def _parse_subscription(
 
 
 def _starting_offsets(get: Callable[[str], str | None]) -> OffsetLimit:
-    words = ("earliest", "latest", "none", "group")
-    mode, per_partition = _offsets_json("startingOffsets", get("startingOffsets") or "", words)
     strategy = (get("startingOffsetsByTimestampStrategy") or "").strip().lower()
     if strategy not in ("error", "latest"):
         raise OptionError(
             f"Option 'startingOffsetsByTimestampStrategy' = {strategy!r} is not valid: use "
             "'error' (fail when no record is at or after the timestamp) or 'latest'."
         )
-    return OffsetLimit(
-        mode=mode,
-        per_partition=per_partition,
-        by_timestamp=_timestamps_json("startingOffsetsByTimestamp", get),
-        timestamp_ms=_timestamp("startingTimestamp", get),
-        no_match_latest=strategy == "latest",
-    )
+    words = ("earliest", "latest", "none", "group")
+    return _offset_limit(get, "starting", words, no_match_latest=strategy == "latest")
 
 
 def _ending_offsets(get: Callable[[str], str | None]) -> OffsetLimit | None:
     names = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
     if all(get(name) is None for name in names):
         return None
-    mode, per_partition = _offsets_json(
-        "endingOffsets", get("endingOffsets") or "latest", ("latest",)
-    )
-    if EARLIEST in per_partition.values():
+    # As Spark: an end after every record is the latest offset.
+    limit = _offset_limit(get, "ending", ("latest",), no_match_latest=True)
+    if EARLIEST in limit.per_partition.values():
         raise OptionError(
             f"Option 'endingOffsets' = {get('endingOffsets')!r}: an ending offset cannot be -2 "
             "(earliest); use an offset, or -1 for latest."
         )
+    return limit
+
+
+def _offset_limit(
+    get: Callable[[str], str | None],
+    which: Literal["starting", "ending"],
+    words: tuple[str, ...],
+    *,
+    no_match_latest: bool,
+) -> OffsetLimit:
+    """``<which>Offsets`` with ``<which>Timestamp`` and ``<which>OffsetsByTimestamp``."""
+    mode, per_partition = _offsets_json(
+        f"{which}Offsets", get(f"{which}Offsets") or words[0], words
+    )
     return OffsetLimit(
         mode=mode,
         per_partition=per_partition,
-        by_timestamp=_timestamps_json("endingOffsetsByTimestamp", get),
-        timestamp_ms=_timestamp("endingTimestamp", get),
-        no_match_latest=True,  # as Spark: an end after every record is the latest offset
+        by_timestamp=_timestamps_json(f"{which}OffsetsByTimestamp", get),
+        timestamp_ms=_timestamp(f"{which}Timestamp", get),
+        no_match_latest=no_match_latest,
     )
 
 
