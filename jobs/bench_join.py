@@ -164,7 +164,6 @@ class SparkRuns:
                     )
                 finally:
                     newcomer.stop()
-                    spark_kafka_group.leave_group(newcomer)
                 member = next(group_offsets(newcomer.lastProgress)).member
                 log = GroupLog.open(group_log_uri(store, group)).read()
                 joined_ms = min(
@@ -183,8 +182,6 @@ class SparkRuns:
         finally:
             for q in owners:
                 q.stop()
-            for q in owners:
-                spark_kafka_group.leave_group(q)
         return figures, statistics.median(durations) if durations else float("nan")
 
     def stop(self) -> None:

@@ -282,10 +282,7 @@ class SparkGroup:
 
     @staticmethod
     def leave(query: Any) -> None:
-        import spark_kafka_group
-
-        query.stop()
-        spark_kafka_group.leave_group(query)
+        query.stop()  # its member leaves the group as the query ends
 
     def stop(self) -> None:
         self.spark.stop()

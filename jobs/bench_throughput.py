@@ -30,7 +30,6 @@ MB/s, peak RSS, ...).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import multiprocessing as mp
 import os
@@ -341,7 +340,6 @@ class SourceBench:
         others are source options."""
         if self.spark is None or self.error is not None:
             return None
-        import spark_kafka_group
 
         settings = settings or {}
         confs = {k: v for k, v in settings.items() if k.startswith("spark.")}
@@ -384,8 +382,6 @@ class SourceBench:
                     self.spark.conf.set(k, v)
         measured = _source_rate(list(query.recentProgress))
         measured["wall"] = time.perf_counter() - wall
-        with contextlib.suppress(Exception):
-            spark_kafka_group.leave_group(query)  # type: ignore[attr-defined]
         return measured
 
     def ceiling(self, partitions: int, rows_per_partition: int, value_bytes: int) -> float:

@@ -309,10 +309,8 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
             query.awaitTermination()
         except KeyboardInterrupt:
             query.stop()
-        except Exception as exc:  # the query failed: report it, still leave the group
+        except Exception as exc:  # the query failed: report it (its member left the group)
             failed = exc
-        finally:
-            spark_kafka_group.leave_group(query)
         if failed is not None:
             print(f"error: the query failed: {str(failed).splitlines()[0]}", file=sys.stderr)
             if own_spark:

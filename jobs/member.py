@@ -9,7 +9,8 @@ produced and against the group log.
     python jobs/member.py --bootstrap-servers B --topic T --group-id G --group-store S \\
         --journal /tmp/m1.jsonl --checkpoint /tmp/m1-ckpt [--instance-id m1]
 
-SIGTERM stops the query, commits its last batch and leaves the group (static members stay).
+SIGTERM stops the query; its member commits its last batch and leaves the group as the query
+ends (static members stay). With ``--available-now`` it reads what is available and exits.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--strategy", default="cooperative-sticky")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--available-now", action="store_true", help="one Trigger.AvailableNow run, then exit"
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -90,13 +94,16 @@ def main(argv: list[str] | None = None) -> int:
             journal.flush()
             os.fsync(journal.fileno())
 
-    query = (
+    writer = (
         reader.load()
         .writeStream.foreachBatch(record_batch)
         .option("checkpointLocation", args.checkpoint)
-        .trigger(processingTime=f"{args.trigger_ms} milliseconds")
-        .start()
     )
+    if args.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{args.trigger_ms} milliseconds")
+    query = writer.start()
     print(f"member started: pid {os.getpid()} query {query.id}", flush=True)
 
     stopping = threading.Event()
@@ -105,7 +112,6 @@ def main(argv: list[str] | None = None) -> int:
         stopping.wait(0.5)
     if query.isActive:
         query.stop()
-    spark_kafka_group.leave_group(query)
     error = query.exception()
     spark.stop()
     if error is not None:

@@ -24,6 +24,7 @@ __all__ = [
     "FORMAT_NAME",
     "__version__",
     "describe_group",
+    "lag",
     "leave_group",
     "register",
     "reset_offsets",
@@ -58,6 +59,10 @@ def __getattr__(name: str) -> object:
         from spark_kafka_group import admin
 
         return getattr(admin, name)
+    if name == "lag":
+        from spark_kafka_group.progress_lag import lag
+
+        return lag
     if name == "leave_group":
         from spark_kafka_group.progress import leave_group
 

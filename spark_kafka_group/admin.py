@@ -141,8 +141,8 @@ def reset_offsets(
                 for m in group.members.values()
             )
             raise GroupNotEmptyError(
-                f"Group {group_id!r} has live members ({live}): stop their queries (and call "
-                "spark_kafka_group.leave_group(query), or wait for their session timeout) "
+                f"Group {group_id!r} has live members ({live}): stop their queries (a stopped "
+                "query's member leaves; a static member expires after its session timeout) "
                 "before resetting offsets."
             )
         plan = {
@@ -224,15 +224,20 @@ def leave_for_member(
     member_id: str,
     *,
     storage_options: Mapping[str, str] | None = None,
+    client: GroupLogClient | None = None,
+    reason: str = "leave_group() after query stop",
 ) -> bool:
-    """Write LEAVE for a dynamic member (static members keep their partitions, as in Kafka)."""
-    client = _client(store, group_id, storage_options, create=False)
+    """Write LEAVE for a dynamic member (static members keep their partitions, as in Kafka);
+    whether it left now (False: not a member any more, or static). ``client`` as in
+    :func:`commit_for_member`."""
+    if client is None:
+        client = _client(store, group_id, storage_options, create=False)
 
     def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], bool]:
         member = work.group.member(member_id)
         if member is None or member.instance_id is not None:
             return [], False
-        records, response = work.leave(member_id, now, reason="leave_group() after query stop")
+        records, response = work.leave(member_id, now, reason=reason)
         return records, response.error is GroupError.NONE
 
     left = client.transact(decide)

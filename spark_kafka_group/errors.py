@@ -39,5 +39,10 @@ class IncompatibleGroupStoreError(GroupStoreError):
     """The group store path holds something that is not a group log this version can read."""
 
 
+class GroupJoinTimeoutError(KafkaGroupError):
+    """A member that must have an assignment before it reads (Trigger.AvailableNow) could not
+    complete its join within the bound."""
+
+
 class MemberFencedError(KafkaGroupError):
     """This member was fenced (expired, duplicate instance id or stale generation)."""

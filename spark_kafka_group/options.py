@@ -5,7 +5,8 @@ name is matched case-insensitively and messages quote the documented spelling. O
 are public API: keep them.
 
 * ``kafka.*`` keys pass through to librdkafka (security, fetch tuning, ...) except the keys
-  the source must own, which are refused with the option to use instead.
+  the source must own, which are refused with the option to use instead. The Java client's
+  security keys are translated to librdkafka's (:mod:`spark_kafka_group.kafka.java_settings`).
 * ``groupStore.*`` keys pass through to delta-rs as storage options (S3, ADLS, GCS).
 * Anything else that is not a known option is an error naming it and the closest valid name.
 """
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from spark_kafka_group.errors import OptionError
+from spark_kafka_group.kafka.config import OffsetFetchRetry
+from spark_kafka_group.kafka.java_settings import translate_java_settings
 
 OffsetMode = Literal["earliest", "latest", "none", "group", "json"]
 
@@ -99,6 +102,9 @@ OPTION_SPECS: tuple[_Spec, ...] = (
     _Spec("endingOffsetsByTimestamp", None, 'Batch reads: JSON {"t": {"0": ms}} of ends.'),
     _Spec("minOffsetsPerTrigger", None, "A micro-batch waits for this many records ..."),
     _Spec("maxTriggerDelay", "15m", "... unless this long has passed since the last batch."),
+    # Spark's names and defaults (its Kafka source's KafkaOffsetReaderAdmin).
+    _Spec("fetchOffset.numRetries", "3", "Attempts at a driver metadata / ListOffsets call."),
+    _Spec("fetchOffset.retryIntervalMs", "1000", "Pause between two of those attempts."),
 )
 
 _SPECS_BY_KEY = {spec.name.lower(): spec for spec in OPTION_SPECS}
@@ -184,8 +190,9 @@ class SourceOptions:
     poll_timeout_ms: int
     commit_to_kafka: bool
     import_from_kafka_group: str | None
-    #: librdkafka settings from ``kafka.*`` options, prefix removed.
+    #: librdkafka settings from ``kafka.*`` options, prefix removed, Java keys translated.
     kafka_params: Mapping[str, str]
+    fetch_offset_retry: OffsetFetchRetry
 
     @property
     def subscription_description(self) -> str:
@@ -303,7 +310,13 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         ),
         commit_to_kafka=_bool("commitToKafka", get("commitToKafka")),
         import_from_kafka_group=(get("importFromKafkaGroup") or "").strip() or None,
-        kafka_params=kafka_params,
+        kafka_params=translate_java_settings(kafka_params, prefix="kafka."),
+        fetch_offset_retry=OffsetFetchRetry(
+            num_retries=_positive_int("fetchOffset.numRetries", get("fetchOffset.numRetries")),
+            retry_interval_ms=_non_negative_int(
+                "fetchOffset.retryIntervalMs", get("fetchOffset.retryIntervalMs")
+            ),
+        ),
     )
 
 

@@ -10,8 +10,11 @@ So:
 
 * :class:`GroupProgressListener`, added by :func:`spark_kafka_group.register`, commits each
   completed batch's offsets on the member's behalf (idempotent: whatever the member already
-  committed is skipped);
-* :func:`leave_group` commits the final batch and writes the member's LEAVE.
+  committed is skipped), and when the query terminates writes the LEAVE of its dynamic
+  members, after that final commit. The member also leaves by itself when the query's
+  streaming-source process ends (:mod:`spark_kafka_group.source.lifecycle`); whichever comes
+  first writes the LEAVE, the other finds the member gone;
+* :func:`leave_group` does the same for one query, explicitly.
 
 Storage credentials for an object-store group log come from the environment here (the
 ``groupStore.*`` options are not part of the progress); pass ``storage_options`` otherwise.
@@ -23,7 +26,7 @@ import ast
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
@@ -41,11 +44,20 @@ def group_offsets(progress: Any) -> Iterator[SourceOffset]:
         return
     sources = progress["sources"] if isinstance(progress, Mapping) else progress.sources
     for source in sources:
-        end = source["endOffset"] if isinstance(source, Mapping) else source.endOffset
-        if isinstance(end, str):
-            end = _parse_offset(end)
-        if isinstance(end, Mapping) and {"group", "store", "member", "offsets"} <= set(end):
-            yield SourceOffset.from_json(end)
+        offset = source_offset(source, "endOffset")
+        if offset is not None:
+            yield offset
+
+
+def source_offset(source: Any, name: str) -> SourceOffset | None:
+    """The offset ``name`` (``startOffset``, ``endOffset``, ``latestOffset``) of one source of
+    a query progress, if it is a ``kafka-group`` offset; else None."""
+    value = source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
+    if isinstance(value, str):
+        value = _parse_offset(value)
+    if isinstance(value, Mapping) and {"group", "store", "member", "offsets"} <= set(value):
+        return SourceOffset.from_json(value)
+    return None
 
 
 def _parse_offset(text: str) -> Any:
@@ -61,25 +73,35 @@ def _parse_offset(text: str) -> Any:
         return None
 
 
+Clients = dict[tuple[str, str], GroupLogClient]
+
+
+def _cached_client(
+    clients: Clients | None, offset: SourceOffset, storage_options: Mapping[str, str] | None
+) -> GroupLogClient | None:
+    if clients is None:
+        return None
+    key = (offset.store, offset.group)
+    client = clients.get(key)
+    if client is None:
+        client = clients[key] = GroupLogClient(
+            offset.store, offset.group, storage_options=storage_options, create=False
+        )
+    return client
+
+
 def commit_progress(
     progress: Any,
     *,
     storage_options: Mapping[str, str] | None = None,
-    clients: dict[tuple[str, str], GroupLogClient] | None = None,
+    clients: Clients | None = None,
 ) -> int:
     """Commit the ``kafka-group`` end offsets of one query progress; how many were written.
     ``clients``: group log clients by (store, group) to reuse across calls (and to add to)."""
     written = 0
     for offset in group_offsets(progress):
         if offset.member and offset.offsets:
-            client = None
-            if clients is not None:
-                key = (offset.store, offset.group)
-                client = clients.get(key)
-                if client is None:
-                    client = clients[key] = GroupLogClient(
-                        offset.store, offset.group, storage_options=storage_options, create=False
-                    )
+            client = _cached_client(clients, offset, storage_options)
             written += commit_for_member(
                 offset.store,
                 offset.group,
@@ -94,14 +116,30 @@ def commit_progress(
 
 
 def leave_group(query: StreamingQuery, *, storage_options: Mapping[str, str] | None = None) -> None:
-    """Commit the query's last completed batch and leave its group now (call after stop or
-    termination). Static members (``groupInstanceId``) commit but stay, as in Kafka."""
+    """Commit the query's last completed batch and leave its group now (after stop or
+    termination). Not needed: a query's member leaves by itself when the query ends (see the
+    module docstring); kept for explicit use. Static members (``groupInstanceId``) commit but
+    stay, as in Kafka."""
     progress = query.lastProgress
     commit_progress(progress, storage_options=storage_options)
-    for offset in group_offsets(progress):
+    _leave(group_offsets(progress), storage_options=storage_options, clients=None)
+
+
+def _leave(
+    offsets: Iterable[SourceOffset],
+    *,
+    storage_options: Mapping[str, str] | None,
+    clients: Clients | None,
+) -> None:
+    for offset in offsets:
         if offset.member:
             leave_for_member(
-                offset.store, offset.group, offset.member, storage_options=storage_options
+                offset.store,
+                offset.group,
+                offset.member,
+                storage_options=storage_options,
+                client=_cached_client(clients, offset, storage_options),
+                reason="its query terminated",
             )
 
 
@@ -113,7 +151,10 @@ class GroupProgressListener(StreamingQueryListener):
         # One client per group log, kept across batches: each commit then folds only the
         # records written since the last one (a new client replays from the latest snapshot,
         # ~50 ms of driver CPU per batch and query).
-        self._clients: dict[tuple[str, str], GroupLogClient] = {}
+        self._clients: Clients = {}
+        # The members each running query (by run id) has reported in its progress: they leave
+        # when it terminates.
+        self._members: dict[str, dict[tuple[str, str, str], SourceOffset]] = {}
         self._lock = threading.Lock()
 
     # Spark Connect pickles listeners to run them on the server: only the options travel.
@@ -127,10 +168,14 @@ class GroupProgressListener(StreamingQueryListener):
         pass
 
     def onQueryProgress(self, event: Any) -> None:
+        progress = event.progress
         with self._lock:
+            members = self._members.setdefault(str(_field(progress, "runId")), {})
+            for offset in group_offsets(progress):
+                members[(offset.store, offset.group, offset.member)] = offset
             try:
                 commit_progress(
-                    event.progress, storage_options=self._storage_options, clients=self._clients
+                    progress, storage_options=self._storage_options, clients=self._clients
                 )
             except Exception:
                 self._clients.clear()  # e.g. the store was replaced: open it afresh next time
@@ -140,4 +185,16 @@ class GroupProgressListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        pass
+        # After the last progress (the listener bus keeps the order): its commit is written.
+        with self._lock:
+            members = self._members.pop(str(event.runId), {})
+            try:
+                _leave(
+                    members.values(), storage_options=self._storage_options, clients=self._clients
+                )
+            except Exception:
+                log.warning("kafka-group: leaving at query termination failed", exc_info=True)
+
+
+def _field(progress: Any, name: str) -> Any:
+    return progress[name] if isinstance(progress, Mapping) else getattr(progress, name)

@@ -41,6 +41,13 @@ class Collected:
             return sum(len(rows) for rows in self.batches.values())
 
 
+def group_records(store: str, group: str) -> list:
+    """Every record of a group's log, in log order."""
+    from spark_kafka_group.store import GroupLog, group_log_uri
+
+    return [r for _, r in GroupLog.open(group_log_uri(store, group), create=False).read()]
+
+
 def source_options(
     bootstrap_servers: str, topic: str, group_id: str, group_store: str, **extra: Any
 ) -> dict[str, str]:
@@ -83,13 +90,11 @@ def start_query(
 def run_available_now(
     spark: SparkSession, options: Mapping[str, str], checkpoint: str, *, timeout_s: float = 180
 ) -> Collected:
-    """Run a query with Trigger.AvailableNow to completion and leave the group."""
-    import spark_kafka_group
+    """Run a query with Trigger.AvailableNow to completion (its member leaves as it ends)."""
 
     collected = Collected()
     query = start_query(spark, options, checkpoint, collected)
     finished = query.awaitTermination(timeout_s)
-    spark_kafka_group.leave_group(query)
     if not finished:
         query.stop()
         raise AssertionError(f"query did not finish within {timeout_s}s")

@@ -205,6 +205,10 @@ class GroupCoordinator:
             mapped = g.static_members.get(request.instance_id)
             if mapped is not None and mapped != mid:
                 replaces = mapped  # a newer incarnation takes over; the old one is fenced
+        elif existing is None and request.replaces not in (None, mid):
+            previous = g.member(request.replaces)
+            if previous is not None and previous.instance_id is None:
+                replaces = previous.member_id  # a restarted query's previous incarnation
         others = [m for k, m in g.members.items() if k not in (mid, replaces)]
         if others:
             if g.protocol_type is not None and request.protocol_type != g.protocol_type:
@@ -270,7 +274,7 @@ class GroupCoordinator:
             "rebalance": rebalance,
             "reason": request.reason
             or (
-                "static member rejoined"
+                ("static member rejoined" if request.instance_id else "restarted member rejoined")
                 if replaces
                 else "member joined"
                 if existing is None

@@ -22,6 +22,12 @@ class JoinRequest:
     JSON metadata. ``owned`` lists the partitions the member still holds (cooperative
     protocols); ``None`` means "whatever the group gave me". With an eager protocol a join
     gives up everything, whatever ``owned`` says.
+
+    ``replaces`` names the previous incarnation of a dynamic member (a query restarted from
+    its checkpoint knows it): if that member is still in the group, the new one takes its
+    place and its partitions at once, as a static member's new incarnation does (KIP-345),
+    and the old id is fenced. Ignored for static members (their instance id says it) and
+    when the previous incarnation has already left or expired.
     """
 
     member_id: str
@@ -36,6 +42,7 @@ class JoinRequest:
     client_host: str = ""
     protocol_type: str = "consumer"
     reason: str | None = None
+    replaces: str | None = None
 
     def protocol_pairs(self) -> tuple[tuple[str, Any], ...]:
         return tuple((p, {}) if isinstance(p, str) else (p[0], p[1]) for p in self.protocols)

@@ -182,7 +182,8 @@ class GroupMetadata:
     members: dict[str, MemberMetadata] = field(default_factory=dict)
     #: group.instance.id -> member id of its current incarnation.
     static_members: dict[str, str] = field(default_factory=dict)
-    #: Member ids replaced by a newer incarnation of their static instance -> instance id.
+    #: Member ids replaced by a newer incarnation -> the instance id they held ("" for a
+    #: dynamic member replaced by its restarted query).
     fenced: dict[str, str] = field(default_factory=dict)
     #: Order in which members joined during the current rebalance.
     join_order: list[str] = field(default_factory=list)

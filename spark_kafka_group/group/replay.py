@@ -133,7 +133,8 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
             held_since=old.held_since,
         )
         group.members[member_id] = member
-        group.fenced[replaces] = str(instance_id)
+        # The fenced id maps to the instance id it held ("" for a restarted dynamic member).
+        group.fenced[replaces] = instance_id or ""
         if group.leader == replaces:
             group.leader = member_id
         group.join_order = [member_id if x == replaces else x for x in group.join_order]

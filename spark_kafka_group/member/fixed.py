@@ -39,7 +39,10 @@ class FixedAssignmentMember:
             stable=True,
         )
 
-    def start(self) -> Assignment:
+    def start(
+        self, *, replacing: str | None = None, must_complete_join: bool = False
+    ) -> Assignment:
+        """Nothing to join: the partitions are fixed (the arguments are the group member's)."""
         self._client.fold()
         return self._assignment
 

@@ -24,11 +24,17 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from spark_kafka_group.errors import GroupStoreError, MemberFencedError, OptionError
+from spark_kafka_group.errors import (
+    GroupJoinTimeoutError,
+    GroupStoreError,
+    MemberFencedError,
+    OptionError,
+)
 from spark_kafka_group.group import (
     GroupConfig,
     GroupCoordinator,
@@ -57,6 +63,11 @@ REBALANCE_POLL_MS = 100
 #: How often the member compares topic metadata with the group's assignment snapshot
 #: (new partitions, topics matching a pattern), in heartbeat intervals.
 METADATA_CHECK_EVERY_HEARTBEATS = 10
+#: When a dynamic member closes with a batch whose commit has not reached the log yet, how long
+#: it waits for that commit (the progress listener writes it once the batch completes) before
+#: it leaves anyway: a commit written after the LEAVE would be refused, and the new owner would
+#: read that batch again.
+LEAVE_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,13 @@ class GroupMember:
         self._fatal: Exception | None = None
         # Earlier incarnations of this query (from its checkpoint) whose batches it resumes.
         self._adopted_members: set[str] = set()
+        # The previous incarnation this member replaces at its first join (see start()).
+        self._replacing: str | None = None
+        # Set when close() begins: no further protocol step may write (a step after the LEAVE
+        # would join the group again under a new id), and a join wait stops.
+        self._closing = threading.Event()
+        self._close_lock = threading.Lock()
+        self._closed = False
         self._listener = RebalanceListenerRunner.load(settings.rebalance_listener)
         self._heartbeat = HeartbeatThread(self._background_step, self._next_step_delay_s)
 
@@ -156,18 +174,34 @@ class GroupMember:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, *, wait_s: float | None = None) -> Assignment:
-        """Join and wait (bounded) for the first assignment; then heartbeat in the background.
+    def start(
+        self, *, replacing: str | None = None, must_complete_join: bool = False
+    ) -> Assignment:
+        """Join and wait for the first assignment; then heartbeat in the background.
+
+        ``replacing``: the member id of this query's previous incarnation (from its
+        checkpoint). If it is still in the group (stopped by a crash, or still finishing its
+        close), this member takes its place and its partitions at once, without waiting for
+        its session timeout, and the old id is fenced.
 
         As a Kafka consumer's first poll, it waits for the rebalance its join started to give
         it partitions: with the cooperative protocol that is the second round at the earliest
         (the first only revokes them from the others). Otherwise the query's first batch is
-        empty and its first records come a trigger later.
+        empty and its first records come a trigger later. The wait is short (two heartbeats
+        and 2 s) unless ``must_complete_join`` (Trigger.AvailableNow, which reads only what it
+        is assigned now): then it waits for a stable generation that includes it, bounded by
+        ``rebalanceTimeoutMs`` + ``sessionTimeoutMs`` (a member that stopped heartbeating must
+        expire first), and raises :class:`GroupJoinTimeoutError` past that bound.
         """
         settings = self.settings
-        if wait_s is None:
-            wait_s = (2 * settings.heartbeat_interval_ms + 2000) / 1000.0
-        deadline = self._clock.now_ms() + int(wait_s * 1000)
+        if replacing and replacing != self.member_id:
+            self._replacing = replacing
+            self._adopted_members.add(replacing)
+        if must_complete_join:
+            wait_ms = settings.rebalance_timeout_ms + settings.session_timeout_ms
+        else:
+            wait_ms = 2 * settings.heartbeat_interval_ms + 2000
+        deadline = self._clock.now_ms() + wait_ms
         self._metadata.refresh()  # a clear error now if the cluster cannot be reached
         self._metadata.start()
         assignment = self.poll()
@@ -176,20 +210,96 @@ class GroupMember:
             return a.settled or (a.stable and bool(a.owned))
 
         while not ready(assignment) and self._clock.now_ms() < deadline:
-            self._heartbeat.sleep(REBALANCE_POLL_MS / 1000.0)
+            if self._closing.wait(REBALANCE_POLL_MS / 1000.0):
+                return assignment  # the query stopped while it waited
             assignment = self.poll()
+        if must_complete_join and not ready(assignment):
+            self._heartbeat.stop()
+            self._metadata.stop()
+            raise GroupJoinTimeoutError(self._join_timeout_message(wait_ms))
         self._heartbeat.start()
         return assignment
 
-    def close(self) -> None:
-        """Stop heartbeating; a dynamic member also leaves (Kafka's consumer.close())."""
-        self._heartbeat.stop()
-        self._metadata.stop()
-        if self.settings.instance_id is None:
+    def close(self, *, grace_s: float = LEAVE_GRACE_S) -> None:
+        """Stop heartbeating; a dynamic member also leaves (Kafka's consumer.close()).
+
+        Idempotent. Before the LEAVE it waits up to ``grace_s`` for the commit of a batch it
+        handed to Spark (see :data:`LEAVE_GRACE_S`); a static member commits what it has and
+        stays, as in Kafka: its partitions wait for it until its session timeout.
+        """
+        self._closing.set()  # first, so that a join wait or a background step stops now
+        with self._close_lock:  # a second caller returns once the first has finished
+            if self._closed:
+                return
+            self._closed = True
+            self._heartbeat.stop()
+            self._metadata.stop()
+            if self._fatal is not None:
+                return  # fenced or expired: the group gave its partitions to someone else
             try:
-                self.leave()
+                if self.settings.instance_id is not None:
+                    with self._lock:
+                        if self._pending_offsets or self._pending_release:
+                            self._step()
+                    return
+                if self._await_final_commit(grace_s):
+                    self.leave()
             except Exception as exc:  # close() must not fail the query
                 log.warning("group %s: leaving on close failed: %s", self.settings.group_id, exc)
+
+    def _await_final_commit(self, grace_s: float) -> bool:
+        """Wait (bounded) until every batch this member handed to Spark is committed; False
+        when the member is no longer in the group (left, expired or replaced meanwhile)."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            with self._lock:
+                group = self._client.fold().group
+                if group.member(self.member_id) is None:
+                    return False
+                uncommitted = {
+                    tp: end
+                    for tp, end in self._reading.items()
+                    if (o := group.offsets.get(TopicPartition(*tp))) is None or o.offset < end
+                }
+            if not uncommitted or time.monotonic() >= deadline:
+                if uncommitted:
+                    log.info(
+                        "group %s: leaving without a commit of %s: the last batch did not "
+                        "complete (its new owner reads it from the last commit)",
+                        self.settings.group_id, _names(uncommitted),
+                    )  # fmt: skip
+                return True
+            time.sleep(REBALANCE_POLL_MS / 1000.0)
+
+    def _join_timeout_message(self, wait_ms: int) -> str:
+        settings = self.settings
+        group = self._client.coordinator.group
+        now = self._clock.now_ms()
+        laggards = []
+        for m in group.members.values():
+            if m.member_id == self.member_id:
+                continue
+            if group.state == GroupState.PREPARING_REBALANCE and not m.joined:
+                silent_s = (now - m.last_seen_ms) / 1000
+                laggards.append(
+                    f"{m.member_id} (did not rejoin; silent for {silent_s:.0f} s, its session "
+                    f"timeout of {m.session_timeout_ms / 1000:.0f} s expires it)"
+                )
+            elif group.state == GroupState.COMPLETING_REBALANCE and m.member_id == group.leader:
+                laggards.append(f"{m.member_id} (leader, did not assign)")
+            elif m.revoking:
+                laggards.append(f"{m.member_id} (did not release {len(m.revoking)} partitions)")
+        return (
+            f"Group {settings.group_id!r} did not give member {self.member_id} a stable "
+            f"assignment within {wait_ms / 1000:.0f} s (rebalanceTimeoutMs "
+            f"{settings.rebalance_timeout_ms} + sessionTimeoutMs {settings.session_timeout_ms}); "
+            f"the group is {group.state.value}. Members that did not rejoin: "
+            f"{', '.join(laggards) or '(none: the group log could not be written)'}. "
+            "A Trigger.AvailableNow run reads only what it is assigned, so it stops here "
+            "rather than end having read nothing. Stop those queries or wait for them to "
+            "expire; or give this run a rebalanceTimeoutMs + sessionTimeoutMs longer than "
+            "their session timeout (use the same timeouts for every query of the group)."
+        )
 
     def leave(self, reason: str = "the query left the group") -> None:
         """Write LEAVE now, so the group rebalances at once instead of after the timeout."""
@@ -215,6 +325,8 @@ class GroupMember:
         """One protocol step (fold, tick, join/sync/heartbeat as needed); the assignment."""
         with self._lock:
             self._raise_if_fatal()
+            if self._closing.is_set():
+                return self._assignment
             try:
                 self._step()
             except GroupStoreError as exc:
@@ -304,6 +416,8 @@ class GroupMember:
                     if self._assignment.held_throughout(tp, batch_generation):
                         self._pending_offsets[tp] = offset
             self._pending_release.update(set(release) & self._assignment.revoking)
+            if self._closing.is_set():
+                return self._assignment  # close() writes what is pending
             try:
                 self._step()  # commits and steps in one write
             except GroupStoreError as exc:
@@ -320,7 +434,7 @@ class GroupMember:
 
     def _background_step(self) -> None:
         with self._lock:
-            if self._fatal is None:
+            if self._fatal is None and not self._closing.is_set():
                 self._step()
 
     def _next_step_delay_s(self) -> float:
@@ -467,6 +581,14 @@ class GroupMember:
         group_id = self.settings.group_id
         previous = self._assignment
         if view.fenced:
+            if self.settings.instance_id is None:
+                self._lose(previous.owned, "replaced by a restart of its query")
+                self._fatal = MemberFencedError(
+                    f"Member {self.member_id} of group {group_id!r} was fenced: its query was "
+                    "restarted from the same checkpoint and the new run took over its "
+                    "partitions. Run one query per checkpoint location."
+                )
+                return
             self._lose(previous.owned, "fenced: another member took over its groupInstanceId")
             self._fatal = MemberFencedError(
                 f"Member {self.member_id} of group {group_id!r} was fenced: another query "
@@ -483,6 +605,7 @@ class GroupMember:
                 log.warning("Rejoining group %s as member %s", group_id, self.member_id)
             self._assignment = Assignment(generation=-1, member_id=self.member_id)
             return
+        self._replacing = None  # joined: the previous incarnation is replaced or gone
         held = frozenset((t, p) for t, p in view.assignment) | frozenset(
             (t, p) for t, p in view.revoking
         )
@@ -495,7 +618,14 @@ class GroupMember:
             self._listener.revoked(sorted(revoked))
         self._client.maintainer = view.is_leader
         generation = view.member_generation
-        since = {tp: previous.owned_since.get(tp, generation) for tp in held}
+        # The group's record of since when each partition is held: a replaced incarnation's
+        # partitions keep their generation, so the batches it planned stay valid.
+        member = coordinator.group.member(self.member_id)
+        group_since = member.held_since if member is not None else {}
+        since = {
+            tp: previous.owned_since.get(tp, group_since.get(TopicPartition(*tp), generation))
+            for tp in held
+        }
         new = held - previous.owned
         stable = view.state == GroupState.STABLE and generation == view.group_generation
         self._assignment = Assignment(
@@ -546,6 +676,7 @@ class GroupMember:
             rebalance_timeout_ms=self.settings.rebalance_timeout_ms,
             client_id=self._client_id,
             client_host=socket.gethostname(),
+            replaces=self._replacing,
         )
 
     def _check_join_error(self, error: GroupError) -> None:

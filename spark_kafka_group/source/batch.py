@@ -47,13 +47,13 @@ class KafkaGroupBatchReader(DataSourceReader):
         self._opts = options
 
     def partitions(self) -> Sequence[InputPartition]:
-        from spark_kafka_group.kafka import KafkaCluster
+        from spark_kafka_group.kafka.cluster import cluster_for_source
         from spark_kafka_group.source.reader import KafkaInputPartition
         from spark_kafka_group.source.subscription import subscription_partitions
         from spark_kafka_group.source.timestamps import offsets_for_timestamps
 
         opts = self._opts
-        with KafkaCluster(opts.bootstrap_servers, client_conf=dict(opts.kafka_params)) as cluster:
+        with cluster_for_source(opts) as cluster:
             tps = subscription_partitions(cluster, opts)
             bounds = LogBounds(
                 earliest=cluster.earliest_offsets(tps), latest=cluster.latest_offsets(tps)

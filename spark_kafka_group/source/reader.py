@@ -33,6 +33,7 @@ from spark_kafka_group.fetcher import FetchSpec, fetch
 from spark_kafka_group.ops.kafka_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
 from spark_kafka_group.source.batch import fetch_spec
+from spark_kafka_group.source.lifecycle import stop_on_process_end
 from spark_kafka_group.source.offsets import SourceOffset, TopicPartition
 from spark_kafka_group.source.planning import (
     OffsetRange,
@@ -96,8 +97,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._lock = threading.Lock()
         self._cluster: Any = None
         self._member: Any = None
-        # Trigger.AvailableNow: the offsets to stop at, fixed at query start (and for
-        # partitions assigned later, when first seen).
+        # Trigger.AvailableNow: the offsets to stop at, fixed at the first plan after the join
+        # completed (and for partitions assigned later, when first seen).
         self._targets: dict[TopicPartition, int] | None = None
         self._latest_seen: dict[TopicPartition, int] = {}
         # The last end offset handed to Spark: a revoked partition is released once a
@@ -116,17 +117,30 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # -- lazily created driver-side parts (never in __init__: Spark also builds readers in
     #    short-lived workers that must not join the group) --------------------------------
 
-    def _ensure_started(self) -> Any:
+    def _ensure_started(self, *, previous_member: str | None = None) -> Any:
+        """The started member. ``previous_member``: the member id in the checkpointed offsets
+        of a restarted query; the new member takes its place in the group at once."""
         if self._member is None:
-            from spark_kafka_group.kafka import KafkaCluster
+            from spark_kafka_group.kafka.cluster import cluster_for_source
             from spark_kafka_group.member import member_for_source
 
-            self._cluster = KafkaCluster(
-                self._opts.bootstrap_servers, client_conf=dict(self._opts.kafka_params)
-            )
+            self._cluster = cluster_for_source(self._opts)
             self._at_start.record(subscription_partitions(self._cluster, self._opts))
             self._member = member_for_source(self._opts, self._cluster)
-            self._member.start()
+            stop_on_process_end(self.stop)
+            # Trigger.AvailableNow reads only what it is assigned: it must complete its join
+            # first. pyspark < 4.2 does not tell the source it runs AvailableNow (it runs one
+            # batch from the first latestOffset), so there every query completes its join.
+            must_complete_join = self._targets is not None or not HAS_ADMISSION_CONTROL
+            assignment = self._member.start(
+                replacing=previous_member, must_complete_join=must_complete_join
+            )
+            if must_complete_join and not assignment.owned:
+                log.info(
+                    "group %s: member %s holds no partition: the group's other live members "
+                    "hold every subscribed partition, so this run reads nothing",
+                    self._opts.group.group_id, assignment.member_id,
+                )  # fmt: skip
             if self._opts.commit_to_kafka:
                 from spark_kafka_group.ops.kafka_offsets import KafkaOffsetMirror
 
@@ -156,9 +170,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         with self._lock:
-            member = self._ensure_started()
-            assignment = member.poll()
             done = SourceOffset.from_json(start) if start is not None else None
+            member = self._ensure_started(previous_member=done.member if done else None)
+            assignment = member.poll()
             if done is not None:
                 # A restarted query: keep its checkpointed positions where still valid.
                 member.adopt(done.member, done.generation, done.offsets)
@@ -195,8 +209,11 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
             latest = dict(bounds.latest)
             if self._targets is not None:
+                fixed = {tp: latest[tp] for tp in planned if tp not in self._targets}
+                if fixed:
+                    log.info("Trigger.AvailableNow: reading up to %s", _describe(fixed))
+                    self._targets.update(fixed)
                 for tp in planned:
-                    self._targets.setdefault(tp, latest[tp])
                     latest[tp] = min(latest[tp], self._targets[tp])
             self._log_lag(positions, bounds.latest)
             if self._waits_for_minimum(positions, latest) and previous is not None:
@@ -240,11 +257,10 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         ).to_json()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        # The join happens at the first plan, which knows a restarted query's previous member
+        # (from the checkpoint); the targets are fixed then, once the join has completed.
         with self._lock:
-            member = self._ensure_started()
-            owned = sorted(member.poll().owned)
-            self._targets = dict(self._bounds(owned).latest)
-            log.info("Trigger.AvailableNow: reading up to %s", _describe(self._targets))
+            self._targets = {}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         previous, current = SourceOffset.from_json(start), SourceOffset.from_json(end)
@@ -288,11 +304,14 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 )
 
     def stop(self) -> None:
-        # Not reliably called by Spark (DESIGN section 6): correctness never depends on it.
+        """The query ended: a dynamic member commits and leaves. Spark calls this at the end
+        of the streaming-source process on some versions; :mod:`.lifecycle` calls it on the
+        others (SIGTERM, interpreter exit). Idempotent and thread-safe."""
+        member = self._member
+        if member is not None:
+            member.close()  # without the reader's lock: it also ends a join wait holding it
         with self._lock:
-            if self._member is not None:
-                self._member.close()
-                self._member = None
+            self._member = None
             if self._cluster is not None:
                 self._cluster.close()
                 self._cluster = None
@@ -331,7 +350,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # A restarted query replays its last planned batch before any latestOffset call:
         # join first, so partitions that moved to another member meanwhile are skipped.
         with self._lock:
-            member = self._ensure_started()
+            member = self._ensure_started(previous_member=batch.member)
             member.adopt(
                 batch.member,
                 batch.generation,

@@ -34,7 +34,7 @@ from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import GroupLog, group_log_uri
 from tests.delivery import Batch, check_delivery, collected_batches, journal_batches
 from tests.processes import MemberProcess, wait_until
-from tests.streaming import Collected, SteadyProducer, source_options, start_query
+from tests.streaming import Collected, SteadyProducer, group_records, source_options, start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -42,10 +42,6 @@ PARTITIONS = 6
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def group_records(store: str, group: str) -> list:
-    return [r for _, r in GroupLog.open(group_log_uri(store, group), create=False).read()]
 
 
 def stable_with(store: str, group: str, members: int, partitions: int = PARTITIONS) -> bool:
@@ -278,7 +274,6 @@ def check_alive(queries) -> bool:
 def stop_queries(queries) -> None:
     for _, query, _ in queries:
         query.stop()
-        spark_kafka_group.leave_group(query)
 
 
 def query_batches(queries) -> list[Batch]:
@@ -417,7 +412,6 @@ def test_broker_paused(spark, topic_name, group_store, tmp_path) -> None:
             assert query.isActive, f"the query failed: {query.exception()}"
         finally:
             query.stop()
-            spark_kafka_group.leave_group(query)
         records = group_records(group_store, group)
     result = check_delivery(
         produced, collected_batches("q", collected, os.getpid()), records, topic=topic_name

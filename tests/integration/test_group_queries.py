@@ -47,8 +47,6 @@ def test_two_queries_split_the_partitions_and_read_everything_once(
     finally:
         qa.stop()
         qb.stop()
-        spark_kafka_group.leave_group(qa)
-        spark_kafka_group.leave_group(qb)
     expected = sorted((p, o) for p, n in counts.items() for o in range(n))
     assert sorted(a.records + b.records) == expected  # every record exactly once
     assert partitions_of(a) and partitions_of(b)
@@ -102,8 +100,6 @@ def test_a_third_query_joins_and_only_moved_partitions_pause(
         producer.stop()
         for q in queries:
             q.stop()
-        for q in queries:
-            spark_kafka_group.leave_group(q)
 
     # From the newcomer's JOIN record in the group log to its first record in the sink.
     newcomer = next(group_offsets(qc.lastProgress)).member

@@ -70,7 +70,6 @@ def test_max_offsets_per_trigger_bounds_every_batch(
         wait_until(lambda: collected.count() >= total, 120, f"{total} records")
     finally:
         query.stop()
-        spark_kafka_group.leave_group(query)
     sizes = [len(rows) for _, rows in sorted(collected.batches.items())]
     assert collected.records == expected_records(counts)
     assert max(sizes) <= 70
@@ -190,7 +189,6 @@ def test_schema_headers_and_tombstones(
         .start()
     )
     query.awaitTermination(120)
-    spark_kafka_group.leave_group(query)
     rows.sort(key=lambda r: r.offset)
     assert [(r.key, r.value) for r in rows[:3]] == [(b"k1", b"v1"), (b"k2", None), (None, b"v3")]
     assert all(r.topic == topic_name and r.partition == 0 for r in rows)
