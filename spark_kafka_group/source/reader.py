@@ -409,7 +409,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         discovered = self._at_start.discovered(partitions)
         for tp in partitions:
             origin = "committed offset" if tp in checked else "startingOffsets"
-            origin = "new partition: earliest" if tp in discovered - checked.keys() else origin
+            if tp in discovered and tp not in checked:
+                origin = "discovered after the query started: earliest"
             log.info("%s-%d starts at %d (%s)", tp[0], tp[1], positions[tp], origin)
         return positions
 
