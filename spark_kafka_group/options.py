@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,7 +25,7 @@ from spark_kafka_group.errors import OptionError
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.java_settings import translate_java_settings
 
-StartingMode = Literal["earliest", "latest", "none", "json"]
+OffsetMode = Literal["earliest", "latest", "none", "group", "json"]
 
 #: Kafka's special ListOffsets timestamps, also used by Spark's per-partition JSON.
 EARLIEST = -2
@@ -90,6 +91,17 @@ OPTION_SPECS: tuple[_Spec, ...] = (
     _Spec(
         "importFromKafkaGroup", None, "Kafka group whose offsets seed partitions never committed."
     ),
+    # Spark's Kafka source names: timestamp starts, batch ranges, trigger minimums.
+    _Spec("startingTimestamp", None, "Start every partition at this record timestamp (ms)."),
+    _Spec("startingOffsetsByTimestamp", None, 'JSON {"t": {"0": ms}}: per-partition starts.'),
+    _Spec(
+        "startingOffsetsByTimestampStrategy", "error", "No record at the timestamp: error|latest."
+    ),
+    _Spec("endingOffsets", None, "Batch reads: latest or JSON of end offsets (-1 = latest)."),
+    _Spec("endingTimestamp", None, "Batch reads: end every partition at this timestamp (ms)."),
+    _Spec("endingOffsetsByTimestamp", None, 'Batch reads: JSON {"t": {"0": ms}} of ends.'),
+    _Spec("minOffsetsPerTrigger", None, "A micro-batch waits for this many records ..."),
+    _Spec("maxTriggerDelay", "15m", "... unless this long has passed since the last batch."),
     # Spark's names and defaults (its Kafka source's KafkaOffsetReaderAdmin).
     _Spec("fetchOffset.numRetries", "3", "Attempts at a driver metadata / ListOffsets call."),
     _Spec("fetchOffset.retryIntervalMs", "1000", "Pause between two of those attempts."),
@@ -100,24 +112,43 @@ _GROUP_ID_RE = re.compile(r"^[A-Za-z0-9._\-]{1,200}$")
 
 
 @dataclass(frozen=True)
-class StartingOffsets:
-    """Where a partition the group never committed starts.
+class AtTimestamp:
+    """The first offset whose record timestamp is at or after ``ms`` (epoch milliseconds)."""
 
-    ``mode`` is earliest / latest / none, or ``json`` with ``per_partition`` holding
+    ms: int
+
+
+@dataclass(frozen=True)
+class OffsetLimit:
+    """One end of an offset range, as Spark's ``KafkaOffsetRangeLimit``: ``startingOffsets`` (where
+    a partition the group never committed starts) or ``endingOffsets`` (batch reads).
+
+    ``mode`` is earliest / latest / none / group, or ``json`` with ``per_partition`` holding
     ``{(topic, partition): offset}`` where offset may be :data:`EARLIEST` or :data:`LATEST`.
-    Partitions absent from the JSON start at ``latest``, as in Spark's Kafka source.
+    Partitions absent from the JSON get ``latest``, as in Spark's Kafka source. The timestamp
+    options take precedence, as in Spark: ``timestamp_ms`` (``startingTimestamp``) over
+    ``by_timestamp`` (``startingOffsetsByTimestamp``; unlisted partitions follow ``mode``).
+    ``no_match_latest``: a timestamp after every record means latest (else an error).
     """
 
-    mode: StartingMode
+    mode: OffsetMode
     per_partition: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    by_timestamp: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    timestamp_ms: int | None = None
+    no_match_latest: bool = False
 
-    def for_partition(self, topic: str, partition: int) -> int | None:
-        """EARLIEST, LATEST or an exact offset; ``None`` means "no reset policy" (``none``)."""
+    def for_partition(self, topic: str, partition: int) -> int | AtTimestamp | None:
+        """EARLIEST, LATEST, an exact offset or a timestamp; ``None`` means "no reset policy"
+        (``none``) or "the group's committed offset" (``group``)."""
+        if self.timestamp_ms is not None:
+            return AtTimestamp(self.timestamp_ms)
+        if (topic, partition) in self.by_timestamp:
+            return AtTimestamp(self.by_timestamp[(topic, partition)])
         if self.mode == "earliest":
             return EARLIEST
         if self.mode == "latest":
             return LATEST
-        if self.mode == "none":
+        if self.mode in ("none", "group"):
             return None
         return self.per_partition.get((topic, partition), LATEST)
 
@@ -145,9 +176,14 @@ class SourceOptions:
     subscribe_pattern: str | None
     assign: Mapping[str, tuple[int, ...]] | None
     group: GroupSettings
-    starting_offsets: StartingOffsets
+    starting_offsets: OffsetLimit
+    #: ``endingOffsets`` / ``endingTimestamp`` / ``endingOffsetsByTimestamp`` (batch reads only);
+    #: ``None`` when none is given.
+    ending_offsets: OffsetLimit | None
     fail_on_data_loss: bool
     max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
     min_partitions: int | None
     max_records_per_partition: int | None
     include_headers: bool
@@ -274,9 +310,12 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         subscribe_pattern=pattern,
         assign=assign,
         group=group,
-        starting_offsets=_parse_starting_offsets(get("startingOffsets") or "earliest"),
+        starting_offsets=_starting_offsets(get),
+        ending_offsets=_ending_offsets(get),
         fail_on_data_loss=_bool("failOnDataLoss", get("failOnDataLoss")),
         max_offsets_per_trigger=_optional_positive("maxOffsetsPerTrigger", get),
+        min_offsets_per_trigger=_min_offsets_per_trigger(get),
+        max_trigger_delay_ms=_duration_ms("maxTriggerDelay", get("maxTriggerDelay") or ""),
         min_partitions=_optional_positive("minPartitions", get),
         max_records_per_partition=_optional_positive("maxRecordsPerPartition", get),
         include_headers=_bool("includeHeaders", get("includeHeaders")),
@@ -293,6 +332,47 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
             ),
         ),
     )
+
+
+def check_stream_options(options: SourceOptions) -> None:
+    """What a stream refuses (``spark.readStream``), as Spark's ``validateStreamOptions``."""
+    if options.ending_offsets is not None:
+        raise OptionError(
+            "Options 'endingOffsets', 'endingTimestamp' and 'endingOffsetsByTimestamp' are not "
+            "valid in streaming queries: a stream has no end. Remove them, use "
+            "Trigger.AvailableNow to stop at the offsets available at start, or read a range "
+            "with spark.read.format('kafka-group')."
+        )
+    if options.starting_offsets.mode == "group":
+        raise OptionError(
+            "Option 'startingOffsets' = 'group' is for batch reads (spark.read): a stream always "
+            "continues from the group's committed offsets, and 'startingOffsets' only says where "
+            "partitions without a commit start (earliest, latest, none or JSON)."
+        )
+
+
+def check_batch_options(options: SourceOptions) -> None:
+    """What a batch read refuses (``spark.read``), as Spark's ``validateBatchOptions``; the
+    trigger options are ignored with a warning, as Spark does."""
+    starting = options.starting_offsets
+    if starting.timestamp_ms is None and starting.mode in ("latest", "none"):
+        raise OptionError(
+            f"Option 'startingOffsets' = {starting.mode!r} is not valid for batch reads: use "
+            "'earliest' (the default), 'group' (the group's committed offsets), JSON offsets "
+            "or a timestamp option."
+        )
+    latest = sorted(tp for tp, o in starting.per_partition.items() if o == LATEST)
+    if starting.mode == "json" and latest:
+        raise OptionError(
+            f"Option 'startingOffsets': partition {latest[0][0]}-{latest[0][1]} -> -1 (latest) "
+            "is not valid for batch reads: give an offset or -2 (earliest)."
+        )
+    for name, value in (
+        ("maxOffsetsPerTrigger", options.max_offsets_per_trigger),
+        ("minOffsetsPerTrigger", options.min_offsets_per_trigger),
+    ):
+        if value is not None:
+            logging.getLogger(__name__).warning("Option %r is ignored in batch reads.", name)
 
 
 def _default_store() -> str:
@@ -383,48 +463,152 @@ def _parse_subscription(
     return None, None, result
 
 
-def _parse_starting_offsets(value: str) -> StartingOffsets:
+def _starting_offsets(get: Callable[[str], str | None]) -> OffsetLimit:
+    strategy = (get("startingOffsetsByTimestampStrategy") or "").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise OptionError(
+            f"Option 'startingOffsetsByTimestampStrategy' = {strategy!r} is not valid: use "
+            "'error' (fail when no record is at or after the timestamp) or 'latest'."
+        )
+    words = ("earliest", "latest", "none", "group")
+    return _offset_limit(get, "starting", words, no_match_latest=strategy == "latest")
+
+
+def _ending_offsets(get: Callable[[str], str | None]) -> OffsetLimit | None:
+    names = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+    if all(get(name) is None for name in names):
+        return None
+    # As Spark: an end after every record is the latest offset.
+    limit = _offset_limit(get, "ending", ("latest",), no_match_latest=True)
+    if EARLIEST in limit.per_partition.values():
+        raise OptionError(
+            f"Option 'endingOffsets' = {get('endingOffsets')!r}: an ending offset cannot be -2 "
+            "(earliest); use an offset, or -1 for latest."
+        )
+    return limit
+
+
+def _offset_limit(
+    get: Callable[[str], str | None],
+    which: Literal["starting", "ending"],
+    words: tuple[str, ...],
+    *,
+    no_match_latest: bool,
+) -> OffsetLimit:
+    """``<which>Offsets`` with ``<which>Timestamp`` and ``<which>OffsetsByTimestamp``."""
+    mode, per_partition = _offsets_json(
+        f"{which}Offsets", get(f"{which}Offsets") or words[0], words
+    )
+    return OffsetLimit(
+        mode=mode,
+        per_partition=per_partition,
+        by_timestamp=_timestamps_json(f"{which}OffsetsByTimestamp", get),
+        timestamp_ms=_timestamp(f"{which}Timestamp", get),
+        no_match_latest=no_match_latest,
+    )
+
+
+def _offsets_json(
+    name: str, value: str, words: tuple[str, ...]
+) -> tuple[OffsetMode, dict[tuple[str, int], int]]:
+    """A mode word, or JSON ``{"topic": {"partition": offset}}`` (-2 earliest, -1 latest)."""
     text = value.strip()
-    if text.lower() in ("earliest", "latest", "none"):
-        return StartingOffsets(mode=text.lower())  # type: ignore[arg-type]
+    if text.lower() in words:
+        return text.lower(), {}  # type: ignore[return-value]
     example = (
-        'earliest, latest, none, or JSON such as {"orders": {"0": 23, "1": -2}} '
+        f"{', '.join(words)}, or JSON such as " + '{"orders": {"0": 23, "1": -2}} '
         "(-2 = earliest, -1 = latest)"
     )
     if not text.startswith("{"):
         raise OptionError(
-            f"Option 'startingOffsets' = {value!r} is not valid: use {example}."
-            + _suggestion(text.lower(), ("earliest", "latest", "none"))
+            f"Option {name!r} = {value!r} is not valid: use {example}."
+            + _suggestion(text.lower(), words)
         )
+    return "json", _partition_map(name, value, minimum=EARLIEST, example=example)
+
+
+def _timestamps_json(name: str, get: Callable[[str], str | None]) -> dict[tuple[str, int], int]:
+    value = get(name)
+    if value is None:
+        return {}
+    return _partition_map(
+        name, value, minimum=0, example='JSON such as {"orders": {"0": 1700000000000}}'
+    )
+
+
+def _partition_map(
+    name: str, value: str, *, minimum: int, example: str
+) -> dict[tuple[str, int], int]:
     try:
-        parsed = json.loads(text)
+        parsed = json.loads(value)
     except json.JSONDecodeError as exc:
         raise OptionError(
-            f"Option 'startingOffsets' = {value!r} is not valid JSON ({exc.msg}); use {example}."
+            f"Option {name!r} = {value!r} is not valid JSON ({exc.msg}); use {example}."
         ) from None
-    per_partition: dict[tuple[str, int], int] = {}
     if not isinstance(parsed, dict):
-        raise OptionError(f"Option 'startingOffsets' = {value!r}: use {example}.")
-    for topic, offsets in parsed.items():
-        if not isinstance(offsets, dict):
+        raise OptionError(f"Option {name!r} = {value!r}: use {example}.")
+    result: dict[tuple[str, int], int] = {}
+    for topic, numbers in parsed.items():
+        if not isinstance(numbers, dict):
             raise OptionError(
-                f"Option 'startingOffsets': topic {topic!r} maps to {offsets!r}; expected an "
-                'object of partition -> offset such as {"0": 23}.'
+                f"Option {name!r}: topic {topic!r} maps to {numbers!r}; expected an object of "
+                f"partition -> {'offset' if minimum < 0 else 'timestamp'}, {example}."
             )
-        for partition, offset in offsets.items():
+        for partition, number in numbers.items():
             if (
                 not str(partition).isdigit()
-                or not isinstance(offset, int)
-                or isinstance(offset, bool)
-                or offset < EARLIEST
+                or not isinstance(number, int)
+                or isinstance(number, bool)
+                or number < minimum
             ):
-                raise OptionError(
-                    f"Option 'startingOffsets': {topic!r} partition {partition!r} -> {offset!r} "
-                    "is not valid; partitions are numbers >= 0 and offsets are >= 0, "
-                    "-2 (earliest) or -1 (latest)."
+                allowed = (
+                    "offsets are >= 0, -2 (earliest) or -1 (latest)"
+                    if minimum < 0
+                    else "timestamps are epoch milliseconds >= 0"
                 )
-            per_partition[(topic, int(partition))] = offset
-    return StartingOffsets(mode="json", per_partition=per_partition)
+                raise OptionError(
+                    f"Option {name!r}: {topic!r} partition {partition!r} -> {number!r} is not "
+                    f"valid; partitions are numbers >= 0 and {allowed}."
+                )
+            result[(topic, int(partition))] = number
+    return result
+
+
+def _timestamp(name: str, get: Callable[[str], str | None]) -> int | None:
+    value = get(name)
+    return None if value is None else _non_negative_int(name, value)
+
+
+def _min_offsets_per_trigger(get: Callable[[str], str | None]) -> int | None:
+    minimum = _optional_positive("minOffsetsPerTrigger", get)
+    maximum = _optional_positive("maxOffsetsPerTrigger", get)
+    if minimum is not None and maximum is not None and minimum > maximum:
+        raise OptionError(
+            f"Option 'minOffsetsPerTrigger' = {minimum} is higher than 'maxOffsetsPerTrigger' = "
+            f"{maximum}: a batch could never satisfy both; lower it or raise the maximum."
+        )
+    return minimum
+
+
+_DURATION_UNITS_MS = {
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
+
+
+def _duration_ms(name: str, value: str) -> int:
+    """Spark's time strings: ``500ms``, ``30s``, ``15m``, ``1h``, ``2d``; a bare number is ms."""
+    match = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", value.lower())
+    if not match:
+        raise OptionError(
+            f"Option {name!r} = {value!r} is not a duration: use a number with a unit such as "
+            "'500ms', '30s', '15m', '1h' or '2d' (a bare number is milliseconds)."
+        )
+    return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
 
 
 def _bool(name: str, value: str | None) -> bool:
@@ -455,8 +639,8 @@ def _non_negative_int(name: str, value: str | None) -> int:
     return number
 
 
-def _optional_positive(name: str, get: object) -> int | None:
-    value = get(name)  # type: ignore[operator]
+def _optional_positive(name: str, get: Callable[[str], str | None]) -> int | None:
+    value = get(name)
     return None if value is None else _positive_int(name, value)
 
 

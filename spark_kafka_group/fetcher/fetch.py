@@ -328,10 +328,11 @@ class _RangeFetch:
                 self.stop = True
                 return next_offset
             log.warning(
-                "Continuing %s-%d from the log start offset %d",
+                "Continuing %s-%d from the log start offset %d: %d offset(s) skipped",
                 spec.topic,
                 spec.partition,
                 low,
+                low - next_offset,
             )
             self._assign(low)
             self.last_progress = time.monotonic()

@@ -1,13 +1,19 @@
-"""``spark.readStream.format("kafka-group")``: the DataSource Spark instantiates by name."""
+"""``spark.readStream.format("kafka-group")`` (and ``spark.read``): the DataSource Spark
+instantiates by name."""
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from spark_kafka_group import FORMAT_NAME
 from spark_kafka_group.fetcher import spark_schema_ddl
-from spark_kafka_group.options import SourceOptions, parse_options
+from spark_kafka_group.options import (
+    SourceOptions,
+    check_batch_options,
+    check_stream_options,
+    parse_options,
+)
 
 
 class KafkaGroupDataSource(DataSource):
@@ -31,4 +37,12 @@ class KafkaGroupDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from spark_kafka_group.source.reader import KafkaGroupStreamReader
 
+        check_stream_options(self.parsed)
         return KafkaGroupStreamReader(self.parsed)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """``spark.read.format("kafka-group")``: a fixed range, read without joining the group."""
+        from spark_kafka_group.source.batch import KafkaGroupBatchReader
+
+        check_batch_options(self.parsed)
+        return KafkaGroupBatchReader(self.parsed)

@@ -87,3 +87,22 @@ def split_ranges(
             OffsetRange(biggest.topic, biggest.partition, middle, biggest.until_offset),
         ]
     return result
+
+
+@dataclass
+class TriggerMinimum:
+    """``minOffsetsPerTrigger`` with ``maxTriggerDelay``, as in Spark's Kafka source: a trigger
+    with fewer new records than the minimum plans no batch, unless the delay has passed since
+    the last batch. ``last_batch_ms`` starts at 0, so the first trigger never waits."""
+
+    min_records: int
+    max_delay_ms: int
+    last_batch_ms: int = 0
+
+    def hold(self, available: int, *, now_ms: int) -> bool:
+        """Whether this trigger waits, given ``available`` new records; records the time of a
+        trigger that does not wait."""
+        if now_ms - self.last_batch_ms < self.max_delay_ms and available < self.min_records:
+            return True
+        self.last_batch_ms = now_ms
+        return False

@@ -3,23 +3,27 @@
 1. A partition already in the batch's start offset keeps Spark's checkpointed position
    (the reader handles that; this module is only asked about partitions new to the batch).
 2. Else the group's committed offset from the group log.
-3. Else ``startingOffsets`` (earliest / latest / per-partition JSON) resolved with ListOffsets.
-4. Else (``none``) :class:`NoOffsetForPartitionError` naming the partitions.
+3. Else, for a partition discovered after the member's query started (a new partition, a
+   new topic matching ``subscribePattern``), the earliest offset: every record written to it
+   before its discovery is read, as Spark's and Flink's Kafka sources do.
+4. Else ``startingOffsets`` (earliest / latest / per-partition JSON, or a timestamp option)
+   resolved with ListOffsets.
+5. Else (``none``) :class:`NoOffsetForPartitionError` naming the partitions.
 
 Every position is then checked against [log start, high watermark]: out of range fails with
-:class:`OffsetOutOfRangeError` when ``failOnDataLoss`` is true, else is reset by the reset
-policy as Kafka's ``auto.offset.reset`` does (``startingOffsets`` latest: the high watermark;
-otherwise the log start) and reported at WARN.
+:class:`OffsetOutOfRangeError` when ``failOnDataLoss`` is true; else it continues at the
+nearest offset that still exists, as Spark does (below the log start: the log start; past the
+end, e.g. the topic was recreated: the earliest offset) and the skipped count is logged.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from spark_kafka_group.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
-from spark_kafka_group.options import EARLIEST, LATEST, StartingOffsets
+from spark_kafka_group.options import EARLIEST, LATEST, AtTimestamp, OffsetLimit
 from spark_kafka_group.source.offsets import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -33,30 +37,65 @@ class LogBounds:
     latest: Mapping[TopicPartition, int]
 
 
+#: Offsets of the first record at or after each timestamp (``None``: no such record);
+#: :func:`spark_kafka_group.source.timestamps.offsets_for_timestamps` bound to a cluster.
+TimestampResolver = Callable[[Mapping[TopicPartition, int]], Mapping[TopicPartition, int | None]]
+
+
+class PartitionsAtStart:
+    """The subscription's partitions when the member's query first started (its first
+    ``initialOffset``/``latestOffset``): ``startingOffsets`` applies to those; a partition
+    seen later without a commit was created since and starts at the earliest offset."""
+
+    def __init__(self) -> None:
+        self._known: frozenset[TopicPartition] | None = None
+
+    def record(self, partitions: Iterable[TopicPartition]) -> None:
+        """Remember ``partitions``; only the first call counts."""
+        if self._known is None:
+            self._known = frozenset(partitions)
+
+    @property
+    def recorded(self) -> bool:
+        return self._known is not None
+
+    def discovered(self, partitions: Iterable[TopicPartition]) -> frozenset[TopicPartition]:
+        """Those of ``partitions`` that were not there at start."""
+        known = self._known if self._known is not None else frozenset()
+        return frozenset(tp for tp in partitions if tp not in known)
+
+
 def initial_positions(
     partitions: Iterable[TopicPartition],
     *,
     committed: Mapping[TopicPartition, int],
-    starting: StartingOffsets,
+    starting: OffsetLimit,
     bounds: LogBounds,
     group_id: str,
+    discovered: Collection[TopicPartition] = frozenset(),
+    at_timestamps: TimestampResolver | None = None,
 ) -> dict[TopicPartition, int]:
-    """Positions for partitions new to this member (steps 2-4), unchecked."""
+    """Positions for partitions new to this member (steps 2-5), unchecked."""
     positions: dict[TopicPartition, int] = {}
     missing: list[TopicPartition] = []
+    timestamps: dict[TopicPartition, int] = {}
     for tp in sorted(partitions):
         if tp in committed:
             positions[tp] = committed[tp]
             continue
-        policy = starting.for_partition(*tp)
+        policy = EARLIEST if tp in discovered else starting.for_partition(*tp)
         if policy is None:
             missing.append(tp)
-        elif policy == EARLIEST:
-            positions[tp] = bounds.earliest[tp]
-        elif policy == LATEST:
-            positions[tp] = bounds.latest[tp]
+        elif isinstance(policy, AtTimestamp):
+            timestamps[tp] = policy.ms
         else:
-            positions[tp] = policy
+            positions[tp] = resolve_offset(tp, policy, bounds)
+    if timestamps:
+        positions.update(
+            offsets_at_timestamps(
+                timestamps, starting=starting, bounds=bounds, resolve=at_timestamps
+            )
+        )
     if missing:
         names = ", ".join(f"{t}-{p}" for t, p in missing)
         raise NoOffsetForPartitionError(
@@ -67,12 +106,49 @@ def initial_positions(
     return positions
 
 
+def resolve_offset(tp: TopicPartition, policy: int, bounds: LogBounds) -> int:
+    """EARLIEST / LATEST / an exact offset as an offset of ``tp``."""
+    if policy == EARLIEST:
+        return bounds.earliest[tp]
+    if policy == LATEST:
+        return bounds.latest[tp]
+    return policy
+
+
+def offsets_at_timestamps(
+    timestamps: Mapping[TopicPartition, int],
+    *,
+    starting: OffsetLimit,
+    bounds: LogBounds,
+    resolve: TimestampResolver | None,
+) -> dict[TopicPartition, int]:
+    """The first offset at or after each partition's timestamp; with no such record, the
+    latest offset if ``starting.no_match_latest`` (Spark's strategy ``latest``), else an error."""
+    if resolve is None:
+        raise ValueError("timestamp positions need a resolver")
+    found = resolve(timestamps)
+    positions: dict[TopicPartition, int] = {}
+    for tp, ms in sorted(timestamps.items()):
+        offset = found.get(tp)
+        if offset is not None:
+            positions[tp] = offset
+        elif starting.no_match_latest:
+            positions[tp] = bounds.latest[tp]
+        else:
+            raise NoOffsetForPartitionError(
+                f"No record of partition {tp[0]}-{tp[1]} has a timestamp at or after {ms} "
+                "(startingTimestamp / startingOffsetsByTimestamp). Set "
+                "startingOffsetsByTimestampStrategy=latest to start such partitions at the "
+                "latest offset, or choose an earlier timestamp."
+            )
+    return positions
+
+
 def check_in_range(
     positions: Mapping[TopicPartition, int],
     *,
     bounds: LogBounds,
     fail_on_data_loss: bool,
-    starting: StartingOffsets,
     source: str,
 ) -> dict[TopicPartition, int]:
     """Positions checked against the log bounds; see the module docstring for the policy.
@@ -85,18 +161,25 @@ def check_in_range(
         if low <= position <= high:
             checked[tp] = position
             continue
-        reset = high if starting.for_partition(*tp) == LATEST else low
         what = (
             f"{source} for partition {tp[0]}-{tp[1]} is {position}, out of range "
             f"[log start {low}, high watermark {high}]"
         )
+        if position < low:
+            lost = f"offsets {position}..{low - 1} ({low - position}) were deleted (retention)"
+        else:
+            lost = (
+                f"it is {position - high} offset(s) past the end: the topic was recreated or "
+                "truncated (its records from the log start on are new)"
+            )
         if fail_on_data_loss:
             raise OffsetOutOfRangeError(
-                f"The {what}: records were deleted (retention) or the topic was recreated. "
-                f"Set failOnDataLoss=false to continue from offset {reset} instead "
-                "(records in between are lost), or reset the group's offsets "
-                "(kafka-group reset-offsets)."
+                f"The {what}: {lost}. Set failOnDataLoss=false to continue from offset {low} "
+                "instead, or reset the group's offsets (kafka-group reset-offsets)."
             )
-        log.warning("The %s; failOnDataLoss=false, continuing from %d.", what, reset)
-        checked[tp] = reset
+        log.warning(
+            "The %s: %s; failOnDataLoss=false, continuing from offset %d (%d offset(s) skipped).",
+            what, lost, low, max(0, low - position),
+        )  # fmt: skip
+        checked[tp] = low
     return checked

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +32,23 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from spark_kafka_group.fetcher import FetchSpec, fetch
 from spark_kafka_group.ops.kafka_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
+from spark_kafka_group.source.batch import fetch_spec
 from spark_kafka_group.source.lifecycle import stop_on_process_end
 from spark_kafka_group.source.offsets import SourceOffset, TopicPartition
-from spark_kafka_group.source.planning import OffsetRange, limit_end_offsets, split_ranges
-from spark_kafka_group.source.positions import LogBounds, check_in_range, initial_positions
+from spark_kafka_group.source.planning import (
+    OffsetRange,
+    TriggerMinimum,
+    limit_end_offsets,
+    split_ranges,
+)
+from spark_kafka_group.source.positions import (
+    LogBounds,
+    PartitionsAtStart,
+    check_in_range,
+    initial_positions,
+)
+from spark_kafka_group.source.subscription import subscription_partitions
+from spark_kafka_group.source.timestamps import offsets_for_timestamps
 
 if TYPE_CHECKING:  # the member is imported only where the driver starts it
     from spark_kafka_group.member import Assignment
@@ -93,6 +107,12 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._reported_lag: int | None = None
         # commitToKafka: copies accepted commits to the Kafka consumer group (best effort).
         self._kafka_mirror: Any = None
+        self._at_start = PartitionsAtStart()  # startingOffsets applies to these only
+        self._minimum = (
+            None
+            if options.min_offsets_per_trigger is None
+            else TriggerMinimum(options.min_offsets_per_trigger, options.max_trigger_delay_ms)
+        )
 
     # -- lazily created driver-side parts (never in __init__: Spark also builds readers in
     #    short-lived workers that must not join the group) --------------------------------
@@ -105,6 +125,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             from spark_kafka_group.member import member_for_source
 
             self._cluster = cluster_for_source(self._opts)
+            self._at_start.record(subscription_partitions(self._cluster, self._opts))
             self._member = member_for_source(self._opts, self._cluster)
             stop_on_process_end(self.stop)
             # Trigger.AvailableNow reads only what it is assigned: it must complete its join
@@ -175,14 +196,15 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                     kept[tp] = previous.offsets[tp]
                 else:
                     new.append(tp)
-            kept = check_in_range(
+            checked = check_in_range(
                 kept,
                 bounds=bounds,
                 fail_on_data_loss=self._opts.fail_on_data_loss,
-                starting=self._opts.starting_offsets,
                 source="checkpointed position",
             )
-            starts = self._positions_for_new(new, bounds=bounds)
+            moved = {tp: p for tp, p in checked.items() if p != kept[tp]}  # failOnDataLoss=false
+            kept = checked
+            starts = {**moved, **self._positions_for_new(new, bounds=bounds)}
             positions = {**kept, **starts}
 
             latest = dict(bounds.latest)
@@ -194,6 +216,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 for tp in planned:
                     latest[tp] = min(latest[tp], self._targets[tp])
             self._log_lag(positions, bounds.latest)
+            if self._waits_for_minimum(positions, latest) and previous is not None:
+                return start if start is not None else previous.to_json()
             ends = limit_end_offsets(positions, latest, self._max_records(limit))
             # Claim the batch's partitions: from now on a revocation waits for this batch's
             # commit. One released since the poll above (by the heartbeat thread, its last
@@ -264,23 +288,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             min_partitions=self._opts.min_partitions,
             max_records_per_partition=self._opts.max_records_per_partition,
         )
-        client_conf = tuple(sorted(self._opts.kafka_params.items()))
-        return [
-            KafkaInputPartition(
-                FetchSpec(
-                    topic=r.topic,
-                    partition=r.partition,
-                    from_offset=r.from_offset,
-                    until_offset=r.until_offset,
-                    bootstrap_servers=self._opts.bootstrap_servers,
-                    client_conf=client_conf,
-                    include_headers=self._opts.include_headers,
-                    fail_on_data_loss=self._opts.fail_on_data_loss,
-                    fetch_timeout_s=self._opts.poll_timeout_ms / 1000.0,
-                )
-            )
-            for r in split
-        ]
+        return [KafkaInputPartition(fetch_spec(self._opts, r)) for r in split]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
@@ -378,7 +386,6 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             from_group,
             bounds=bounds,
             fail_on_data_loss=self._opts.fail_on_data_loss,
-            starting=self._opts.starting_offsets,
             source=f"committed offset of group {self._opts.group.group_id!r}",
         )
         positions = initial_positions(
@@ -387,6 +394,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             starting=self._opts.starting_offsets,
             bounds=bounds,
             group_id=self._opts.group.group_id,
+            discovered=self._at_start.discovered(partitions),
+            at_timestamps=lambda ts: offsets_for_timestamps(self._cluster, ts, bounds=bounds),
         )
         explicit = {tp: p for tp, p in positions.items() if tp not in checked}
         positions.update(
@@ -394,12 +403,14 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 explicit,
                 bounds=bounds,
                 fail_on_data_loss=self._opts.fail_on_data_loss,
-                starting=self._opts.starting_offsets,
                 source="startingOffsets position",
             )
         )
+        discovered = self._at_start.discovered(partitions)
         for tp in partitions:
             origin = "committed offset" if tp in checked else "startingOffsets"
+            if tp in discovered and tp not in checked:
+                origin = "discovered after the query started: earliest"
             log.info("%s-%d starts at %d (%s)", tp[0], tp[1], positions[tp], origin)
         return positions
 
@@ -418,6 +429,16 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 self._opts.group.group_id, lag, len(positions),
                 "unknown" if before is None else before,
             )  # fmt: skip
+
+    def _waits_for_minimum(
+        self, positions: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+    ) -> bool:
+        """minOffsetsPerTrigger / maxTriggerDelay (not under Trigger.AvailableNow, which must
+        reach its targets): whether this trigger plans no batch."""
+        if self._minimum is None or self._targets is not None:
+            return False
+        available = sum(max(0, latest[tp] - position) for tp, position in positions.items())
+        return self._minimum.hold(available, now_ms=int(time.time() * 1000))
 
     def _max_records(self, limit: ReadLimit | None) -> int | None:
         if limit is None:  # pyspark < 4.2: no read limit argument; honour the option ourselves

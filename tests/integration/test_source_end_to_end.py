@@ -155,8 +155,8 @@ def test_out_of_range_committed_offset(
     )
     more = produce_sample(bootstrap_servers, topic_name, partitions=1, per_partition=3, start=10)
     run = run_available_now(spark, lenient, str(tmp_path / "c2"))
-    # Reset by the policy (startingOffsets=earliest, like auto.offset.reset): everything is
-    # read again from the log start and the committed offset is valid once more.
+    # Past the end (as after a recreated topic): continues at the earliest offset, as Spark
+    # does, so everything is read from the log start and the committed offset is valid again.
     assert run.records == expected_records({0: counts[0] + more[0]})
     assert committed(group_store, "g-oor") == {(topic_name, 0): counts[0] + more[0]}
 

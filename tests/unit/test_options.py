@@ -6,7 +6,14 @@ import pytest
 
 from spark_kafka_group.errors import OptionError
 from spark_kafka_group.kafka.config import OffsetFetchRetry
-from spark_kafka_group.options import EARLIEST, LATEST, parse_options
+from spark_kafka_group.options import (
+    EARLIEST,
+    LATEST,
+    AtTimestamp,
+    check_batch_options,
+    check_stream_options,
+    parse_options,
+)
 
 BASE = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "groupId": "g", "groupStore": "/s"}
 
@@ -126,6 +133,68 @@ BAD_OPTION_SETS = [
         ["did you mean 'cooperative-sticky'"],
     ),
     ("bad listener", without(rebalanceListener="my_listener"), ["module:Class"]),
+    (
+        "startingTimestamp not a number",
+        without(startingTimestamp="yesterday"),
+        ["startingTimestamp", "'yesterday'", "whole number"],
+    ),
+    (
+        "negative startingTimestamp",
+        without(startingTimestamp="-1"),
+        ["startingTimestamp", "'-1'", "0 or more"],
+    ),
+    (
+        "startingOffsetsByTimestamp not json",
+        without(startingOffsetsByTimestamp="{t: 1}"),
+        ["startingOffsetsByTimestamp", "'{t: 1}'", "not valid JSON"],
+    ),
+    (
+        "startingOffsetsByTimestamp negative",
+        without(startingOffsetsByTimestamp='{"t": {"0": -2}}'),
+        ["startingOffsetsByTimestamp", "-2", "epoch milliseconds"],
+    ),
+    (
+        "startingOffsetsByTimestamp not object",
+        without(startingOffsetsByTimestamp='{"t": [1]}'),
+        ["startingOffsetsByTimestamp", "partition -> timestamp"],
+    ),
+    (
+        "bad timestamp strategy",
+        without(startingOffsetsByTimestampStrategy="earliest"),
+        ["startingOffsetsByTimestampStrategy", "'earliest'", "'error'", "'latest'"],
+    ),
+    (
+        "endingOffsets earliest",
+        without(endingOffsets="earliest"),
+        ["endingOffsets", "'earliest'", "use latest"],
+    ),
+    (
+        "endingOffsets json -2",
+        without(endingOffsets='{"t": {"0": -2}}'),
+        ["endingOffsets", "-2 (earliest)"],
+    ),
+    ("endingOffsets bad json", without(endingOffsets='{"t"'), ["endingOffsets", "not valid JSON"]),
+    ("endingTimestamp not a number", without(endingTimestamp="now"), ["endingTimestamp", "'now'"]),
+    (
+        "endingOffsetsByTimestamp bad",
+        without(endingOffsetsByTimestamp='{"t": {"x": 1}}'),
+        ["endingOffsetsByTimestamp", "'x'"],
+    ),
+    (
+        "zero minOffsetsPerTrigger",
+        without(minOffsetsPerTrigger="0"),
+        ["minOffsetsPerTrigger", "'0'", "positive"],
+    ),
+    (
+        "minOffsetsPerTrigger above maximum",
+        without(minOffsetsPerTrigger="500", maxOffsetsPerTrigger="100"),
+        ["minOffsetsPerTrigger", "500", "maxOffsetsPerTrigger", "100"],
+    ),
+    (
+        "bad maxTriggerDelay",
+        without(maxTriggerDelay="15 minutes"),
+        ["maxTriggerDelay", "'15 minutes'", "'15m'"],
+    ),
     (
         "negative delay",
         without(scheduledRebalanceMaxDelayMs="-1"),
@@ -288,3 +357,66 @@ def test_starting_offsets_json() -> None:
         parse_options(lower(without(startingOffsets="NONE"))).starting_offsets.for_partition("t", 0)
         is None
     )
+
+
+def test_timestamp_options_take_precedence_as_in_spark() -> None:
+    by_ts = parse_options(lower(without(startingOffsetsByTimestamp='{"t": {"0": 1000}}')))
+    assert by_ts.starting_offsets.for_partition("t", 0) == AtTimestamp(1000)
+    assert by_ts.starting_offsets.for_partition("t", 1) == EARLIEST  # unlisted: startingOffsets
+    assert by_ts.starting_offsets.no_match_latest is False
+    both = parse_options(
+        lower(
+            without(
+                startingTimestamp="5",
+                startingOffsetsByTimestamp='{"t": {"0": 1000}}',
+                startingOffsetsByTimestampStrategy="LATEST",
+            )
+        )
+    )
+    assert both.starting_offsets.for_partition("t", 0) == AtTimestamp(5)
+    assert both.starting_offsets.no_match_latest is True
+    assert both.ending_offsets is None
+
+
+def test_ending_offsets_and_trigger_options() -> None:
+    opts = parse_options(
+        lower(
+            without(
+                endingOffsets='{"t": {"0": 9, "1": -1}}',
+                minOffsetsPerTrigger="10",
+                maxTriggerDelay="90s",
+            )
+        )
+    )
+    assert opts.ending_offsets is not None
+    assert opts.ending_offsets.for_partition("t", 0) == 9
+    assert opts.ending_offsets.for_partition("t", 1) == LATEST
+    assert opts.ending_offsets.for_partition("t", 2) == LATEST
+    assert opts.min_offsets_per_trigger == 10
+    assert opts.max_trigger_delay_ms == 90_000
+    assert parse_options(lower(BASE)).max_trigger_delay_ms == 15 * 60_000  # Spark's default
+    ending_ts = parse_options(lower(without(endingTimestamp="77"))).ending_offsets
+    assert ending_ts is not None and ending_ts.for_partition("t", 3) == AtTimestamp(77)
+
+
+STREAM_ONLY_AND_BATCH_ONLY = [
+    ("stream", without(endingOffsets="latest"), ["endingOffsets", "not valid in streaming"]),
+    ("stream", without(endingTimestamp="5"), ["endingTimestamp", "not valid in streaming"]),
+    ("stream", without(startingOffsets="group"), ["'group' is for batch reads"]),
+    ("batch", without(startingOffsets="latest"), ["'latest' is not valid for batch reads"]),
+    ("batch", without(startingOffsets="none"), ["'none' is not valid for batch reads"]),
+    ("batch", without(startingOffsets='{"t": {"0": -1}}'), ["t-0 -> -1 (latest)", "batch"]),
+]
+
+
+@pytest.mark.parametrize(("kind", "options", "expected"), STREAM_ONLY_AND_BATCH_ONLY)
+def test_stream_and_batch_refuse_what_spark_refuses(kind, options, expected) -> None:
+    parsed = parse_options(lower(options))
+    check = check_stream_options if kind == "stream" else check_batch_options
+    with pytest.raises(OptionError) as raised:
+        check(parsed)
+    for fragment in expected:
+        assert fragment in str(raised.value), str(raised.value)
+    other = check_batch_options if kind == "stream" else check_stream_options
+    if "group" not in str(options.get("startingOffsets")):
+        other(parsed)  # the same options are fine for the other kind of query
