@@ -1,0 +1,107 @@
+"""Spark applications of their own, in fresh processes: chosen tests on a ``local-cluster``
+master (executors in separate JVMs with their own Python workers), and Spark Connect clients.
+
+A Python process hosts one SparkContext at a time, and the suite's session-scoped ``local[2]``
+one lives in the pytest process, so each of these runs in a process of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: The master of the ``spark`` fixture (tests/conftest.py); ``local[2]`` when unset.
+SPARK_MASTER_ENV = "SPARK_KAFKA_GROUP_TEST_MASTER"
+#: Two workers with one core and 1024 MB each: two executor JVMs (Spark's default executor
+#: memory, 1g, is exactly what a worker offers).
+LOCAL_CLUSTER = "local-cluster[2,1,1024]"
+
+
+def private_spark_home(root: Path) -> Path:
+    """A SPARK_HOME for one application: the installed pyspark's files (symlinked) with a
+    ``work`` directory of its own.
+
+    In ``local-cluster`` mode every worker creates ``$SPARK_HOME/work/<app id>/<executor id>``
+    and starts the executor JVM there. With a pip-installed pyspark that directory is inside
+    site-packages: shared by every application of every process using the install, kept for
+    7 days (``spark.worker.cleanup.appDataTtl``), with application ids that are only unique
+    per second and per Master (two applications started in the same second in two processes
+    both get ``app-<second>-0000`` and write their executors' logs into the same files). When
+    a worker cannot create that directory or start the process there, the launch fails before
+    the executor runs; the Master relaunches at once, with no pause, and after 10 such failures
+    in a row (``spark.deploy.maxExecutorRetries``, within milliseconds) it removes the
+    application: "Master removed our application: FAILED". A private, fresh ``work`` directory
+    takes the shared state out of the launch, and holds this application's logs only
+    (:func:`cluster_logs`).
+    """
+    import pyspark
+
+    installed = Path(pyspark.__file__).resolve().parent
+    home = root / "spark-home"
+    home.mkdir(parents=True)
+    for entry in installed.iterdir():
+        if entry.name != "work":
+            (home / entry.name).symlink_to(entry)
+    (home / "work").mkdir()
+    return home
+
+
+def cluster_logs(spark_home: Path, *, tail_lines: int = 40) -> str:
+    """The last lines of every executor's stderr under ``spark_home``'s work directory."""
+    parts = []
+    for stderr in sorted((spark_home / "work").glob("app-*/*/stderr")):
+        lines = stderr.read_text(errors="replace").splitlines()
+        parts.append(f"--- {stderr.relative_to(spark_home)}\n" + "\n".join(lines[-tail_lines:]))
+    return "\n".join(parts) or f"(no executor logs under {spark_home / 'work'})"
+
+
+def run_tests_on_local_cluster(
+    node_ids: Sequence[str],
+    *,
+    bootstrap_servers: str,
+    workdir: Path,
+    timeout_s: float = 600,
+) -> subprocess.CompletedProcess[str]:
+    """Run pytest ``node_ids`` in a fresh process whose ``spark`` fixture is a
+    ``local-cluster`` session with a private SPARK_HOME, against the caller's broker."""
+    spark_home = private_spark_home(workdir)
+    env = {
+        SPARK_MASTER_ENV: LOCAL_CLUSTER,
+        "SPARK_HOME": str(spark_home),
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap_servers,
+    }
+    result = run_python(
+        ["-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "spark", *node_ids],
+        env=env,
+        timeout_s=timeout_s,
+    )
+    if result.returncode != 0:
+        raise AssertionError(
+            f"tests on {LOCAL_CLUSTER} failed (exit {result.returncode}):\n"
+            f"{result.stdout[-20000:]}\n{result.stderr[-5000:]}\n"
+            f"executor logs:\n{cluster_logs(spark_home)}"
+        )
+    return result
+
+
+def run_python(
+    args: Sequence[str], *, env: Mapping[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """This interpreter with ``args`` in the repository, this worktree first on the path."""
+    full_env = dict(os.environ, PYTHONPATH=str(REPO), **env)
+    full_env.setdefault("PYSPARK_PYTHON", sys.executable)
+    full_env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
