@@ -14,11 +14,10 @@ from tests.spark_apps import run_tests_on_local_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
+HERE = "tests/integration"
 ON_A_CLUSTER = [
-    "tests/integration/test_source_end_to_end.py"
-    "::test_reads_every_record_exactly_once_and_resumes",
-    "tests/integration/test_group_queries.py"
-    "::test_two_queries_split_the_partitions_and_read_everything_once",
+    f"{HERE}/test_source_end_to_end.py::test_reads_every_record_exactly_once_and_resumes",
+    f"{HERE}/test_group_queries.py::test_two_queries_split_the_partitions_and_read_everything_once",
 ]
 
 
