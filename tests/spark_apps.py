@@ -7,9 +7,14 @@ one lives in the pytest process, so each of these runs in a process of its own.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -105,3 +110,83 @@ def run_python(
         timeout=timeout_s,
         check=False,
     )
+
+
+class AppProcess:
+    """A Spark application in a fresh process that reports events on stdout, one JSON object
+    per line after :data:`EVENT_PREFIX`, and reads commands from stdin (tests/connect_app.py).
+    Its stderr (Spark's logs) goes to ``log``."""
+
+    EVENT_PREFIX = "APP-EVENT "
+
+    def __init__(self, args: Sequence[str], *, log: Path, env: Mapping[str, str]) -> None:
+        full_env = dict(os.environ, PYTHONPATH=str(REPO), **env)
+        full_env.setdefault("PYSPARK_PYTHON", sys.executable)
+        full_env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        self.log = log
+        self._stderr = open(log, "wb")  # noqa: SIM115 (closed in finish)
+        self.process = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=REPO,
+            env=full_env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            # Its own process group: its JVM and Spark's Python processes go with it (kill).
+            start_new_session=True,
+        )
+        self._events: queue.Queue[tuple[str, dict] | None] = queue.Queue()
+        threading.Thread(target=self._read_events, daemon=True).start()
+
+    def _read_events(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith(self.EVENT_PREFIX):
+                event = json.loads(line[len(self.EVENT_PREFIX) :])
+                self._events.put((event.pop("event"), event))
+        self._events.put(None)  # stdout closed: the process is ending
+
+    def expect(self, name: str, timeout_s: float) -> dict:
+        """The next event, which must be ``name``; its fields."""
+        try:
+            item = self._events.get(timeout=timeout_s)
+        except queue.Empty:
+            raise AssertionError(f"no {name!r} within {timeout_s}s\n{self.log_tail()}") from None
+        if item is None:
+            self.process.wait(30)
+            raise AssertionError(
+                f"the application exited ({self.process.returncode}) before {name!r}\n"
+                f"{self.log_tail()}"
+            )
+        got, fields = item
+        assert got == name, f"expected {name!r}, got {got!r} {fields}\n{self.log_tail()}"
+        return fields
+
+    def send(self, command: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+
+    def finish(self, timeout_s: float = 120) -> int:
+        """Wait for the exit (then kill whatever is left); the exit code."""
+        try:
+            return self.process.wait(timeout_s)
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the application's whole process group (idempotent)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self._stderr.close()
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+def emit(event: str, **fields: object) -> None:
+    """Report an event to the :class:`AppProcess` that started this process."""
+    print(AppProcess.EVENT_PREFIX + json.dumps({"event": event, **fields}), flush=True)
