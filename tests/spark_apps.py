@@ -97,19 +97,25 @@ def run_tests_on_local_cluster(
 def run_python(
     args: Sequence[str], *, env: Mapping[str, str], timeout_s: float
 ) -> subprocess.CompletedProcess[str]:
-    """This interpreter with ``args`` in the repository, this worktree first on the path."""
-    full_env = dict(os.environ, PYTHONPATH=str(REPO), **env)
-    full_env.setdefault("PYSPARK_PYTHON", sys.executable)
-    full_env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    """This interpreter with ``args`` in the repository (:func:`child_env`)."""
     return subprocess.run(
         [sys.executable, *args],
         cwd=REPO,
-        env=full_env,
+        env=child_env(env),
         capture_output=True,
         text=True,
         timeout=timeout_s,
         check=False,
     )
+
+
+def child_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment plus ``extra``, with this repository (worktree) first on
+    the path and Spark's Python workers on this interpreter (DESIGN section 6)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), **extra)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
 
 
 class AppProcess:
@@ -120,15 +126,12 @@ class AppProcess:
     EVENT_PREFIX = "APP-EVENT "
 
     def __init__(self, args: Sequence[str], *, log: Path, env: Mapping[str, str]) -> None:
-        full_env = dict(os.environ, PYTHONPATH=str(REPO), **env)
-        full_env.setdefault("PYSPARK_PYTHON", sys.executable)
-        full_env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         self.log = log
         self._stderr = open(log, "wb")  # noqa: SIM115 (closed in finish)
         self.process = subprocess.Popen(
             [sys.executable, *args],
             cwd=REPO,
-            env=full_env,
+            env=child_env(env),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

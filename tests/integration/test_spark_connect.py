@@ -16,7 +16,9 @@ from tests.processes import wait_until
 from tests.spark_apps import AppProcess
 from tests.streaming import expected_records, group_records, source_options
 
-pytestmark = [pytest.mark.spark, pytest.mark.broker]
+# Also in the smoke suite on the oldest supported pyspark: Spark Connect and Python data
+# sources changed between 4.0 and 4.3, and Databricks runtimes span both.
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.smoke]
 
 #: Far longer than the test: the reader commits a batch only at the next trigger, so a
 #: commit of the first batch written before it can only be the progress listener's.
