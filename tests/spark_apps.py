@@ -40,9 +40,10 @@ def private_spark_home(root: Path) -> Path:
     a worker cannot create that directory or start the process there, the launch fails before
     the executor runs; the Master relaunches at once, with no pause, and after 10 such failures
     in a row (``spark.deploy.maxExecutorRetries``, within milliseconds) it removes the
-    application: "Master removed our application: FAILED". (An executor that starts and then
-    dies never counts: every executor that starts resets the count, so a bad interpreter, too
-    little memory or a slow start-up gives endless relaunches, not that message.) A private,
+    application: "Master removed our application: FAILED". (An executor process that starts
+    and then dies never counts: every start resets the count, so a JVM that crashes or
+    registers late gives relaunches or a wait, not that message; a wrong ``PYSPARK_PYTHON``
+    fails tasks, not executors.) A private,
     fresh ``work`` directory
     takes the shared state out of the launch, and holds this application's logs only
     (:func:`cluster_logs`).
