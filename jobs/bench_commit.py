@@ -3,6 +3,11 @@
 Run: ``python jobs/bench_commit.py`` (about 2-4 minutes on 2 cores; ``--quick`` for a smoke run).
 Everything is written to a temporary local store and deleted afterwards (``--keep`` keeps it).
 
+``--store s3://bucket/prefix`` (or ``az://``, ``abfss://``, ``gs://``) with ``--store-option
+KEY=VALUE`` (delta-rs storage options) runs the same benchmark with the log on that store, then
+on a temporary local store as the baseline measured in the same run, and prints both and their
+ratio (the log goes to a fresh prefix under the given one and is left there).
+
 What it measures (the real path a member's micro-batch commit takes)
 --------------------------------------------------------------------
 A member joins a fresh group through the coordinator's handlers (JOIN, then the leader's SYNC
@@ -30,7 +35,7 @@ retentions (see ``spark_kafka_group.store.log.DEFAULT_TABLE_PROPERTIES``) reach 
 with the defaults the directory also holds the commits and compacted-away files of that hour.
 
 The last line is ``key=value`` pairs separated by spaces (``commit_p50_ms``, ``commit_p99_ms``,
-``replay_100k_s``, ...).
+``replay_100k_s``, ...; with ``--store`` also ``local_*`` for the baseline and ``*_ratio``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -69,15 +76,19 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def files_in(path: str) -> int:
+def files_in(path: str) -> int | str:
+    if "://" in path:
+        return "n/a"  # an object store: the live data files are counted instead
     return sum(len(files) for _, _, files in os.walk(path))
 
 
-def join_member(store: str, partitions: int) -> tuple[GroupLogClient, int]:
+def join_member(
+    store: str, partitions: int, options: Mapping[str, str] | None
+) -> tuple[GroupLogClient, int]:
     """Create the log (short retentions) with the member's JOIN, then SYNC through the client.
     Returns the client (as the group's leader and maintainer) and the member's generation."""
     uri = group_log_uri(store, GROUP)
-    log = GroupLog.open(uri, table_properties=SHORT_RETENTION)
+    log = GroupLog.open(uri, storage_options=options, table_properties=SHORT_RETENTION)
     now = int(time.time() * 1000)
     request = JoinRequest(
         member_id=MEMBER,
@@ -90,7 +101,7 @@ def join_member(store: str, partitions: int) -> tuple[GroupLogClient, int]:
     assert response.error is GroupError.NONE, response
     log.append(records, expected_version=-1)
 
-    client = GroupLogClient(store, GROUP)
+    client = GroupLogClient(store, GROUP, storage_options=options)
     client.maintainer = True
 
     def sync(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], object]:
@@ -106,24 +117,26 @@ def join_member(store: str, partitions: int) -> tuple[GroupLogClient, int]:
     return client, view.group_generation
 
 
-def cold_replay(store: str) -> dict[str, float]:
+def cold_replay(store: str, options: Mapping[str, str] | None) -> dict[str, float]:
     """A member starting: new client, read from the latest SNAPSHOT, fold. Also the split
     (store read / protocol fold) and a full read of every record for comparison."""
     t0 = time.perf_counter()
-    client = GroupLogClient(store, GROUP, create=False)
+    client = GroupLogClient(store, GROUP, storage_options=options, create=False)
     coordinator = client.fold()
     replay_s = time.perf_counter() - t0
     assert coordinator.member_view(MEMBER).known
 
     uri = group_log_uri(store, GROUP)
     t0 = time.perf_counter()
-    piece = GroupLog.open(uri, create=False).read_slice(from_latest_snapshot=True)
+    piece = GroupLog.open(uri, storage_options=options, create=False).read_slice(
+        from_latest_snapshot=True
+    )
     read_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     GroupCoordinator(GROUP).load(record for _, record in piece.records)
     fold_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    full = GroupLog.open(uri, create=False).read()
+    full = GroupLog.open(uri, storage_options=options, create=False).read()
     full_s = time.perf_counter() - t0
     return {
         "replay_s": replay_s,
@@ -137,8 +150,14 @@ def cold_replay(store: str) -> dict[str, float]:
     }
 
 
-def run(store: str, partitions: int, batch_partitions: int, last: int) -> dict[str, object]:
-    client, generation = join_member(store, partitions)
+def run(
+    store: str,
+    partitions: int,
+    batch_partitions: int,
+    last: int,
+    options: Mapping[str, str] | None = None,
+) -> dict[str, object]:
+    client, generation = join_member(store, partitions, options)
     offsets = dict.fromkeys(range(partitions), 0)
     latencies: list[float] = []
     tail: list[float] = []
@@ -169,7 +188,7 @@ def run(store: str, partitions: int, batch_partitions: int, last: int) -> dict[s
         written += per_batch
         if written >= wanted[0]:
             records = wanted.pop(0)
-            r = cold_replay(store)
+            r = cold_replay(store, options)
             results[records] = r
             print(
                 f"{records:>7} records ({time.perf_counter() - started:.0f}s): cold replay "
@@ -183,44 +202,25 @@ def run(store: str, partitions: int, batch_partitions: int, last: int) -> dict[s
     return {"latencies": latencies, "tail": tail[-200:], "results": results}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="up to 10,000 records only")
-    parser.add_argument("--partitions", type=int, default=100, help="partitions the member owns")
-    parser.add_argument("--batch-partitions", type=int, default=12, help="partitions per commit")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary store")
-    args = parser.parse_args()
-
-    store = tempfile.mkdtemp(prefix="skg-bench-commit-")
-    try:
-        out = run(
-            store,
-            args.partitions,
-            min(args.batch_partitions, args.partitions),
-            10_000 if args.quick else 100_000,
-        )
-    finally:
-        if args.keep:
-            print(f"store kept at {store}")
-        else:
-            shutil.rmtree(store, ignore_errors=True)
-
+def summarize(out: dict[str, object], args: argparse.Namespace, where: str) -> dict[str, str]:
+    """Print one run's figures; its ``key=value`` pairs."""
     lat: list[float] = out["latencies"]  # type: ignore[assignment]
     tail: list[float] = out["tail"]  # type: ignore[assignment]
     results: dict[int, dict[str, float]] = out["results"]  # type: ignore[assignment]
     p50, p99 = percentile(lat, 0.50), percentile(lat, 0.99)
     print(
-        f"commit (GroupLogClient.transact + commit_offsets, {args.batch_partitions} partitions "
-        f"per micro-batch, log 0 -> 10k records): {len(lat)} commits: p50 {p50:.1f} ms, "
-        f"p99 {p99:.1f} ms, mean {statistics.mean(lat):.1f} ms, max {max(lat):.1f} ms"
+        f"[{where}] commit (GroupLogClient.transact + commit_offsets, {args.batch_partitions} "
+        f"partitions per micro-batch, log 0 -> 10k records): {len(lat)} commits: p50 "
+        f"{p50:.1f} ms, p99 {p99:.1f} ms, mean {statistics.mean(lat):.1f} ms, max "
+        f"{max(lat):.1f} ms"
     )
     pairs = {"commit_p50_ms": f"{p50:.1f}", "commit_p99_ms": f"{p99:.1f}"}
     if tail:
         pairs["commit_at_100k_p50_ms"] = f"{percentile(tail, 0.5):.1f}"
         pairs["commit_at_100k_p99_ms"] = f"{percentile(tail, 0.99):.1f}"
         print(
-            f"commit of {args.partitions} partitions, last {len(tail)} before 100k records: "
-            f"p50 {percentile(tail, 0.5):.1f} ms, p99 {percentile(tail, 0.99):.1f} ms"
+            f"[{where}] commit of {args.partitions} partitions, last {len(tail)} before 100k "
+            f"records: p50 {percentile(tail, 0.5):.1f} ms, p99 {percentile(tail, 0.99):.1f} ms"
         )
     for total, r in results.items():
         key = f"{total // 1000}k"
@@ -230,6 +230,54 @@ def main() -> None:
         pairs[f"full_read_{key}_s"] = f"{r['full_s']:.3f}"
         pairs[f"files_{key}"] = str(r["files"])
         pairs[f"live_files_{key}"] = str(r["live_files"])
+    return pairs
+
+
+def run_local(args: argparse.Namespace, last: int) -> dict[str, object]:
+    store = tempfile.mkdtemp(prefix="skg-bench-commit-")
+    try:
+        batch = min(args.batch_partitions, args.partitions)
+        return run(store, args.partitions, batch, last)
+    finally:
+        if args.keep:
+            print(f"store kept at {store}")
+        else:
+            shutil.rmtree(store, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="up to 10,000 records only")
+    parser.add_argument("--partitions", type=int, default=100, help="partitions the member owns")
+    parser.add_argument("--batch-partitions", type=int, default=12, help="partitions per commit")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary store")
+    parser.add_argument("--store", help="an object-store URI to measure against the local store")
+    parser.add_argument(
+        "--store-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a delta-rs storage option for --store (repeatable)",
+    )  # fmt: skip
+    args = parser.parse_args()
+    last = 10_000 if args.quick else 100_000
+
+    if not args.store:
+        local = summarize(run_local(args, last), args, "local")
+        print(" ".join(f"{k}={v}" for k, v in local.items()))
+        return
+    options = dict(item.partition("=")[::2] for item in args.store_option)
+    store = f"{args.store.rstrip('/')}/bench-commit-{uuid.uuid4().hex[:8]}"
+    print(f"log on {store}", flush=True)
+    remote = summarize(
+        run(store, args.partitions, min(args.batch_partitions, args.partitions), last, options),
+        args,
+        store.split("://", 1)[0],
+    )
+    print("baseline: the same run on a temporary local store", flush=True)
+    local = summarize(run_local(args, last), args, "local")
+    pairs = dict(remote)
+    pairs.update({f"local_{k}": v for k, v in local.items()})
+    for key in remote:
+        if key.startswith(("commit_", "replay_")) and float(local[key]) > 0:
+            pairs[f"{key}_ratio"] = f"{float(remote[key]) / float(local[key]):.2f}"
     print(" ".join(f"{k}={v}" for k, v in pairs.items()))
 
 

@@ -21,6 +21,8 @@ starts: ``--runs`` samples per configuration.
     python jobs/bench_join.py                         # embedded Tansu broker, ~6 min
     python jobs/bench_join.py --trigger-ms 500,10000 --runs 7
     python jobs/bench_join.py --bootstrap-servers broker:9092
+    python jobs/bench_join.py --store s3://bucket/prefix --store-option AWS_REGION=eu-west-1
+                                                      # the group log on an object store
 
 The last line is ``key=value`` pairs: per trigger interval ``T``, ``join_T<T>_p50_s`` /
 ``join_T<T>_max_s``, ``budget_T<T>_s``, ``within_budget_T<T>`` (runs within the budget, of
@@ -104,9 +106,14 @@ def kafka_runs(servers: str, topic: str, runs: int, heartbeat_ms: int) -> list[f
 class SparkRuns:
     """Two owner queries and a newcomer started ``runs`` times, in one SparkSession."""
 
-    def __init__(self, servers: str, topic: str, work: str) -> None:
-        self.spark_group = SparkGroup(servers, topic, work, trigger_ms=1000)
+    def __init__(
+        self, servers: str, topic: str, work: str, store: str | None, options: dict[str, str]
+    ) -> None:
+        self.spark_group = SparkGroup(
+            servers, topic, work, trigger_ms=1000, store=store, storage_options=options
+        )
         self.store = self.spark_group.store
+        self.options = options
 
     def runs(self, trigger_ms: int, heartbeat_ms: int, runs: int) -> tuple[list[float], float]:
         """Join-to-first-record of the newcomer per run; the owners' median batch time (ms)."""
@@ -134,7 +141,7 @@ class SparkRuns:
             return sink
 
         def settled(members: int) -> bool:
-            info = spark_kafka_group.describe_group(store, group)
+            info = spark_kafka_group.describe_group(store, group, storage_options=self.options)
             return (
                 info.state == "Stable"
                 and len(info.members) == members
@@ -165,7 +172,8 @@ class SparkRuns:
                 finally:
                     newcomer.stop()
                 member = next(group_offsets(newcomer.lastProgress)).member
-                log = GroupLog.open(group_log_uri(store, group)).read()
+                uri = group_log_uri(store, group)
+                log = GroupLog.open(uri, storage_options=self.options).read()
                 joined_ms = min(
                     r.timestamp_ms for _, r in log if r.kind == "JOIN" and r.member_id == member
                 )
@@ -203,17 +211,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--heartbeat-ms", type=int, default=500)
     parser.add_argument("--runs", type=int, default=5, help="newcomers per configuration")
+    parser.add_argument(
+        "--store", help="group store URI, e.g. s3://bucket/prefix (default: a local directory)"
+    )
+    parser.add_argument(
+        "--store-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a delta-rs storage option for --store (repeatable)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    options = dict(item.partition("=")[::2] for item in args.store_option)
+    store = f"{args.store.rstrip('/')}/bench-join-{uuid.uuid4().hex[:8]}" if args.store else None
     triggers = [int(t) for t in args.trigger_ms.split(",") if t.strip()]
 
     work = tempfile.mkdtemp(prefix="kafka-group-bench-join-")
     summary: dict[str, Any] = {"runs": args.runs, "heartbeat_s": args.heartbeat_ms / 1000}
+    summary["store"] = store.split("://", 1)[0] if store else "local"
     try:
         with steady_topic(
             args.bootstrap_servers, "bench-join", args.partitions, args.produce_interval_ms / 1000
         ) as (servers, topic):
             kafka = kafka_runs(servers, topic, args.runs, args.heartbeat_ms)
-            spark = SparkRuns(servers, topic, work)
+            spark = SparkRuns(servers, topic, work, store, options)
             try:
                 ours = {t: spark.runs(t, args.heartbeat_ms, args.runs) for t in triggers}
             finally:

@@ -211,14 +211,26 @@ class KafkaConsumerMember:
 class SparkGroup:
     """``format("kafka-group")`` queries in one SparkSession; each query is a group member."""
 
-    def __init__(self, servers: str, topic: str, work: str, trigger_ms: int) -> None:
+    def __init__(
+        self,
+        servers: str,
+        topic: str,
+        work: str,
+        trigger_ms: int,
+        *,
+        store: str | None = None,
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
+        """``store``: the group store (default: a directory under ``work``), with its delta-rs
+        ``storage_options``."""
         from pyspark.sql import SparkSession
 
         import spark_kafka_group
 
         self.servers, self.topic, self.work, self.trigger_ms = servers, topic, work, trigger_ms
         self.group = f"bench-rebalance-{uuid.uuid4().hex[:6]}"
-        self.store = os.path.join(work, "groups")
+        self.store = store or os.path.join(work, "groups")
+        self.storage_options = dict(storage_options or {})
         self.spark = (
             SparkSession.builder.master("local[2]")
             .appName("kafka-group bench_rebalance")
@@ -228,7 +240,7 @@ class SparkGroup:
             .getOrCreate()
         )
         self.spark.sparkContext.setLogLevel("ERROR")
-        spark_kafka_group.register(self.spark)
+        spark_kafka_group.register(self.spark, storage_options=self.storage_options)
 
     def member(self, name: str, j: Journal) -> Any:
         def sink(frame: Any, batch_id: int) -> None:
@@ -258,6 +270,7 @@ class SparkGroup:
             "sessionTimeoutMs": str(SESSION_TIMEOUT_MS),
             "rebalanceTimeoutMs": str(REBALANCE_TIMEOUT_MS),
             "assignmentStrategy": "cooperative-sticky",
+            **{f"groupStore.{k}": v for k, v in self.storage_options.items()},
         }
         reader = self.spark.readStream.format("kafka-group")
         for key, value in options.items():
@@ -480,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
                         "kafka-group",
                         args.partitions,
                         lambda n, j=j: spark.member(n, j),
-                        SparkGroup.leave,
+                        spark.leave,
                         j,
                         started=SparkGroup.wait_started,
                         startup_timeout_s=180,

@@ -44,7 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 import spark_kafka_group
 from spark_kafka_group.embedded import bootstrap_or_embedded
-from spark_kafka_group.options import read_properties
+from spark_kafka_group.options import read_properties, storage_options_from
 
 DELTA_JVM_CLASSES = (
     "io.delta.sql.DeltaSparkSessionExtension",
@@ -118,17 +118,21 @@ class DeltaRsBatchWriter:
         partition that moved between members, or a query restarted on another member id,
         may re-read the previous owner's last uncommitted batch."""
         import pyarrow.compute as pc
-        import pyarrow.dataset as pads
+
+        from spark_kafka_group.store.files import query_table
 
         lo, hi = pc.min_max(data["offset"]).values()
-        topics = pc.unique(data["topic"])
-        existing = table.to_pyarrow_dataset().to_table(
-            columns=["topic", "partition", "offset"],
-            filter=(pads.field("offset") >= lo.as_py())
-            & (pads.field("offset") <= hi.as_py())
-            & pads.field("topic").isin(topics),
+        topics = ", ".join(
+            "'" + str(t).replace("'", "''") + "'" for t in pc.unique(data["topic"]).to_pylist()
         )
-        return existing
+        existing = query_table(
+            table,
+            'SELECT topic, "partition", "offset" FROM t '
+            f'WHERE "offset" BETWEEN {int(lo.as_py())} AND {int(hi.as_py())} '
+            f"AND topic IN ({topics})",
+        )
+        # DataFusion answers strings as string_view; the join needs the batch's own types
+        return existing.cast(data.select(existing.column_names).schema)
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         from deltalake import CommitProperties, Transaction, write_deltalake
@@ -225,9 +229,10 @@ def table_rows(table_uri: str, storage_options: Mapping[str, str] | None = None)
     """The ingested table as a pyarrow Table (delta-rs, no Spark needed)."""
     from deltalake import DeltaTable
 
-    return DeltaTable(
-        table_uri, storage_options=dict(storage_options or {}) or None
-    ).to_pyarrow_table()
+    from spark_kafka_group.store.files import query_table
+
+    table = DeltaTable(table_uri, storage_options=dict(storage_options or {}) or None)
+    return query_table(table, "SELECT * FROM t")
 
 
 def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) -> int:
@@ -272,7 +277,8 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
 
         own_spark = spark is None
         spark = spark or _spark(args)
-        spark_kafka_group.register(spark)
+        store_options = storage_options_from(options)
+        spark_kafka_group.register(spark, storage_options=store_options)
         use_delta = args.sink == "delta" or (args.sink == "auto" and delta_jvm_available(spark))
         reader = spark.readStream.format("kafka-group")
         for key, value in options.items():

@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     import spark_kafka_group
+    from spark_kafka_group.options import storage_options_from
 
     spark = (
         SparkSession.builder.master("local[1]")
@@ -57,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    spark_kafka_group.register(spark)
+    extra = dict(item.partition("=")[::2] for item in args.option)
+    store_options = storage_options_from(extra)
+    spark_kafka_group.register(spark, storage_options=store_options)
 
     reader = (
         spark.readStream.format("kafka-group")
@@ -73,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.instance_id:
         reader = reader.option("groupInstanceId", args.instance_id)
-    for item in args.option:
-        key, _, value = item.partition("=")
+    for key, value in extra.items():
         reader = reader.option(key, value)
 
     journal = open(args.journal, "a", buffering=1)  # noqa: SIM115 - closed on exit

@@ -1,4 +1,5 @@
-# Shared by scripts/setup and scripts/test: make sure Java and the virtualenv are ready.
+# Shared by scripts/setup and scripts/test: make sure Java, the virtualenv and the Azure Blob
+# test server (Azurite) are ready.
 # Idempotent: a second run only checks. Sourced, not executed.
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -66,4 +67,31 @@ ensure_venv() {
         "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$REPO_ROOT[test]" "$@"
         printf '%s' "$wanted" >"$stamp"
     fi
+}
+
+# ensure_azurite VENV_DIR: the Azure Blob test server (npm azurite) in VENV_DIR/azurite, where
+# tests/object_stores.py looks for it. Needs node and npm (installed as root when missing).
+AZURITE_VERSION="3.37.0"
+ensure_azurite() {
+    local prefix="$1/azurite"
+    if [ -x "$prefix/node_modules/.bin/azurite-blob" ] &&
+        [ "$(cat "$prefix/.version" 2>/dev/null)" = "$AZURITE_VERSION" ]; then
+        return 0
+    fi
+    if ! command -v npm >/dev/null 2>&1; then
+        if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+            echo "npm not found; installing nodejs and npm (for the Azurite test server) ..."
+            DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+        fi
+        if ! command -v npm >/dev/null 2>&1; then
+            echo "error: the Azure Blob test server (Azurite) needs Node.js 18+ and npm." >&2
+            return 1
+        fi
+    fi
+    echo "Installing the Azure Blob test server (azurite@$AZURITE_VERSION) into $prefix ..."
+    mkdir -p "$prefix"
+    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error \
+        "azurite@$AZURITE_VERSION" >/dev/null
+    printf '%s' "$AZURITE_VERSION" >"$prefix/.version"
 }

@@ -13,6 +13,7 @@ Use::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from spark_kafka_group._version import __version__
@@ -24,6 +25,7 @@ __all__ = [
     "FORMAT_NAME",
     "__version__",
     "describe_group",
+    "lag",
     "leave_group",
     "register",
     "reset_offsets",
@@ -33,9 +35,14 @@ __all__ = [
 FORMAT_NAME = "kafka-group"
 
 
-def register(spark: SparkSession) -> None:
+def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None = None) -> None:
     """Register the ``kafka-group`` data source with ``spark`` and add the listener that
-    commits each completed batch from the query progress (idempotent)."""
+    commits each completed batch from the query progress (idempotent).
+
+    ``storage_options``: the delta-rs storage options of the queries' group store (their
+    ``groupStore.*`` options without the prefix) when it needs any: the listener runs in the
+    driver, not where the source reads its options, and offsets never carry credentials.
+    """
     from spark_kafka_group.progress import GroupProgressListener
     from spark_kafka_group.source.datasource import KafkaGroupDataSource
 
@@ -46,10 +53,15 @@ def register(spark: SparkSession) -> None:
         # ours automatically (pyspark_kafka_group.DefaultSource).
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
             raise
-    if not getattr(spark, "_kafka_group_listener", None):
-        listener = GroupProgressListener()
-        spark.streams.addListener(listener)
-        spark._kafka_group_listener = listener  # type: ignore[attr-defined]
+    options = dict(storage_options or {}) or None
+    current = getattr(spark, "_kafka_group_listener", None)
+    if current is not None and (options is None or current._storage_options == options):
+        return  # a later register(spark) keeps the options given before
+    if current is not None:
+        spark.streams.removeListener(current)
+    listener = GroupProgressListener(options)
+    spark.streams.addListener(listener)
+    spark._kafka_group_listener = listener  # type: ignore[attr-defined]
 
 
 def __getattr__(name: str) -> object:
@@ -58,6 +70,10 @@ def __getattr__(name: str) -> object:
         from spark_kafka_group import admin
 
         return getattr(admin, name)
+    if name == "lag":
+        from spark_kafka_group.progress_lag import lag
+
+        return lag
     if name == "leave_group":
         from spark_kafka_group.progress import leave_group
 

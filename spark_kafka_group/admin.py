@@ -141,8 +141,8 @@ def reset_offsets(
                 for m in group.members.values()
             )
             raise GroupNotEmptyError(
-                f"Group {group_id!r} has live members ({live}): stop their queries (and call "
-                "spark_kafka_group.leave_group(query), or wait for their session timeout) "
+                f"Group {group_id!r} has live members ({live}): stop their queries (a stopped "
+                "query's member leaves; a static member expires after its session timeout) "
                 "before resetting offsets."
             )
         plan = {

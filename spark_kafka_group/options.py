@@ -5,7 +5,8 @@ name is matched case-insensitively and messages quote the documented spelling. O
 are public API: keep them.
 
 * ``kafka.*`` keys pass through to librdkafka (security, fetch tuning, ...) except the keys
-  the source must own, which are refused with the option to use instead.
+  the source must own, which are refused with the option to use instead. The Java client's
+  security keys are translated to librdkafka's (:mod:`spark_kafka_group.kafka.java_settings`).
 * ``groupStore.*`` keys pass through to delta-rs as storage options (S3, ADLS, GCS).
 * Anything else that is not a known option is an error naming it and the closest valid name.
 """
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from spark_kafka_group.errors import OptionError
+from spark_kafka_group.kafka.config import OffsetFetchRetry
+from spark_kafka_group.kafka.java_settings import translate_java_settings
 
 StartingMode = Literal["earliest", "latest", "none", "json"]
 
@@ -87,6 +90,9 @@ OPTION_SPECS: tuple[_Spec, ...] = (
     _Spec(
         "importFromKafkaGroup", None, "Kafka group whose offsets seed partitions never committed."
     ),
+    # Spark's names and defaults (its Kafka source's KafkaOffsetReaderAdmin).
+    _Spec("fetchOffset.numRetries", "3", "Attempts at a driver metadata / ListOffsets call."),
+    _Spec("fetchOffset.retryIntervalMs", "1000", "Pause between two of those attempts."),
 )
 
 _SPECS_BY_KEY = {spec.name.lower(): spec for spec in OPTION_SPECS}
@@ -148,8 +154,9 @@ class SourceOptions:
     poll_timeout_ms: int
     commit_to_kafka: bool
     import_from_kafka_group: str | None
-    #: librdkafka settings from ``kafka.*`` options, prefix removed.
+    #: librdkafka settings from ``kafka.*`` options, prefix removed, Java keys translated.
     kafka_params: Mapping[str, str]
+    fetch_offset_retry: OffsetFetchRetry
 
     @property
     def subscription_description(self) -> str:
@@ -160,17 +167,31 @@ class SourceOptions:
         return f"assign={json.dumps({t: list(p) for t, p in (self.assign or {}).items()})}"
 
 
+#: Options starting with this (any case) are delta-rs storage options of the group store.
+STORE_OPTION_PREFIX = "groupstore."
+
+
+def storage_options_from(raw: Mapping[str, str]) -> dict[str, str]:
+    """The ``groupStore.<key>`` options of ``raw`` as delta-rs storage options ``{key: value}``
+    (what :func:`spark_kafka_group.register` and ``leave_group`` need on an object store)."""
+    return {
+        key[len(STORE_OPTION_PREFIX) :]: str(value)
+        for key, value in raw.items()
+        if key.lower().startswith(STORE_OPTION_PREFIX)
+    }
+
+
 def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     """Validate ``raw`` (as given to ``DataSource.__init__``) into :class:`SourceOptions`."""
     values: dict[str, str] = {}
     kafka_params: dict[str, str] = {}
-    storage_options: dict[str, str] = {}
+    storage_options = storage_options_from(raw)
     for key, value in raw.items():
         lower = key.lower()
         if lower in _SPECS_BY_KEY:
             values[lower] = str(value)
-        elif lower.startswith("groupstore."):
-            storage_options[key[len("groupstore.") :]] = str(value)
+        elif lower.startswith(STORE_OPTION_PREFIX):
+            continue
         elif lower.startswith("kafka."):
             kafka_key = key[len("kafka.") :].lower()
             if kafka_key in _OWNED_KAFKA_KEYS:
@@ -264,7 +285,13 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         ),
         commit_to_kafka=_bool("commitToKafka", get("commitToKafka")),
         import_from_kafka_group=(get("importFromKafkaGroup") or "").strip() or None,
-        kafka_params=kafka_params,
+        kafka_params=translate_java_settings(kafka_params, prefix="kafka."),
+        fetch_offset_retry=OffsetFetchRetry(
+            num_retries=_positive_int("fetchOffset.numRetries", get("fetchOffset.numRetries")),
+            retry_interval_ms=_non_negative_int(
+                "fetchOffset.retryIntervalMs", get("fetchOffset.retryIntervalMs")
+            ),
+        ),
     )
 
 

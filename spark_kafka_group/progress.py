@@ -44,11 +44,20 @@ def group_offsets(progress: Any) -> Iterator[SourceOffset]:
         return
     sources = progress["sources"] if isinstance(progress, Mapping) else progress.sources
     for source in sources:
-        end = source["endOffset"] if isinstance(source, Mapping) else source.endOffset
-        if isinstance(end, str):
-            end = _parse_offset(end)
-        if isinstance(end, Mapping) and {"group", "store", "member", "offsets"} <= set(end):
-            yield SourceOffset.from_json(end)
+        offset = source_offset(source, "endOffset")
+        if offset is not None:
+            yield offset
+
+
+def source_offset(source: Any, name: str) -> SourceOffset | None:
+    """The offset ``name`` (``startOffset``, ``endOffset``, ``latestOffset``) of one source of
+    a query progress, if it is a ``kafka-group`` offset; else None."""
+    value = source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
+    if isinstance(value, str):
+        value = _parse_offset(value)
+    if isinstance(value, Mapping) and {"group", "store", "member", "offsets"} <= set(value):
+        return SourceOffset.from_json(value)
+    return None
 
 
 def _parse_offset(text: str) -> Any:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.object_stores import any_store, azure_store, s3_store  # noqa: F401 (fixtures)
 from tests.spark_apps import SPARK_MASTER_ENV
 
 if TYPE_CHECKING:

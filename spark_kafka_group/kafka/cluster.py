@@ -2,8 +2,12 @@
 
 One :class:`KafkaCluster` per stream reader, used as a context manager. Every failure is one
 of our exceptions with the servers, the names and the numbers in it; never a bare librdkafka
-error. Tansu (the embedded test broker) answers ListOffsets(latest) with the last record
-batch's base offset + 1 and ListOffsets by timestamp unreliably (DESIGN section 8).
+error. A call that gets no answer is retried as Spark's Kafka source does it: up to
+``fetchOffset.numRetries`` attempts, ``fetchOffset.retryIntervalMs`` apart
+(:class:`~spark_kafka_group.kafka.config.OffsetFetchRetry`); one attempt lasts at most
+:data:`ATTEMPT_TIMEOUT_S`. Tansu (the embedded test broker) answers ListOffsets(latest)
+with the last record batch's base offset + 1 and ListOffsets by timestamp unreliably
+(DESIGN section 8).
 """
 
 from __future__ import annotations
@@ -11,11 +15,12 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
+from concurrent.futures import wait as wait_futures
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
@@ -29,21 +34,43 @@ from spark_kafka_group.errors import (
 from spark_kafka_group.kafka.config import (
     CONNECTIVITY_ERRORS,
     ErrorTracker,
+    OffsetFetchRetry,
     client_config,
     unreachable_message,
 )
 
+if TYPE_CHECKING:
+    from spark_kafka_group.options import SourceOptions
+
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+_T = TypeVar("_T")
 
-#: Give up early when librdkafka reports every bootstrap server down for this long and the
-#: cluster has never answered (connection refused, unknown host): no point waiting 30 s.
+#: One attempt at a metadata or ListOffsets call waits at most this long for an answer.
+ATTEMPT_TIMEOUT_S = 10.0
+
+#: End an attempt early when librdkafka reports every bootstrap server down for this long and
+#: the cluster has never answered (connection refused, unknown host): no point waiting
+#: :data:`ATTEMPT_TIMEOUT_S`.
 UNREACHABLE_FAST_FAIL_S = 3.0
 
 _TOPIC_MISSING_CODES = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
 )
+
+
+class _AttemptFailed(Exception):
+    """One attempt got no answer (the reason is the text); the caller may retry."""
+
+
+def cluster_for_source(opts: SourceOptions) -> KafkaCluster:
+    """The cluster of a query's source options (servers, ``kafka.*``, ``fetchOffset.*``)."""
+    return KafkaCluster(
+        opts.bootstrap_servers,
+        client_conf=dict(opts.kafka_params),
+        retry=opts.fetch_offset_retry,
+    )
 
 
 def is_internal_topic(name: str) -> bool:
@@ -55,7 +82,8 @@ class KafkaCluster:
     """Metadata and offsets of one Kafka cluster, through a confluent-kafka AdminClient.
 
     ``client_conf`` holds the user's ``kafka.*`` options with the prefix stripped (security
-    settings etc.). ``isolation.level=read_committed`` there makes :meth:`latest_offsets`
+    settings etc.). ``retry`` says how often a call that gets no answer is tried.
+    ``isolation.level=read_committed`` there makes :meth:`latest_offsets`
     return the last stable offset instead of the high watermark.
     """
 
@@ -64,7 +92,8 @@ class KafkaCluster:
         bootstrap_servers: str,
         *,
         client_conf: Mapping[str, str] | None = None,
-        timeout_s: float = 30.0,
+        retry: OffsetFetchRetry = OffsetFetchRetry(),  # noqa: B008 (frozen, so shared safely)
+        attempt_timeout_s: float = ATTEMPT_TIMEOUT_S,
     ) -> None:
         if not bootstrap_servers or not str(bootstrap_servers).strip():
             raise OptionError(
@@ -73,7 +102,8 @@ class KafkaCluster:
             )
         self.bootstrap_servers = str(bootstrap_servers)
         self.client_conf = dict(client_conf or {})
-        self.timeout_s = float(timeout_s)
+        self.retry = retry
+        self.attempt_timeout_s = float(attempt_timeout_s)
         self._errors = ErrorTracker()
         conf = client_config(self.bootstrap_servers, self.client_conf, for_admin=True)
         conf["error_cb"] = self._errors
@@ -122,9 +152,10 @@ class KafkaCluster:
     # ------------------------------------------------------------------ metadata
 
     def metadata(self) -> ClusterMetadata:
-        """Metadata of all topics (never auto-creates a topic), retried until the timeout."""
-        start = time.monotonic()
-        deadline = start + self.timeout_s
+        """Metadata of all topics (never auto-creates a topic)."""
+        return self._with_retries("Metadata", self._metadata_attempt)
+
+    def _metadata_attempt(self, start: float, deadline: float) -> ClusterMetadata:
         while True:
             remaining = deadline - time.monotonic()
             try:
@@ -141,9 +172,42 @@ class KafkaCluster:
                 self._errors.connected()
                 return md
             self.admin.poll(0)  # serve error_cb
-            self._raise_if_unreachable(start, deadline)
+            self._end_attempt_if_unreachable(start, deadline)
 
-    def _raise_if_unreachable(self, start: float, deadline: float, last: str = "") -> None:
+    def _with_retries(self, what: str, attempt: Callable[[float, float], _T]) -> _T:
+        """``attempt(start, deadline)`` up to ``retry.num_retries`` times, Spark's way."""
+        retry = self.retry
+        first_start = time.monotonic()
+        reason = ""
+        for number in range(1, retry.num_retries + 1):
+            start = time.monotonic()
+            try:
+                return attempt(start, start + self.attempt_timeout_s)
+            except _AttemptFailed as failed:
+                reason = str(failed)
+            if self._errors.hopeless is not None:
+                break  # wrong credentials or TLS setup: another attempt cannot help
+            if number < retry.num_retries:
+                log.warning(
+                    "%s request to Kafka cluster %r got no answer (attempt %d of %d: %s); "
+                    "retrying in %d ms",
+                    what,
+                    self.bootstrap_servers,
+                    number,
+                    retry.num_retries,
+                    reason,
+                    retry.retry_interval_ms,
+                )
+                time.sleep(retry.retry_interval_ms / 1000)
+        elapsed = round(time.monotonic() - first_start, 1)
+        raise BrokerUnavailableError(
+            unreachable_message(self.bootstrap_servers, elapsed, reason)
+            + f" {what} was tried {number} time(s) (fetchOffset.numRetries="
+            f"{retry.num_retries}, fetchOffset.retryIntervalMs={retry.retry_interval_ms}); "
+            "raise them to wait longer for a cluster that is briefly unavailable."
+        )
+
+    def _end_attempt_if_unreachable(self, start: float, deadline: float, last: str = "") -> None:
         now = time.monotonic()
         errors = self._errors
         down_since = errors.all_brokers_down_at
@@ -151,14 +215,10 @@ class KafkaCluster:
         fast = (
             not self._ever_connected
             and down_since is not None
-            and now - start >= min(UNREACHABLE_FAST_FAIL_S, self.timeout_s)
+            and now - start >= min(UNREACHABLE_FAST_FAIL_S, self.attempt_timeout_s)
         )
         if hopeless or fast or now >= deadline:
-            raise BrokerUnavailableError(
-                unreachable_message(
-                    self.bootstrap_servers, round(now - start, 1), errors.reason() or last
-                )
-            )
+            raise _AttemptFailed(errors.reason() or last or "no answer")
 
     def topic_partitions(
         self,
@@ -252,18 +312,26 @@ class KafkaCluster:
         wanted = list(dict.fromkeys((str(t), int(p)) for t, p in tps))
         if not wanted:
             return {}
-        start = time.monotonic()
-        deadline = start + self.timeout_s
-        attempt = 0
+
+        def attempt(start: float, deadline: float) -> dict[TP, tuple[int, int]]:
+            return self._list_offsets_attempt(wanted, spec, start, deadline)
+
+        return self._with_retries("ListOffsets", attempt)
+
+    def _list_offsets_attempt(
+        self, wanted: list[TP], spec: OffsetSpec, start: float, deadline: float
+    ) -> dict[TP, tuple[int, int]]:
+        tries = 0
         while True:
-            attempt += 1
+            tries += 1
             request = {TopicPartition(t, p): spec for t, p in wanted}
             try:
                 futures = self.admin.list_offsets(
                     request,
                     isolation_level=self._isolation,
-                    request_timeout=max(1.0, min(deadline - time.monotonic(), 10.0)),
+                    request_timeout=max(1.0, deadline - time.monotonic()),
                 )
+                self._await(list(futures.values()), start, deadline)
                 result = {
                     (tp.topic, tp.partition): _result(fut, deadline) for tp, fut in futures.items()
                 }
@@ -280,11 +348,22 @@ class KafkaCluster:
                         f"{self.bootstrap_servers!r}: {_text(exc)}"
                     ) from None
                 self.admin.poll(0)  # serve error_cb
-                self._raise_if_unreachable(start, deadline, _text(exc))
-                time.sleep(min(0.1 * attempt, 1.0))
+                self._end_attempt_if_unreachable(start, deadline, _text(exc))
+                time.sleep(min(0.1 * tries, 1.0, max(0.0, deadline - time.monotonic())))
                 continue
             self._ever_connected = True
             return result
+
+    def _await(self, futures: list[Future[Any]], start: float, deadline: float) -> None:
+        """Wait for ``futures`` in short slices, ending the attempt early (like metadata) when
+        every server is down and the cluster never answered."""
+        while True:
+            remaining = deadline - time.monotonic()
+            _, pending = wait_futures(futures, timeout=max(0.05, min(remaining, 1.0)))
+            if not pending or remaining <= 0:
+                return
+            self.admin.poll(0)  # serve error_cb
+            self._end_attempt_if_unreachable(start, deadline)
 
     def _check_partitions_exist(self, tps: Sequence[TP]) -> None:
         md = self.metadata()

@@ -3,6 +3,9 @@
 * librdkafka's own log lines never reach stderr: they go to the Python logger
   ``spark_kafka_group.librdkafka`` at DEBUG level (configuration warnings at WARNING). The
   failures that matter surface as our exceptions, with the broker's words in them.
+* Java client security settings (``sasl.jaas.config``, ``ssl.truststore.*``, ...) are
+  translated to librdkafka's by :func:`.java_settings.translate_java_settings` in
+  :func:`client_config`, so every client (driver, executors, CLI) gets the same translation.
 * Client-level errors (connection refused, DNS, TLS, SASL) arrive through ``error_cb``;
   :class:`ErrorTracker` remembers them so a timeout can say *why* nothing answered.
 """
@@ -13,9 +16,12 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError
+
+from spark_kafka_group.kafka.java_settings import translate_java_settings
 
 log = logging.getLogger(__name__)
 
@@ -134,15 +140,27 @@ class ErrorTracker:
         return err.str() if err is not None else ""
 
 
+@dataclass(frozen=True)
+class OffsetFetchRetry:
+    """How the driver retries a Kafka metadata or ListOffsets call (Spark's
+    ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``)."""
+
+    #: Attempts in all (Spark counts the first one too).
+    num_retries: int = 3
+    #: Pause between two attempts.
+    retry_interval_ms: int = 1000
+
+
 def client_config(
     bootstrap_servers: str,
     client_conf: Mapping[str, str],
     *,
     for_admin: bool = False,
 ) -> dict[str, Any]:
-    """Base librdkafka configuration: the user's ``kafka.*`` options plus logging."""
+    """Base librdkafka configuration: the user's ``kafka.*`` options (Java client security
+    keys translated) plus logging. Raises OptionError for a setting librdkafka cannot use."""
     conf: dict[str, Any] = {}
-    for key, value in client_conf.items():
+    for key, value in translate_java_settings(client_conf).items():
         if for_admin and key.startswith(_CONSUMER_ONLY_PREFIXES):
             continue
         conf[key] = value

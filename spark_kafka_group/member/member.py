@@ -274,12 +274,17 @@ class GroupMember:
     def _join_timeout_message(self, wait_ms: int) -> str:
         settings = self.settings
         group = self._client.coordinator.group
+        now = self._clock.now_ms()
         laggards = []
         for m in group.members.values():
             if m.member_id == self.member_id:
                 continue
             if group.state == GroupState.PREPARING_REBALANCE and not m.joined:
-                laggards.append(f"{m.member_id} (did not rejoin)")
+                silent_s = (now - m.last_seen_ms) / 1000
+                laggards.append(
+                    f"{m.member_id} (did not rejoin; silent for {silent_s:.0f} s, its session "
+                    f"timeout of {m.session_timeout_ms / 1000:.0f} s expires it)"
+                )
             elif group.state == GroupState.COMPLETING_REBALANCE and m.member_id == group.leader:
                 laggards.append(f"{m.member_id} (leader, did not assign)")
             elif m.revoking:
@@ -291,8 +296,9 @@ class GroupMember:
             f"the group is {group.state.value}. Members that did not rejoin: "
             f"{', '.join(laggards) or '(none: the group log could not be written)'}. "
             "A Trigger.AvailableNow run reads only what it is assigned, so it stops here "
-            "rather than end having read nothing. Stop those queries (or wait for them), or "
-            "raise rebalanceTimeoutMs; a smaller sessionTimeoutMs expires crashed members sooner."
+            "rather than end having read nothing. Stop those queries or wait for them to "
+            "expire; or give this run a rebalanceTimeoutMs + sessionTimeoutMs longer than "
+            "their session timeout (use the same timeouts for every query of the group)."
         )
 
     def leave(self, reason: str = "the query left the group") -> None:

@@ -176,7 +176,7 @@ def log_end_offsets(
     """High watermarks; topics that no longer exist are returned as missing, not raised."""
     from spark_kafka_group.kafka.cluster import KafkaCluster
 
-    with KafkaCluster(bootstrap_servers, client_conf=client_conf, timeout_s=20.0) as cluster:
+    with KafkaCluster(bootstrap_servers, client_conf=client_conf) as cluster:
         cluster.metadata()  # an unreachable cluster fails fast here, with the reason
         if not partitions:
             return {}, []

@@ -101,12 +101,10 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         """The started member. ``previous_member``: the member id in the checkpointed offsets
         of a restarted query; the new member takes its place in the group at once."""
         if self._member is None:
-            from spark_kafka_group.kafka import KafkaCluster
+            from spark_kafka_group.kafka.cluster import cluster_for_source
             from spark_kafka_group.member import member_for_source
 
-            self._cluster = KafkaCluster(
-                self._opts.bootstrap_servers, client_conf=dict(self._opts.kafka_params)
-            )
+            self._cluster = cluster_for_source(self._opts)
             self._member = member_for_source(self._opts, self._cluster)
             stop_on_process_end(self.stop)
             # Trigger.AvailableNow reads only what it is assigned: it must complete its join

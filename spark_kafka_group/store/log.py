@@ -28,15 +28,16 @@ therefore:
 2. commit with ``CommitProperties(max_commit_retries=0)``. delta-rs then (a) refuses at once if
    the log's latest version is already past the snapshot, without running the conflict checker,
    and (b) writes the commit file ``N+1`` with the log store's atomic put-if-absent (local: a
-   rename that fails if the target exists; S3: conditional put or a locking provider; ADLS/GCS:
-   conditional create), so of two writers that both passed (a), exactly one wins. The loser gets
-   ``CommitFailedError``, which we turn into :class:`AppendConflict`.
+   rename that fails if the target exists; S3, S3-compatible stores, ADLS and GCS: a conditional
+   put, ``If-None-Match: *`` or the store's create-only precondition), so of two writers that
+   both passed (a), exactly one wins. The loser gets ``CommitFailedError``, which we turn into
+   :class:`AppendConflict`.
 
 The first append creates the table with ``mode="error"``: version 0 is put-if-absent too, so two
 members racing to create the log cannot both win. The tests race several processes on one log.
 
-For S3 the storage options must give delta-rs a safe commit primitive (``conditional_put=etag``
-or ``AWS_S3_LOCKING_PROVIDER=dynamodb``); ``AWS_S3_ALLOW_UNSAFE_RENAME=true`` breaks CAS.
+On an object store that put-if-absent is the store's to honour: :mod:`.safety` refuses options
+that switch it off and, before a handle's first write, a store that lets a stale commit through.
 
 Cost
 ----
@@ -64,11 +65,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 from deltalake import (
     CommitProperties,
     DeltaTable,
@@ -80,6 +80,12 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from spark_kafka_group.errors import GroupStoreError, IncompatibleGroupStoreError, OptionError
 from spark_kafka_group.group.records import RECORD_SCHEMA_VERSION, GroupRecord
+from spark_kafka_group.store.files import TableFiles, is_local_uri, local_path
+from spark_kafka_group.store.safety import (
+    PROBE_PREFIX,
+    check_storage_options,
+    probe_put_if_absent,
+)
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +126,6 @@ _COMMIT_FILE_RE = re.compile(r"^\d{20}\.(json|checkpoint\..*parquet)$")
 _DATA_FILE_RE = re.compile(r"^part-[0-9]+-[0-9a-f-]+-c000(\.[a-z0-9]+)?\.parquet$")
 #: A directory holding only data files this young and no commit is a log being created.
 _CREATION_GRACE_S = 120.0
-_PROBE_PREFIX = ".skg-probe-"
 _GROUP_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$")
 
 SCHEMA = pa.schema(
@@ -227,25 +232,16 @@ def group_log_uri(store: str, group_id: str) -> str:
     if not store or not str(store).strip():
         raise GroupStoreError("groupStore is empty; give a directory or an object-store URI")
     store = str(store)
-    if _is_local(store):
+    if is_local_uri(store):
         store = os.path.expanduser(store)
     return store.rstrip("/") + "/" + group_id
-
-
-def _is_local(uri: str) -> bool:
-    scheme = urlparse(uri).scheme
-    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
-
-
-def _local_path(uri: str) -> str:
-    return urlparse(uri).path if uri.startswith("file://") else uri
 
 
 def _list_dir(uri: str, storage_options: Mapping[str, str] | None) -> dict[str, float] | None:
     """Entries directly under ``uri`` with their modification time (epoch seconds, 0 if
     unknown); ``None`` if ``uri`` does not exist."""
-    if _is_local(uri):
-        path = _local_path(uri)
+    if is_local_uri(uri):
+        path = local_path(uri)
         if not os.path.exists(path):
             return None
         if not os.path.isdir(path):
@@ -449,21 +445,15 @@ class _FileIndex:
         return out
 
 
-def _dataset(paths: list[str], filesystem: Any) -> pads.Dataset:
-    return pads.FileSystemDataset.from_paths(
-        paths, schema=SCHEMA, format=pads.ParquetFileFormat(), filesystem=filesystem
-    )
-
-
 def _scan(
-    files: _FileIndex, filesystem: Any, after: int, from_snapshot: bool, snapshot_kind: str
+    files: _FileIndex, opener: TableFiles, after: int, from_snapshot: bool, snapshot_kind: str
 ) -> pa.Table:
     lv = pc.field("log_version")
     flt = lv > after
     if from_snapshot:
         candidates = files.select(after, snapshot_kind)
         if candidates:
-            marks = _dataset(candidates, filesystem).to_table(
+            marks = opener.dataset(candidates, SCHEMA).to_table(
                 columns=["log_version", "seq"], filter=flt & (pc.field("kind") == snapshot_kind)
             )
             if marks.num_rows:
@@ -474,7 +464,7 @@ def _scan(
     paths = files.select(after)
     if not paths:
         return SCHEMA.empty_table()
-    return _dataset(paths, filesystem).to_table(filter=flt)
+    return opener.dataset(paths, SCHEMA).to_table(filter=flt)
 
 
 # -- the log -----------------------------------------------------------------------------------
@@ -498,6 +488,7 @@ class GroupLog:
         self._table_properties = dict(table_properties)
         self._lock = threading.RLock()
         self._last_checkpoint: int = -1
+        self._commits_checked = False
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -519,10 +510,14 @@ class GroupLog:
         Raises :class:`IncompatibleGroupStoreError` if ``uri`` holds anything else (never
         touching it) and :class:`GroupStoreError` if it cannot be read or written.
         """
-        if _is_local(uri):
-            uri = os.path.abspath(os.path.expanduser(_local_path(uri)))
+        if is_local_uri(uri):
+            uri = os.path.abspath(os.path.expanduser(local_path(uri)))
+        else:
+            check_storage_options(uri, storage_options)
         props = {**DEFAULT_TABLE_PROPERTIES, **(table_properties or {})}
         self = cls(uri, storage_options, None, props)
+        if create:
+            self._check_commits_are_atomic()
         state = self._inspect()
         if state == "table":
             self._table = self._load()
@@ -532,9 +527,16 @@ class GroupLog:
                 f"there is no group log at {uri}: check the groupStore and groupId options "
                 "(create=False was given, so it is not created)"
             )
-        elif _is_local(uri):
+        elif is_local_uri(uri):
             self._check_writable()
         return self
+
+    def _check_commits_are_atomic(self) -> None:
+        """Refuse an object store that lets a stale commit through (see :mod:`.safety`);
+        once per handle, before its first write (and at open when it may create the log)."""
+        if not self._commits_checked and not is_local_uri(self.uri):
+            probe_put_if_absent(self.uri, self._storage_options)
+        self._commits_checked = True
 
     def _inspect(self) -> str:
         """``"table"``, ``"absent"`` (nothing or an empty directory); refuse anything else."""
@@ -546,7 +548,7 @@ class GroupLog:
                 "path, its permissions and the groupStore.* storage options"
             ) from None
         if entries is not None:  # other members' write probes (see _check_writable)
-            entries = {k: v for k, v in entries.items() if not k.startswith(_PROBE_PREFIX)}
+            entries = {k: v for k, v in entries.items() if not k.startswith(PROBE_PREFIX)}
         if not entries:
             return "absent"
         log_entries: dict[str, float] = {}
@@ -571,7 +573,7 @@ class GroupLog:
                 "directory to start the group afresh (its committed offsets are then lost), or "
                 "choose another groupId"
             )
-        if _is_local(self.uri) and not os.path.isdir(_local_path(self.uri)):
+        if is_local_uri(self.uri) and not os.path.isdir(local_path(self.uri)):
             found = "a file"
         else:
             names = sorted(entries)
@@ -583,10 +585,10 @@ class GroupLog:
         )
 
     def _check_writable(self) -> None:
-        path = _local_path(self.uri)
+        path = local_path(self.uri)
         try:
             os.makedirs(path, exist_ok=True)
-            probe = os.path.join(path, f"{_PROBE_PREFIX}{uuid.uuid4().hex}")
+            probe = os.path.join(path, f"{PROBE_PREFIX}{uuid.uuid4().hex}")
             with open(probe, "wb"):
                 pass
             os.remove(probe)
@@ -710,13 +712,13 @@ class GroupLog:
                     return LogSlice(version, [])
                 try:
                     files = _FileIndex(table.get_add_actions(flatten=True))
-                    filesystem = self._filesystem(table)
+                    opener = TableFiles(table, self._storage_options)
                 except (DeltaError, OSError) as exc:
                     raise GroupStoreError(
                         f"cannot read the group log at {self.uri}: {_describe(exc)}"
                     ) from None
             try:
-                rows = _scan(files, filesystem, after_version, from_latest_snapshot, snapshot_kind)
+                rows = _scan(files, opener, after_version, from_latest_snapshot, snapshot_kind)
             except (FileNotFoundError, DeltaError, OSError) as exc:
                 if attempt == 0:
                     # A file vanished under us (vacuum after a long pause): fresh snapshot.
@@ -728,18 +730,6 @@ class GroupLog:
                 ) from None
             return LogSlice(version, _from_arrow(self.uri, rows))
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _filesystem(self, table: DeltaTable) -> Any:
-        """A pyarrow file system rooted at the table: native for local logs (much faster)."""
-        import pyarrow.fs as pafs
-
-        if _is_local(self.uri):
-            return pafs.SubTreeFileSystem(_local_path(self.uri), pafs.LocalFileSystem())
-        from deltalake.fs import DeltaStorageHandler
-
-        return pafs.PyFileSystem(
-            DeltaStorageHandler.from_table(table._table, self._storage_options)
-        )
 
     # -- appending ---------------------------------------------------------------------------
 
@@ -753,6 +743,7 @@ class GroupLog:
             raise ValueError("append() needs at least one record")
         if expected_version < -1:
             raise ValueError(f"expected_version must be >= -1, not {expected_version}")
+        self._check_commits_are_atomic()
         new_version = expected_version + 1
         data = _to_arrow(records, new_version)
         commit = CommitProperties(
@@ -822,7 +813,7 @@ class GroupLog:
     def _create(self, data: pa.Table, commit: CommitProperties) -> int:
         if self._table is not None or self._inspect() == "table":
             raise self._conflict(-1, RuntimeError("the log already exists"))
-        if _is_local(self.uri):
+        if is_local_uri(self.uri):
             self._check_writable()
         try:
             write_deltalake(

@@ -53,9 +53,12 @@ class GroupDriver:
         protocol: str = "range",
         session_timeout_ms: int = 120_000,
         start_ago_ms: int = 60_000,
+        storage_options: dict[str, str] | None = None,
     ) -> None:
         self.clock = ManualClock(int(time.time() * 1000) - start_ago_ms)
-        self.client = GroupLogClient(store, group_id, clock=self.clock)
+        self.client = GroupLogClient(
+            store, group_id, clock=self.clock, storage_options=storage_options
+        )
         self.topic_counts = dict(topic_counts)
         self.protocol = protocol
         self.session_timeout_ms = session_timeout_ms

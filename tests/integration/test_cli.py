@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
 
 from spark_kafka_group.admin import describe_group
+from spark_kafka_group.kafka.java_settings import JKS_MAGIC
 from spark_kafka_group.ops.kafka_offsets import (
     KafkaOffsetMirror,
     commit_to_kafka_group,
@@ -230,6 +232,25 @@ def test_unreachable_broker_is_a_clear_error(group_store: str) -> None:
     )
     assert result.code == 1
     assert "did not answer" in result.err and "127.0.0.1:1" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_command_config_java_settings_are_translated_or_refused(
+    group_store: str, tmp_path: Path
+) -> None:
+    """--command-config goes through the same translation as the source's kafka.* options."""
+    _three_generations(group_store, "g", "t")
+    trust = tmp_path / "client.truststore"
+    trust.write_bytes(JKS_MAGIC + b"\x00\x00\x00\x02")  # a JKS file starts so
+    config = tmp_path / "client.properties"
+    config.write_text(f"security.protocol=SSL\nssl.truststore.location={trust}\n")
+    result = run_cli(
+        *("describe", "--store", group_store, "--group", "g"),
+        *("--bootstrap-servers", "127.0.0.1:1", "--command-config", str(config)),
+    )
+    assert result.code == 2, result.err
+    assert f"ssl.truststore.location = '{trust}' is a JKS trust store" in result.err
+    assert "keytool -importkeystore" in result.err and "ssl.ca.location" in result.err
     assert "Traceback" not in result.err
 
 

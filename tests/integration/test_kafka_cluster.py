@@ -8,6 +8,9 @@ import pytest
 
 from spark_kafka_group.errors import BrokerUnavailableError, OptionError, TopicNotFoundError
 from spark_kafka_group.kafka import KafkaCluster
+from spark_kafka_group.kafka.cluster import UNREACHABLE_FAST_FAIL_S, cluster_for_source
+from spark_kafka_group.kafka.config import OffsetFetchRetry
+from spark_kafka_group.options import parse_options
 from spark_kafka_group.sample_data import create_topic, produce
 
 pytestmark = pytest.mark.broker
@@ -15,13 +18,55 @@ pytestmark = pytest.mark.broker
 
 def test_unreachable_fails_fast_with_fix() -> None:
     started = time.monotonic()
-    with pytest.raises(BrokerUnavailableError) as info, KafkaCluster("127.0.0.1:1") as cluster:
+    one_attempt = OffsetFetchRetry(num_retries=1)
+    with (
+        pytest.raises(BrokerUnavailableError) as info,
+        KafkaCluster("127.0.0.1:1", retry=one_attempt) as cluster,
+    ):
         cluster.topic_partitions(subscribe=["anything"])
-    assert time.monotonic() - started < 10
+    # An attempt ends once every server has been down for UNREACHABLE_FAST_FAIL_S.
+    assert time.monotonic() - started < UNREACHABLE_FAST_FAIL_S + 3
     message = str(info.value)
     assert "127.0.0.1:1" in message
     assert "kafka.bootstrap.servers" in message and "security" in message
     assert "Connection refused" in message
+
+
+def _source_options(servers: str, topic: str, retries: str, interval_ms: str) -> dict[str, str]:
+    return {
+        "kafka.bootstrap.servers": servers,
+        "subscribe": topic,
+        "groupId": "g",
+        "groupStore": "/unused",
+        "fetchOffset.numRetries": retries,
+        "fetchOffset.retryIntervalMs": interval_ms,
+    }
+
+
+def test_fetch_offset_retries_bound_an_unreachable_cluster(
+    bootstrap_servers: str, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    create_topic(bootstrap_servers, topic_name, 1)
+    counts = produce(bootstrap_servers, topic_name, ((0, None, b"x%d" % i) for i in range(5)))
+    # The options as a query gives them: against the real broker they just work ...
+    opts = parse_options(_source_options(bootstrap_servers, topic_name, "2", "700"))
+    with cluster_for_source(opts) as cluster:
+        assert cluster.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): counts[0]}
+    # ... and a cluster that never answers fails after exactly that many attempts (the test
+    # of the defaults above has one attempt and no retry).
+    opts = parse_options(_source_options("127.0.0.1:1", topic_name, "2", "700"))
+    caplog.set_level("WARNING", logger="spark_kafka_group.kafka.cluster")
+    started = time.monotonic()
+    with cluster_for_source(opts) as cluster, pytest.raises(BrokerUnavailableError) as info:
+        cluster.latest_offsets([(topic_name, 0)])
+    elapsed = time.monotonic() - started
+    assert 0.7 <= elapsed < 2 * UNREACHABLE_FAST_FAIL_S + 0.7 + 3
+    message = str(info.value)
+    assert "127.0.0.1:1" in message and "Connection refused" in message
+    assert "tried 2 time(s)" in message
+    assert "fetchOffset.numRetries=2" in message and "fetchOffset.retryIntervalMs=700" in message
+    retries = [r.getMessage() for r in caplog.records if "got no answer" in r.getMessage()]
+    assert len(retries) == 1 and "attempt 1 of 2" in retries[0], retries
 
 
 def test_subscribe_missing_topic(bootstrap_servers: str, topic_name: str) -> None:

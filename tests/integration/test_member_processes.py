@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import spark_kafka_group
-from spark_kafka_group.group import replay
+from spark_kafka_group.group import GroupError, replay
+from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic
 from tests.delivery import check_delivery, collected_batches, journal_batches
 from tests.processes import MemberProcess, wait_until
@@ -217,26 +218,39 @@ def test_paused_member_is_fenced_and_rejoins(setup, group_store) -> None:
     result.assert_ok()
 
 
-def test_restart_from_checkpoint_after_sigkill_replays_only_the_interrupted_batch(
-    setup, group_store
+def test_restart_from_checkpoint_after_sigkill_takes_over_and_replays_only_the_interrupted_batch(
+    setup, group_store, topic_name
 ) -> None:
     member, _, producer = setup
     group = "g-restart"
-    alone = member("alone", group).start()
+    # Kafka's default session timeout: the restart must not wait for it.
+    alone = member("alone", group, session_timeout_ms=45_000).start()
     try:
         wait_until(lambda: stable_with(group_store, group, 1), 120, "the member")
         producer.start()
         wait_until(lambda: len(alone.batches()) >= 5, 90, "a few batches")
+        (old,) = owners(group_store, group)
         alone.kill()  # mid-stream: its last batch may be neither committed nor in Spark's log
+        killed_at = time.time()
         alone.start()  # same checkpoint, a new member id
-        restarted_at = time.time()
-        wait_until(lambda: alone.partitions(since=restarted_at + 3), 120, "reading again")
+        wait_until(lambda: alone.partitions(since=killed_at), 90, "reading again")
+        took = min(b["time"] for b in alone.batches() if b["time"] > killed_at and b["records"])
         final = producer.stop()
         total = sum(final.values())
         wait_until(lambda: len(set(alone.records())) >= total, 90, "every produced record")
     finally:
         producer.stop()
         alone.stop()
+    print(f"SIGKILL + restart on the checkpoint: reading {took - killed_at:.1f}s after the kill")
+    # It replaced its previous incarnation (named in the checkpoint) instead of waiting for its
+    # session timeout to expire it, and that incarnation's late commits are refused.
+    records = group_records(group_store, group)
+    assert any(r.kind == "JOIN" and r.payload.get("replaces") == old for r in records)
+    assert not any(r.kind == "EXPIRE" for r in records)
+    assert took - killed_at < 30, "the restart waited for the session timeout (45 s)"
+    work = GroupLogClient(group_store, group, create=False).fold().fork()
+    _, response = work.commit_offsets(old, work.group.generation, {(topic_name, 0): 0}, 0)
+    assert response.error is GroupError.FENCED_INSTANCE_ID, response
     produced = {(p, o) for p, n in final.items() for o in range(n)}
     assert produced <= set(alone.records()), "nothing lost"
     # Spark re-runs the interrupted batch (same batch id, same range): an idempotent sink

@@ -6,27 +6,34 @@ import multiprocessing as mp
 import re
 import time
 import traceback
-from pathlib import Path
 from typing import Any
+
+import pytest
 
 from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.store import AppendConflict, GroupLog
+from spark_kafka_group.store.log import _list_dir
+from tests.object_stores import STORE_KINDS
 
 WRITERS = 4
 APPENDS = 12
 PER_APPEND = 3
 
 
-def _writer(uri: str, name: str, start: Any, results: Any, maintain: bool) -> None:
+def _writer(
+    uri: str, options: dict[str, str], name: str, start: Any, results: Any, maintain: bool
+) -> None:
     try:
-        results.put(_write(uri, name, start, maintain))
+        results.put(_write(uri, options, name, start, maintain))
     except BaseException:
         results.put((name, None, traceback.format_exc()))
         raise
 
 
-def _write(uri: str, name: str, start: Any, maintain: bool) -> tuple[str, Any, int]:
-    log = GroupLog.open(uri)
+def _write(
+    uri: str, options: dict[str, str], name: str, start: Any, maintain: bool
+) -> tuple[str, Any, int]:
+    log = GroupLog.open(uri, storage_options=options)
     start.wait(30)
     conflicts = 0
     landed: list[tuple[int, int]] = []
@@ -47,13 +54,15 @@ def _write(uri: str, name: str, start: Any, maintain: bool) -> tuple[str, Any, i
     return name, landed, conflicts
 
 
-def test_processes_racing_to_append(tmp_path: Path) -> None:
-    uri = str(tmp_path / "group")
+@pytest.mark.parametrize("any_store", STORE_KINDS, indirect=True)
+def test_processes_racing_to_append(any_store: tuple[str, dict[str, str]]) -> None:
+    store, options = any_store
+    uri = f"{store}/group"
     ctx = mp.get_context("spawn")
     start = ctx.Event()
     results = ctx.Queue()
     procs = [
-        ctx.Process(target=_writer, args=(uri, f"w{n}", start, results, n == 0))
+        ctx.Process(target=_writer, args=(uri, options, f"w{n}", start, results, n == 0))
         for n in range(WRITERS)
     ]
     for p in procs:
@@ -67,7 +76,8 @@ def test_processes_racing_to_append(tmp_path: Path) -> None:
         p.join(30)
         assert p.exitcode == 0
 
-    rows = GroupLog.open(uri, create=False).read()
+    log = GroupLog.open(uri, storage_options=options, create=False)
+    rows = log.read()
     # every append landed exactly once, all its records at the version its writer was told
     claimed = {(name, i): v for name, landed, _ in outcomes for i, v in landed}
     assert len(claimed) == WRITERS * APPENDS
@@ -84,8 +94,7 @@ def test_processes_racing_to_append(tmp_path: Path) -> None:
     assert [v for v, _ in rows] == sorted(v for v, _ in rows)
     assert sum(c for _, _, c in outcomes) > 0
     # losers leave no temporary commit files behind (orphan data files are vacuumed later)
-    log_dir = Path(uri) / "_delta_log"
+    names = sorted(_list_dir(f"{log.uri}/_delta_log", options) or {})
     assert all(
-        re.match(r"^(\d{20}\.(json|checkpoint\.parquet)|_last_checkpoint)$", f.name)
-        for f in log_dir.iterdir()
-    ), sorted(f.name for f in log_dir.iterdir())
+        re.match(r"^(\d{20}\.(json|checkpoint\.parquet)|_last_checkpoint)$", name) for name in names
+    ), names

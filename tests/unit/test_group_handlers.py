@@ -231,6 +231,35 @@ def test_static_restart_within_session_timeout_keeps_assignment_without_rebalanc
     assert c.commit_offsets("b2", gen, {tp: 3}, 5_004)[1].accepted == {tp}
 
 
+def test_restarted_dynamic_member_replaces_its_previous_incarnation_without_rebalance() -> None:
+    grp = Group()
+    gen = grp.stable(["a", "b"])
+    c = grp.coord
+    old = c.group.members["b"].assignment
+    resp = grp.join("b2", 5_000, replaces="b")  # b's query restarted from its checkpoint
+    assert resp.error is E.NONE and not resp.pending and resp.generation == gen
+    assert c.group.generation == gen and c.group.state == GroupState.STABLE
+    assert "b" not in c.group.members and c.group.members["b2"].assignment == old
+    assert c.group.members["a"].assignment and not c.group.members["a"].revoking
+    tp = next(iter(old))
+    assert c.commit_offsets("b", gen, {tp: 3}, 5_001)[1].error is E.FENCED_INSTANCE_ID
+    assert c.heartbeat("b", gen, 5_002)[1].error is E.FENCED_INSTANCE_ID
+    assert grp.join("b", 5_003).error is E.FENCED_INSTANCE_ID
+    assert c.member_view("b").fenced
+    assert c.commit_offsets("b2", gen, {tp: 3}, 5_004)[1].accepted == {tp}
+    assert replay(grp.log, "g") == c.group  # replay reaches the same state
+
+
+def test_replacing_a_member_that_is_gone_or_static_is_an_ordinary_join() -> None:
+    grp = Group()
+    gen = grp.stable(["a", "s"], instances={"s": "is"})
+    grp.join("x", 100, replaces="gone")  # left or expired meanwhile
+    grp.join("y", 101, replaces="s")  # a static member is replaced only by its instance id
+    g = grp.coord.group
+    assert {"a", "s", "x", "y"} <= set(g.members) and not g.fenced
+    assert g.state == GroupState.PREPARING_REBALANCE and g.generation == gen
+
+
 def test_duplicate_instance_id_fences_the_older_member() -> None:
     grp = Group()
     gen = grp.stable(["a", "b"], instances={"a": "ia", "b": "ib"})

@@ -137,6 +137,19 @@ class GroupMachine(RuleBasedStateMachine):
         self.live.append(fresh)
         fresh.step()
 
+    @precondition(lambda self: any(not d.instance_id for d in self.live))
+    @rule(i=st.integers(0, MAX_MEMBERS - 1))
+    def dynamic_restart(self, i: int) -> None:
+        """A query restarted from its checkpoint: its new member replaces the old one."""
+        dynamics = [d for d in self.live if not d.instance_id]
+        old = dynamics[i % len(dynamics)]
+        self.live.remove(old)
+        self.dead.append(old)  # the old process may linger as a zombie
+        fresh = self.new_driver(False, old.pattern is not None)
+        fresh.replaces = old.member_id
+        self.live.append(fresh)
+        fresh.step()
+
     @rule(ms=st.integers(1, 9_000))
     def advance_clock(self, ms: int) -> None:
         self.clock.advance(ms)

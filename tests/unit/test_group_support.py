@@ -71,6 +71,8 @@ class Driver:
     topics: tuple[str, ...] = ("t",)
     pattern: str | None = None
     instance_id: str | None = None
+    #: A dynamic member's previous incarnation (a query restarted from its checkpoint).
+    replaces: str | None = None
     session_timeout_ms: int = 10_000
     rebalance_timeout_ms: int = 20_000
     heartbeat_interval_ms: int = 3_000
@@ -184,6 +186,7 @@ class Driver:
             instance_id=self.instance_id,
             session_timeout_ms=self.session_timeout_ms,
             rebalance_timeout_ms=self.rebalance_timeout_ms,
+            replaces=self.replaces,
         )
 
 

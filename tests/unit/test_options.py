@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spark_kafka_group.errors import OptionError
+from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.options import EARLIEST, LATEST, parse_options
 
 BASE = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "groupId": "g", "groupStore": "/s"}
@@ -20,6 +21,12 @@ def without(*keys: str, **extra: str) -> dict[str, str]:
     options.update(extra)
     return options
 
+
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="alice" password="s3cret";'
+)
+SCRAM_JAAS = PLAIN_JAAS.replace("plain.PlainLoginModule", "scram.ScramLoginModule")
 
 BAD_OPTION_SETS = [
     (
@@ -124,6 +131,91 @@ BAD_OPTION_SETS = [
         without(scheduledRebalanceMaxDelayMs="-1"),
         ["scheduledRebalanceMaxDelayMs", "0 or more"],
     ),
+    # fetchOffset.* and the Java client's security settings (kafka.*).
+    ("zero numRetries", without(**{"fetchOffset.numRetries": "0"}), ["numRetries", "'0'"]),
+    ("text numRetries", without(**{"fetchOffset.numRetries": "3x"}), ["numRetries", "'3x'"]),
+    (
+        "negative retryIntervalMs",
+        without(**{"fetchOffset.retryIntervalMs": "-10"}),
+        ["fetchOffset.retryIntervalMs", "'-10'", "0 or more"],
+    ),
+    (
+        "retryIntervalMs with unit",
+        without(**{"fetchOffset.retryIntervalMs": "1s"}),
+        ["fetchOffset.retryIntervalMs", "'1s'", "whole number"],
+    ),
+    (
+        "PLAIN login module without mechanism",
+        without(**{"kafka.sasl.jaas.config": PLAIN_JAAS}),
+        ["kafka.sasl.jaas.config", "PlainLoginModule", "kafka.sasl.mechanism", "PLAIN"],
+    ),
+    (
+        "SCRAM login module with PLAIN",
+        without(**{"kafka.sasl.jaas.config": SCRAM_JAAS, "kafka.sasl.mechanism": "PLAIN"}),
+        ["ScramLoginModule", "'PLAIN'", "SCRAM-SHA-256 or SCRAM-SHA-512"],
+    ),
+    (
+        "Kerberos login module",
+        without(
+            **{
+                "kafka.sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required "
+                'useKeyTab=true keyTab="/etc/k.keytab" principal="me@REALM";'
+            }
+        ),
+        ["Krb5LoginModule", "kafka.sasl.kerberos.keytab", "kafka.sasl.kerberos.principal"],
+    ),
+    (
+        "OAUTHBEARER login module",
+        without(
+            **{
+                "kafka.sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer."
+                "OAuthBearerLoginModule required;"
+            }
+        ),
+        ["OAuthBearerLoginModule", "kafka.sasl.oauthbearer.method=oidc"],
+    ),
+    (
+        "JAAS without password",
+        without(
+            **{
+                "kafka.sasl.mechanism": "PLAIN",
+                "kafka.sasl.jaas.config": PLAIN_JAAS.replace(' password="s3cret"', ""),
+            }
+        ),
+        ["kafka.sasl.jaas.config", "no password"],
+    ),
+    (
+        "JAAS not parseable",
+        without(**{"kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": "username=x"}),
+        ["kafka.sasl.jaas.config", "not a JAAS entry"],
+    ),
+    (
+        "endpoint identification http",
+        without(**{"kafka.ssl.endpoint.identification.algorithm": "http"}),
+        ["kafka.ssl.endpoint.identification.algorithm", "'http'", "'https'"],
+    ),
+    (
+        "ssl.protocol",
+        without(**{"kafka.ssl.protocol": "TLSv1.2"}),
+        ["kafka.ssl.protocol", "kafka.ssl.cipher.suites"],
+    ),
+    (
+        "JKS trust store",
+        without(
+            **{
+                "kafka.ssl.truststore.location": "/certs/trust.jks",
+                "kafka.ssl.truststore.type": "JKS",
+            }
+        ),
+        ["'/certs/trust.jks'", "JKS", "keytool -importkeystore", "kafka.ssl.ca.location"],
+    ),
+    (
+        "JKS key store",
+        without(
+            **{"kafka.ssl.keystore.location": "/certs/k.jks", "kafka.ssl.keystore.type": "jks"}
+        ),
+        ["'/certs/k.jks'", "-deststoretype PKCS12", "kafka.ssl.keystore.location=keystore.p12"],
+    ),
 ]
 
 
@@ -136,6 +228,7 @@ def test_bad_options_give_clear_errors(options: dict[str, str], expected: list[s
     with pytest.raises(OptionError) as raised:
         parse_options(lower(options))
     message = str(raised.value)
+    assert "s3cret" not in message  # secrets never appear in a message
     for fragment in expected:
         assert fragment in message, f"{fragment!r} not in {message!r}"
 
@@ -156,6 +249,7 @@ def test_defaults() -> None:
     assert opts.group.heartbeat_interval_ms == 3000
     assert opts.group.session_timeout_ms == 45000
     assert opts.group.store == "/s"
+    assert opts.fetch_offset_retry == OffsetFetchRetry(num_retries=3, retry_interval_ms=1000)
 
 
 def test_passthrough_and_storage_options_keep_their_values() -> None:

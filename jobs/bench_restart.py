@@ -1,0 +1,177 @@
+"""Restart benchmark: how soon a restarted ``kafka-group`` query reads again.
+
+A producer writes one record to every partition every ``--produce-interval-ms``. In one
+SparkSession (``local[2]``), with Kafka's default timeouts (heartbeat 3 s, session 45 s) and a
+``--trigger-ms`` trigger, each run measures the time from a restart to the first record in the
+new query's sink, for three restarts:
+
+- ``same``: a query reads, ``query.stop()``, the same query starts again on its checkpoint;
+- ``new``: the same, on a new checkpoint in the same group (it resumes from the group's
+  committed offsets);
+- ``avnow``: a Trigger.AvailableNow run ends, and the next AvailableNow run (new checkpoint,
+  same group) starts at once; its figure is its start to its first record.
+
+Before a member left with its query, each of these waited for the previous incarnation's
+session timeout (44-46 s measured; the AvailableNow rerun read nothing at all). The baseline
+is that session timeout: ``ratio_<kind>_p50`` is the median figure over it.
+
+    python jobs/bench_restart.py                  # embedded Tansu broker, ~2 min
+    python jobs/bench_restart.py --runs 5 --trigger-ms 1000
+
+The last line is ``key=value`` pairs: ``restart_<kind>_p50_s``, ``restart_<kind>_max_s``,
+``ratio_<kind>_p50`` and ``session_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Python workers must run this interpreter.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+from jobs.bench_rebalance import steady_topic
+
+SESSION_TIMEOUT_MS = 45_000
+KINDS = ("same", "new", "avnow")
+
+
+class FirstRecord:
+    """A foreachBatch sink that notes when its first non-empty batch arrived."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        self._seen = threading.Event()
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        if self.at is None and frame.limit(1).count():
+            self.at = time.monotonic()
+            self._seen.set()
+
+    def wait(self, timeout_s: float) -> float:
+        if not self._seen.wait(timeout_s):
+            raise TimeoutError(f"no record within {timeout_s:.0f}s of the restart")
+        assert self.at is not None
+        return self.at
+
+
+class Restarts:
+    def __init__(self, servers: str, topic: str, work: str, trigger_ms: int) -> None:
+        from pyspark.sql import SparkSession
+
+        import spark_kafka_group
+
+        self.servers, self.topic, self.work, self.trigger_ms = servers, topic, work, trigger_ms
+        self.store = os.path.join(work, "groups")
+        self.spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("kafka-group bench_restart")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "1")
+            .getOrCreate()
+        )
+        self.spark.sparkContext.setLogLevel("ERROR")
+        spark_kafka_group.register(self.spark)
+
+    def start(self, group: str, checkpoint: str, sink: FirstRecord, *, available_now: bool) -> Any:
+        reader = self.spark.readStream.format("kafka-group")
+        for key, value in {
+            "kafka.bootstrap.servers": self.servers,
+            "subscribe": self.topic,
+            "groupId": group,
+            "groupStore": self.store,
+            "startingOffsets": "latest",
+            "sessionTimeoutMs": str(SESSION_TIMEOUT_MS),
+        }.items():
+            reader = reader.option(key, value)
+        writer = (
+            reader.load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", os.path.join(self.work, checkpoint))
+        )
+        if available_now:
+            return writer.trigger(availableNow=True).start()
+        return writer.trigger(processingTime=f"{self.trigger_ms} milliseconds").start()
+
+    def run(self, kind: str) -> float:
+        """One restart of ``kind``: seconds from the restart to the first record."""
+        group = f"bench-restart-{kind}-{uuid.uuid4().hex[:6]}"
+        available_now = kind == "avnow"
+        first = FirstRecord()
+        query = self.start(group, f"{group}-1", first, available_now=available_now)
+        if available_now:
+            query.awaitTermination(120)
+        else:
+            first.wait(120)
+            query.stop()
+        second = FirstRecord()
+        restarted = time.monotonic()
+        checkpoint = f"{group}-1" if kind == "same" else f"{group}-2"
+        query = self.start(group, checkpoint, second, available_now=available_now)
+        try:
+            return second.wait(120) - restarted
+        finally:
+            if available_now:
+                query.awaitTermination(120)
+            query.stop()
+
+    def stop(self) -> None:
+        self.spark.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap-servers", help="a real Kafka cluster (default: embedded)")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--trigger-ms", type=int, default=1000)
+    parser.add_argument("--produce-interval-ms", type=int, default=100)
+    args = parser.parse_args(argv)
+
+    figures: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-restart-") as work,
+        steady_topic(
+            args.bootstrap_servers, "bench-restart", args.partitions,
+            args.produce_interval_ms / 1000,
+        ) as (servers, topic),
+    ):  # fmt: skip
+        restarts = Restarts(servers, topic, work, args.trigger_ms)
+        try:
+            for i in range(args.runs):
+                for kind in KINDS:
+                    figures[kind].append(restarts.run(kind))
+                    print(f"run {i + 1} {kind}: first record {figures[kind][-1]:.2f}s after "
+                          "the restart", flush=True)  # fmt: skip
+        finally:
+            restarts.stop()
+
+    session_s = SESSION_TIMEOUT_MS / 1000
+    print(f"\nrestart -> first record, {args.runs} runs, trigger {args.trigger_ms} ms, "
+          f"session timeout {session_s:.0f} s (the wait before this change):")  # fmt: skip
+    pairs = {}
+    for kind, values in figures.items():
+        p50 = statistics.median(values)
+        print(f"  {kind:6s} p50 {p50:5.2f}s  max {max(values):5.2f}s  "
+              f"ratio to the session timeout {p50 / session_s:.3f}")  # fmt: skip
+        pairs[f"restart_{kind}_p50_s"] = f"{p50:.2f}"
+        pairs[f"restart_{kind}_max_s"] = f"{max(values):.2f}"
+        pairs[f"ratio_{kind}_p50"] = f"{p50 / session_s:.3f}"
+    pairs["session_timeout_s"] = f"{session_s:.0f}"
+    print(" ".join(f"{k}={v}" for k, v in pairs.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

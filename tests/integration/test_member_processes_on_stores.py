@@ -1,0 +1,91 @@
+"""Two Spark applications in separate processes (``jobs/member.py``, as two spark-submit jobs on
+two machines would be) share one group whose log is on an object-store server: one joins while
+records are produced steadily, the other leaves, and every record is read exactly once."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import spark_kafka_group
+from spark_kafka_group.sample_data import create_topic
+from spark_kafka_group.store import GroupLog, group_log_uri
+from tests.delivery import check_delivery, journal_batches
+from tests.object_stores import ObjectStore
+from tests.processes import MemberProcess, wait_until
+from tests.streaming import SteadyProducer
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+PARTITIONS = 4
+
+
+@pytest.fixture(params=("s3_store", "azure_store"))
+def store(request: pytest.FixtureRequest) -> ObjectStore:
+    return request.getfixturevalue(request.param)
+
+
+def test_two_applications_share_a_group_on_the_store_exactly_once(
+    store: ObjectStore, bootstrap_servers: str, topic_name: str, tmp_path: Path
+) -> None:
+    root, group = store.fresh("apps"), "g-apps"
+    options = dict(store.storage_options)
+    create_topic(bootstrap_servers, topic_name, PARTITIONS)
+
+    def describe():
+        return spark_kafka_group.describe_group(root, group, storage_options=options)
+
+    def stable_with(members: int) -> bool:
+        info = describe()
+        owned = [tp for m in info.members for tp in m.assignment]
+        return info.state == "Stable" and len(info.members) == members and len(owned) == PARTITIONS
+
+    def member(name: str) -> MemberProcess:
+        extra = [f"--option={k}={v}" for k, v in store.source_options().items()]
+        return MemberProcess(
+            tmp_path, name, bootstrap_servers=bootstrap_servers, topic=topic_name,
+            group_id=group, group_store=root, extra=extra,
+        )  # fmt: skip
+
+    first, second = member("first"), member("second")
+    producer = SteadyProducer(bootstrap_servers, topic_name, PARTITIONS)
+    try:
+        first.start()
+        wait_until(lambda: stable_with(1), 120, f"the first application on {store.name}")
+        producer.start()
+        wait_until(lambda: first.records(), 60, "the first application reading")
+        second.start()  # joins during steady production
+        wait_until(lambda: stable_with(2), 120, "the second application's join")
+        wait_until(lambda: second.records(), 60, "the second application reading")
+        time.sleep(2)
+        first.stop()  # leaves during steady production (query stopped, LEAVE written)
+        assert first.process is not None and first.process.returncode == 0, first.output()
+        wait_until(lambda: stable_with(1), 60, "the first application's leave")
+        time.sleep(2)
+        final = producer.stop()
+        total = sum(final.values())
+        wait_until(
+            lambda: len(set(first.records()) | set(second.records())) >= total,
+            90, "every produced record",
+        )  # fmt: skip
+    finally:
+        producer.stop()
+        first.stop()
+        second.stop()
+    assert second.process is not None and second.process.returncode == 0, second.output()
+
+    consumed = Counter(first.records() + second.records())
+    produced = {(p, o) for p, n in final.items() for o in range(n)}
+    assert set(consumed) == produced, f"lost: {sorted(produced - set(consumed))[:10]}"
+    assert max(consumed.values()) == 1, [r for r, n in consumed.items() if n > 1][:10]
+    assert {p for p, _ in first.records()} and {p for p, _ in second.records()}
+    records = [
+        r for _, r in GroupLog.open(group_log_uri(root, group), storage_options=options).read()
+    ]
+    batches = journal_batches("first", first.batches()) + journal_batches(
+        "second", second.batches()
+    )
+    check_delivery(final, batches, records).assert_ok()
