@@ -28,13 +28,13 @@
 # MAGIC differ under Spark Connect:
 # MAGIC
 # MAGIC * The listener is rebuilt on the server from its pickle: it sees nothing of the notebook,
-# MAGIC   neither its variables nor environment variables set in it. For an object-store group
-# MAGIC   log it takes storage credentials from its own environment; where that has none
-# MAGIC   (serverless has no environment variables), add one that carries them:
-# MAGIC   `spark.streams.addListener(GroupProgressListener(storage_options={...}))`, from
-# MAGIC   `spark_kafka_group.progress`. Without a working listener nothing is lost: the member
-# MAGIC   commits each batch itself at its next trigger and leaves when its query ends; only the
-# MAGIC   commit of a query's last batch can then be missing, and that batch is read again.
+# MAGIC   neither its variables nor environment variables set in it, only the storage options
+# MAGIC   given to `register(spark, storage_options={...})` (travelling with it). Give them there
+# MAGIC   whenever the group store needs credentials that the server's own environment lacks
+# MAGIC   (serverless has no environment variables). Without a working listener nothing is lost:
+# MAGIC   the member commits each batch itself at its next trigger and leaves when its query
+# MAGIC   ends; only the commit of a query's last batch can then be missing, and that batch is
+# MAGIC   read again.
 # MAGIC * Standard and serverless compute run user Python in a sandbox: the broker and the group
 # MAGIC   store must be reachable from it (egress rules; on serverless, network connectivity
 # MAGIC   configuration), and Unity Catalog credentials cannot be used inside the listener.
@@ -73,7 +73,9 @@ checkpoint = dbutils.widgets.get("checkpoint")
 import spark_kafka_group
 
 # The source and the listener that commits each completed batch to the group log, on every
-# compute (the package also registers the source by itself, but not the listener).
+# compute (the package also registers the source by itself, but not the listener). With a
+# group store that needs credentials, also `storage_options={...}`: the `groupStore.*`
+# options below without the prefix.
 spark_kafka_group.register(spark)  # `spark`, `dbutils`, `display`: notebook globals
 
 events = (
@@ -82,8 +84,9 @@ events = (
     .option("subscribe", topic)
     .option("groupId", group_id)
     .option("groupStore", group_store)
-    # Every commit to the group log is a conditional put: the store must honour it
-    .option("groupStore.conditional_put", "etag")
+    # delta-rs writes every group log commit as a conditional put: S3, ADLS and GCS need no
+    # option for it (see the README's object-store section); credentials, if not from the
+    # compute's role: .option("groupStore.AWS_REGION", ...) and the like
     .option("startingOffsets", "earliest")
     .option("maxOffsetsPerTrigger", "500000")
     # also commit to the Kafka consumer group `group_id`, for lag dashboards
