@@ -6,6 +6,42 @@
 # MAGIC consumer group (cooperative rebalancing, static membership). The group's state and
 # MAGIC committed offsets live in a Delta table per group under `groupStore`, which you can
 # MAGIC query with SQL (below). Set the widgets, then run all.
+# MAGIC
+# MAGIC ## Which compute
+# MAGIC
+# MAGIC * **Classic compute, dedicated (single user) access mode**: classic PySpark; the notebook's
+# MAGIC   Python process is the driver's. Needs Databricks Runtime 15.4 LTS or above (Python data
+# MAGIC   sources). `register(spark)` registers the source and adds the progress listener in the
+# MAGIC   notebook's process. Every trigger works.
+# MAGIC * **Standard (formerly shared) access mode**: the notebook talks to Spark through Spark
+# MAGIC   Connect. Runtime 15.4 LTS or above. `register(spark)` sends the source to the server;
+# MAGIC   the listener is pickled and the server runs it in a Python process of its own.
+# MAGIC * **Serverless**: Spark Connect as on standard compute, environment version 2 or above.
+# MAGIC   Streaming there runs with `trigger(availableNow=True)` only, as below.
+# MAGIC
+# MAGIC Why the same code works on all three: the source's stream reader (the group member, with
+# MAGIC its heartbeat thread) never runs in the notebook's Python process. Spark runs it in a
+# MAGIC Python process of its own on the driver, one per query, and the fetches (`read()`) in
+# MAGIC Python workers on the executors; under Spark Connect both are on the server side.
+# MAGIC `%pip install` puts the package in the notebook's environment, which those processes use
+# MAGIC too (on classic compute it is installed on the driver and on every worker). Two things
+# MAGIC differ under Spark Connect:
+# MAGIC
+# MAGIC * The listener is rebuilt on the server from its pickle: it sees nothing of the notebook,
+# MAGIC   neither its variables nor environment variables set in it, only the storage options
+# MAGIC   given to `register(spark, storage_options={...})` (travelling with it). Give them there
+# MAGIC   whenever the group store needs credentials that the server's own environment lacks
+# MAGIC   (serverless has no environment variables). Without a working listener nothing is lost:
+# MAGIC   the member commits each batch itself at its next trigger and leaves when its query
+# MAGIC   ends; only the commit of a query's last batch can then be missing, and that batch is
+# MAGIC   read again.
+# MAGIC * Standard and serverless compute run user Python in a sandbox: the broker and the group
+# MAGIC   store must be reachable from it (egress rules; on serverless, network connectivity
+# MAGIC   configuration), and Unity Catalog credentials cannot be used inside the listener.
+# MAGIC
+# MAGIC Tested by the project: the same calls through Apache Spark Connect
+# MAGIC (`SparkSession.builder.remote`) and on a Spark cluster with executors in separate JVMs;
+# MAGIC not on Databricks itself.
 
 # COMMAND ----------
 
@@ -36,6 +72,10 @@ checkpoint = dbutils.widgets.get("checkpoint")
 # ruff: noqa: E402, F821  (a notebook: imports per cell, Databricks globals)
 import spark_kafka_group
 
+# The source and the listener that commits each completed batch to the group log, on every
+# compute (the package also registers the source by itself, but not the listener). With a
+# group store that needs credentials, also `storage_options={...}`: the `groupStore.*`
+# options below without the prefix.
 spark_kafka_group.register(spark)  # `spark`, `dbutils`, `display`: notebook globals
 
 events = (
@@ -44,8 +84,9 @@ events = (
     .option("subscribe", topic)
     .option("groupId", group_id)
     .option("groupStore", group_store)
-    # S3 group logs need a safe compare-and-swap: conditional puts (or a DynamoDB lock)
-    .option("groupStore.conditional_put", "etag")
+    # delta-rs writes every group log commit as a conditional put: S3, ADLS and GCS need no
+    # option for it (see the README's object-store section); credentials, if not from the
+    # compute's role: .option("groupStore.AWS_REGION", ...) and the like
     .option("startingOffsets", "earliest")
     .option("maxOffsetsPerTrigger", "500000")
     # also commit to the Kafka consumer group `group_id`, for lag dashboards
@@ -57,6 +98,8 @@ events = (
     # .option("kafka.sasl.password", dbutils.secrets.get("kafka", "password"))
     .load()
 )
+# `display` of a stream starts a query: a member of the group while it runs (classic and
+# standard compute only: it uses a processing-time trigger). Stop it before the next cell.
 display(events.selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value"))
 
 # COMMAND ----------
@@ -74,8 +117,7 @@ query = (
     .trigger(availableNow=True)
     .toTable(table)
 )
-query.awaitTermination()
-spark_kafka_group.leave_group(query)  # hand the partitions over now, not at session timeout
+query.awaitTermination()  # its member leaves the group when the query ends
 
 # COMMAND ----------
 
@@ -86,38 +128,50 @@ spark_kafka_group.leave_group(query)  # hand the partitions over now, not at ses
 
 # COMMAND ----------
 
-spark.conf.set("kafka_group.log", f"{group_store}/{group_id}")
+# Python rather than %sql cells: serverless refuses `spark.conf.set` of keys of our own, so the
+# path is not passed through a Spark conf variable. On Unity Catalog workspaces, reading a path
+# needs an external location that covers it.
+group_log = f"delta.`{group_store}/{group_id}`"
 
 # COMMAND ----------
 
-# MAGIC %sql
-# MAGIC -- committed offset of every partition: the last accepted COMMIT
-# MAGIC SELECT topic, partition, max_by(offset, log_version) AS committed_offset,
-# MAGIC        timestamp_millis(max(timestamp_ms)) AS committed_at,
-# MAGIC        max_by(member_id, log_version) AS committed_by
-# MAGIC FROM delta.`${kafka_group.log}`
-# MAGIC WHERE kind = 'COMMIT'
-# MAGIC GROUP BY topic, partition
-# MAGIC ORDER BY topic, partition
+# committed offset of every partition: the last accepted COMMIT
+display(
+    spark.sql(f"""
+        SELECT topic, partition, max_by(offset, log_version) AS committed_offset,
+               timestamp_millis(max(timestamp_ms)) AS committed_at,
+               max_by(member_id, log_version) AS committed_by
+        FROM {group_log}
+        WHERE kind = 'COMMIT'
+        GROUP BY topic, partition
+        ORDER BY topic, partition
+    """)
+)
 
 # COMMAND ----------
 
-# MAGIC %sql
-# MAGIC -- rebalances: every generation, when and why
-# MAGIC SELECT generation, timestamp_millis(timestamp_ms) AS at,
-# MAGIC        get_json_object(payload, '$.leader') AS leader,
-# MAGIC        get_json_object(payload, '$.members') AS members
-# MAGIC FROM delta.`${kafka_group.log}`
-# MAGIC WHERE kind = 'GENERATION'
-# MAGIC ORDER BY log_version
+# rebalances: every generation, when and why
+display(
+    spark.sql(f"""
+        SELECT generation, timestamp_millis(timestamp_ms) AS at,
+               get_json_object(payload, '$.leader') AS leader,
+               get_json_object(payload, '$.members') AS members
+        FROM {group_log}
+        WHERE kind = 'GENERATION'
+        ORDER BY log_version
+    """)
+)
 
 # COMMAND ----------
 
-# MAGIC %sql
-# MAGIC -- time travel: the log as it was an hour ago
-# MAGIC SELECT kind, count(*) AS records
-# MAGIC FROM delta.`${kafka_group.log}` TIMESTAMP AS OF current_timestamp() - INTERVAL 1 HOUR
-# MAGIC GROUP BY kind
+# time travel: the log as it was an hour ago
+display(
+    spark.sql(f"""
+        SELECT kind, count(*) AS records
+        FROM {group_log} TIMESTAMP AS OF current_timestamp() - INTERVAL 1 HOUR
+        GROUP BY kind
+    """)
+)
 
 # COMMAND ----------
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.object_stores import any_store, azure_store, s3_store  # noqa: F401 (fixtures)
+from tests.spark_apps import SPARK_MASTER_ENV
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,13 +43,14 @@ def topic_name() -> str:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """One local Spark session for the whole run (start-up is the slow part)."""
+    """One local Spark session for the whole run (start-up is the slow part). Its master is
+    ``local[2]``, or ``$SPARK_KAFKA_GROUP_TEST_MASTER`` (tests/spark_apps.py)."""
     from pyspark.sql import SparkSession
 
     import spark_kafka_group
 
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(os.environ.get(SPARK_MASTER_ENV, "local[2]"))
         .appName("spark-kafka-group tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
