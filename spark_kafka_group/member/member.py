@@ -256,10 +256,12 @@ class GroupMember:
                 group = self._client.fold().group
                 if group.member(self.member_id) is None:
                     return False
+                # Exactly at the end: a higher commit is an older one that a reset by policy
+                # (failOnDataLoss=false) moved back from, not this batch's.
                 uncommitted = {
                     tp: end
                     for tp, end in self._reading.items()
-                    if (o := group.offsets.get(TopicPartition(*tp))) is None or o.offset < end
+                    if (o := group.offsets.get(TopicPartition(*tp))) is None or o.offset != end
                 }
             if not uncommitted or time.monotonic() >= deadline:
                 if uncommitted:
