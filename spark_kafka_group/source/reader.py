@@ -135,7 +135,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             assignment = self._member.start(
                 replacing=previous_member, must_complete_join=must_complete_join
             )
-            if must_complete_join and not assignment.owned:
+            if must_complete_join and assignment.settled and not assignment.owned:
                 log.info(
                     "group %s: member %s holds no partition: the group's other live members "
                     "hold every subscribed partition, so this run reads nothing",
