@@ -1,8 +1,8 @@
 """Hypothesis drives a whole group of production members (:class:`tests.group_sim.SimMember`)
 over a shared in-memory log, with liveness in leases or in the log: random joins, leaves,
 crashes (silence), static restarts, clock advances, metadata changes, revocation acks (inside
-the member loop), commits, zombie commits and snapshots. Invariants are checked after every step on the log
-folded record by record.
+the member loop), commits, zombie commits and snapshots. Invariants are checked after every
+step on the log folded record by record.
 
 ``GROUP_STATEFUL_EXAMPLES`` / ``GROUP_STATEFUL_STEPS`` raise the budget for a deep run.
 """
