@@ -94,6 +94,8 @@ class GroupCoordinator:
     ) -> None:
         self.config = config or GroupConfig()
         self._group = group if group is not None else GroupMetadata(group_id)
+        #: A fork reads its parent's state until its first record, then copies it.
+        self._shared = False
         #: While True, every handler answers COORDINATOR_LOAD_IN_PROGRESS.
         self.loading = False
 
@@ -109,11 +111,17 @@ class GroupCoordinator:
         return self._group.group_id
 
     def apply(self, record: GroupRecord) -> None:
+        self._own()
         replay.apply(self._group, record)
 
     def apply_all(self, records: Iterable[GroupRecord]) -> None:
         for record in records:
-            replay.apply(self._group, record)
+            self.apply(record)
+
+    def _own(self) -> None:
+        if self._shared:
+            self._group = self._group.copy()
+            self._shared = False
 
     def load(self, records: Iterable[GroupRecord]) -> None:
         """Fold a whole log (or its tail from the latest SNAPSHOT) while marked loading."""
@@ -125,8 +133,12 @@ class GroupCoordinator:
 
     def fork(self) -> GroupCoordinator:
         """An independent coordinator over a copy of the state (to chain several handlers
-        before one compare-and-swap append)."""
-        return GroupCoordinator(self.group_id, self.config, self._group.copy())
+        before one compare-and-swap append). The copy is made at the fork's first record:
+        most member steps decide to write nothing, and copying a large group is not free.
+        Do not fold into this coordinator while the fork is in use."""
+        fork = GroupCoordinator(self.group_id, self.config, self._group)
+        fork._shared = True
+        return fork
 
     def snapshot_record(self, now_ms: int) -> GroupRecord:
         """A SNAPSHOT record holding the complete state; replay may start from it."""

@@ -215,7 +215,9 @@ class GroupMachine(RuleBasedStateMachine):
                 self.tick_only()
             g = replay(self.log.records[latest_snapshot_index(self.log.records) :], "g")
             silent = {d.member_id for d in self.dead} & set(g.members)
-            if self.live and not silent and converged(self.live[0].coord, self.meta):
+            # A live member expired while silent rejoins under a new member id first.
+            everyone = set(g.members) == {d.member_id for d in self.live}
+            if self.live and not silent and everyone and converged(self.live[0].coord, self.meta):
                 break
             if not self.live and g.state == S.EMPTY:
                 break
