@@ -37,6 +37,7 @@ from spark_kafka_group.group.messages import (
     SyncResponse,
 )
 from spark_kafka_group.group.metadata import (
+    IMPLICIT_REJOIN,
     GroupMetadata,
     MemberMetadata,
     OffsetAndMetadata,
@@ -288,6 +289,9 @@ class GroupCoordinator:
             owned = None
         else:
             owned = tp_list(TopicPartition(t, int(p)) for t, p in request.owned)
+        join_delay_until = self._join_delay_until(
+            g, state, existing is None and not replaces, request, now_ms
+        )
         payload: dict[str, Any] = {
             "client_id": request.client_id,
             "client_host": request.client_host,
@@ -309,6 +313,10 @@ class GroupCoordinator:
                 else "member metadata changed"
             ),
         }
+        if join_delay_until is not None:
+            payload["join_delay_until_ms"] = join_delay_until
+        if request.features:  # absent for members of older releases, as before
+            payload["features"] = sorted(set(request.features))
         scratch = _Scratch(g)
         scratch.add(
             self._record(
@@ -322,6 +330,27 @@ class GroupCoordinator:
         )
         self._maybe_complete_join(scratch, now_ms, writer=mid)
         return scratch.records, self._join_response(scratch.group, mid)
+
+    def _join_delay_until(
+        self,
+        g: GroupMetadata,
+        state: GroupState,
+        new_member: bool,
+        request: JoinRequest,
+        now_ms: int,
+    ) -> int | None:
+        """When the join phase may complete at the earliest, if this join sets or extends the
+        initial rebalance delay: the first join of an empty group sets it, and each new member
+        joining within it extends it, up to the rebalance deadline (Kafka's InitialDelayedJoin)."""
+        delay = self.config.initial_rebalance_delay_ms
+        if delay <= 0:
+            return None
+        if state == S.EMPTY:
+            return now_ms + min(delay, request.rebalance_timeout_ms)
+        if state == S.PREPARING_REBALANCE and new_member and g.join_delay_until_ms is not None:
+            limit = g.deadline_ms if g.deadline_ms is not None else now_ms + delay
+            return max(g.join_delay_until_ms, min(now_ms + delay, limit))
+        return None
 
     def _join_response(self, g: GroupMetadata, mid: str) -> JoinResponse:
         m = g.members[mid]
@@ -345,6 +374,8 @@ class GroupCoordinator:
         s = scratch.group
         if s.state != S.PREPARING_REBALANCE or not s.all_joined():
             return
+        if s.join_delay_until_ms is not None and now_ms < s.join_delay_until_ms:
+            return  # the initial delay: more members may be on their way
         order = [mid for mid in s.join_order if mid in s.members]
         order += [mid for mid in s.members if mid not in order]
         leader = s.leader if s.leader in s.members else (order[0] if order else None)
@@ -352,12 +383,19 @@ class GroupCoordinator:
             order.remove(leader)
             order.insert(0, leader)
         members = [s.members[mid] for mid in order]
+        protocol = s.select_protocol(members)
         payload = {
             "leader": leader,
-            "protocol": s.select_protocol(members),
+            "protocol": protocol,
             "members": order,
             "deadline_ms": now_ms + s.max_rebalance_timeout_ms() if members else None,
         }
+        assignor = self.config.assignors.get(protocol) if protocol else None
+        cooperative = assignor is not None and (
+            assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE
+        )
+        if cooperative and s.all_have(IMPLICIT_REJOIN):
+            payload["rejoin_implicitly"] = True
         scratch.add(
             self._record(
                 K.GENERATION, now_ms, member_id=writer, generation=s.generation + 1, payload=payload
