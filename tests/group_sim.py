@@ -466,14 +466,16 @@ def simulate(
         members, partitions, append_ms, leases, implicit_rejoin, initial_delay_ms, strategy
     )
 
+    starts = [sim.rng.randint(0, start_spread_ms) for _ in range(members)]
+
     def start_all() -> None:
-        for _ in range(members):
-            sim.start(sim.make(), sim.rng.randint(0, start_spread_ms))
+        for t in starts:
+            sim.start(sim.make(), t)
 
     join = sim.measure("join", start_all, limit_ms=converge_limit_ms)
     # "From all members joining": the clock starts when the last member has started.
     if join.settled_s is not None:
-        join.settled_s = max(0.0, join.settled_s - start_spread_ms / 1000)
+        join.settled_s = max(0.0, join.settled_s - max(starts) / 1000)
     result.phases.append(join)
     if join.settled_s is not None:
         result.phases.append(

@@ -60,7 +60,6 @@ from spark_kafka_group.member.listener import RebalanceListenerRunner
 from spark_kafka_group.member.log_client import Attempt, GroupLogClient
 from spark_kafka_group.member.topic_metadata import TopicMetadataCache
 from spark_kafka_group.options import GroupSettings
-from spark_kafka_group.store.leases import LeaseFiles
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
 
 log = logging.getLogger(__name__)
@@ -158,10 +157,9 @@ class GroupMember:
             ),
             clock=clock,
             log=log,
+            leases=leases,
         )
-        if log is None:
-            leases = LeaseFiles(self._client.uri, storage_options=settings.storage_options)
-        self._leases = leases
+        self._leases = leases = self._client.leases
         if features is None:
             features = FEATURES if leases is not None else (IMPLICIT_REJOIN,)
         self._features = tuple(sorted(features))
