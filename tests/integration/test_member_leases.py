@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group.admin import describe_group, reset_offsets
-from spark_kafka_group.errors import GroupNotEmptyError
+from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 from spark_kafka_group.store.leases import LEASE_DIR, LeaseFiles
