@@ -428,7 +428,7 @@ def simulate(
     steady_ms: int = 60_000,
     heartbeat_interval_ms: int = 3_000,
     session_timeout_ms: int = 45_000,
-    rebalance_timeout_ms: int = 300_000,
+    rebalance_timeout_ms: int = 60_000,
     initial_delay_ms: int = 3_000,
     converge_limit_ms: int = 900_000,
     seed: int = 0,
