@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group.admin import commit_for_member
+from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 
@@ -29,7 +30,7 @@ def settings(store: str, strategy: str) -> GroupSettings:
         heartbeat_interval_ms=500,
         session_timeout_ms=30_000,
         rebalance_timeout_ms=30_000,
-        assignment_strategy=strategy,
+        assignment_strategy=(load_assignor(strategy),),
         instance_id=None,
         scheduled_rebalance_max_delay_ms=0,
         rebalance_listener=None,

@@ -314,7 +314,7 @@ def test_defaults() -> None:
     assert opts.fail_on_data_loss is True
     assert opts.include_headers is False
     assert opts.max_offsets_per_trigger is None
-    assert opts.group.assignment_strategy == "cooperative-sticky"
+    assert opts.group.protocol_names == ("cooperative-sticky",)
     assert opts.group.heartbeat_interval_ms == 3000
     assert opts.group.session_timeout_ms == 45000
     assert opts.group.store == "/s"

@@ -50,6 +50,17 @@ class Assignor(ABC):
     ) -> Assignment:
         """Member id -> the partitions it gets (every member appears, maybe with [])."""
 
+    # An assignor is a pure function of its arguments: instances of one class are the same
+    # strategy (so settings holding them compare equal).
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
 
 def member_order(subscriptions: Mapping[str, MemberSubscription]) -> list[str]:
     """Members sorted by instance id (static members keep their place), then member id."""
