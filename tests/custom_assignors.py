@@ -1,7 +1,7 @@
 """Assignors of a user's own, named by ``module:Class`` in ``assignmentStrategy`` by the tests.
 
-The integration test ships this file to Spark's Python workers with ``addPyFile`` (its module
-is then ``custom_assignors``), as a user ships theirs.
+Spark's Python workers import it from PYTHONPATH (``tests/conftest.py`` puts the repository
+there), as a user's driver imports theirs.
 """
 
 from __future__ import annotations

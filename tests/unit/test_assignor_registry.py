@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 import spark_kafka_group.group.assignors as assignors_package
 from spark_kafka_group.group.assignors import (
+    AssignorLookupError,
     CooperativeStickyAssignor,
     RangeAssignor,
     RebalanceProtocol,
@@ -62,3 +64,21 @@ def test_a_new_file_in_the_package_is_a_new_built_in(
     monkeypatch.setattr(assignors_package, "__path__", [*assignors_package.__path__, str(tmp_path)])
     assert "reverse-for-test" in builtin_assignors()
     assert load_assignor("Reverse-For-Test").name == "reverse-for-test"
+
+
+def test_an_assignor_pickles_by_its_entry_and_unpickling_explains_a_missing_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settings travel pickled to the streaming-source process: there, an assignor whose module
+    cannot be imported fails with what to do, not a bare ModuleNotFoundError."""
+    (tmp_path / "users_assignors.py").write_text(NEW_ASSIGNOR.replace("reverse-for-test", "mine"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mine = load_assignor("users_assignors:ReverseAssignor")
+    data = pickle.dumps((mine, RangeAssignor()))
+    assert pickle.loads(data) == (mine, RangeAssignor())
+    monkeypatch.delitem(sys.modules, "users_assignors")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path)])
+    with pytest.raises(
+        AssignorLookupError, match=r"cannot import module 'users_assignors'.*PYTHONPATH"
+    ):
+        pickle.loads(data)

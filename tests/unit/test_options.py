@@ -449,7 +449,7 @@ def test_assignment_strategy_is_a_preference_list_of_built_ins_and_classes() -> 
         ("cooperative_sticky", ["'cooperative_sticky' is not a built-in", "did you mean"]),
         (" , ", ["names no assignor", "cooperative-sticky,range"]),
         ("range,Range", ["lists the assignor 'range' twice"]),
-        ("no_such_module_xyz:Cls", ["cannot import module 'no_such_module_xyz'", "addPyFile"]),
+        ("no_such_module_xyz:Cls", ["cannot import module 'no_such_module_xyz'", "PYTHONPATH"]),
         ("tests.custom_assignors:Missing", ["has no 'Missing'"]),
         ("tests.custom_assignors:NotAnAssignor", ["is not an assignor", "subclass"]),
         ("spark_kafka_group.group.assignors:Assignor", ["is not an assignor"]),

@@ -61,6 +61,14 @@ class Assignor(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        # Settings holding assignors travel pickled to the query's streaming-source process;
+        # unpickling there goes through the registry, so an assignor whose module that process
+        # cannot import fails with the registry's message (what to install where).
+        from spark_kafka_group.group.assignors.registry import assignor_entry, load_assignor
+
+        return load_assignor, (assignor_entry(self),)
+
 
 def member_order(subscriptions: Mapping[str, MemberSubscription]) -> list[str]:
     """Members sorted by instance id (static members keep their place), then member id."""

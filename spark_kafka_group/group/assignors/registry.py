@@ -76,9 +76,9 @@ def load_assignor(entry: str) -> Assignor:
     except Exception as exc:  # an import runs user code: any error is the user's to fix
         raise AssignorLookupError(
             f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}). The module "
-            "must be importable by the Python that runs the query's streaming source on the "
-            "driver, on every query of the group (install it there, put it on PYTHONPATH, or "
-            "ship it with spark.sparkContext.addPyFile / --py-files)."
+            "must be importable by the Python that runs each query's streaming source on its "
+            "driver (PYSPARK_PYTHON): install it in that environment or put its directory on "
+            "the driver's PYTHONPATH before Spark starts, for every query of the group."
         ) from None
     for part in class_name.split("."):
         if not hasattr(target, part):
@@ -118,6 +118,16 @@ def load_assignor(entry: str) -> Assignor:
             f"cannot create {entry!r} ({type(exc).__name__}: {exc}): the class must take no "
             "constructor arguments."
         ) from None
+
+
+def assignor_entry(assignor: Assignor) -> str:
+    """The ``assignmentStrategy`` entry that names ``assignor``: :func:`load_assignor`'s
+    inverse."""
+    builtin = builtin_assignors().get(assignor.name)
+    if builtin is not None and type(builtin) is type(assignor):
+        return assignor.name
+    cls = type(assignor)
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def _is_assignor_class(cls: object) -> bool:
