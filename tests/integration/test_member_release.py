@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group.admin import commit_for_member
+from spark_kafka_group.errors import OptionError
 from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
@@ -23,6 +24,7 @@ PARTITIONS = [(TOPIC, p) for p in range(4)]
 
 
 def settings(store: str, strategy: str) -> GroupSettings:
+    """``strategy``: an assignmentStrategy list of built-in names."""
     return GroupSettings(
         group_id="g",
         store=store,
@@ -30,7 +32,7 @@ def settings(store: str, strategy: str) -> GroupSettings:
         heartbeat_interval_ms=500,
         session_timeout_ms=30_000,
         rebalance_timeout_ms=30_000,
-        assignment_strategy=(load_assignor(strategy),),
+        assignment_strategy=tuple(load_assignor(e) for e in strategy.split(",")),
         instance_id=None,
         scheduled_rebalance_max_delay_ms=0,
         rebalance_listener=None,
@@ -121,3 +123,23 @@ def test_listener_commit_refused_for_a_partition_reacquired_since_the_batch(
     assert commit_for_member(store, "g", a.member_id, first.generation, ends) == 0
     # A batch planned in the new generation commits what a holds.
     assert commit_for_member(store, "g", a.member_id, later.generation, ends) == len(later.owned)
+
+
+def test_a_member_with_no_assignor_in_common_is_refused_with_what_the_group_supports(
+    tmp_path: Path, members: list[GroupMember]
+) -> None:
+    store = str(tmp_path / "groups")
+    start(members, store, "range")
+    start(members, store, "cooperative-sticky,range")
+    late = GroupMember(
+        settings(store, "cooperative-sticky"),
+        subscription=SubscriptionSpec(topics=(TOPIC,)),
+        topic_counts=lambda: {TOPIC: len(PARTITIONS)},
+    )
+    members.append(late)
+    with pytest.raises(OptionError) as refused:
+        late.start()
+    message = str(refused.value)
+    assert "its members all support only range (it uses 'range')" in message
+    assert "'cooperative-sticky' has none of them" in message
+    assert "'cooperative-sticky,range'" in message  # the upgrade path
