@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group.admin import commit_for_member
-from spark_kafka_group.errors import OptionError
 from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
@@ -123,23 +122,3 @@ def test_listener_commit_refused_for_a_partition_reacquired_since_the_batch(
     assert commit_for_member(store, "g", a.member_id, first.generation, ends) == 0
     # A batch planned in the new generation commits what a holds.
     assert commit_for_member(store, "g", a.member_id, later.generation, ends) == len(later.owned)
-
-
-def test_a_member_with_no_assignor_in_common_is_refused_with_what_the_group_supports(
-    tmp_path: Path, members: list[GroupMember]
-) -> None:
-    store = str(tmp_path / "groups")
-    start(members, store, "range")
-    start(members, store, "cooperative-sticky,range")
-    late = GroupMember(
-        settings(store, "cooperative-sticky"),
-        subscription=SubscriptionSpec(topics=(TOPIC,)),
-        topic_counts=lambda: {TOPIC: len(PARTITIONS)},
-    )
-    members.append(late)
-    with pytest.raises(OptionError) as refused:
-        late.start()
-    message = str(refused.value)
-    assert "its members all support only range (it uses 'range')" in message
-    assert "'cooperative-sticky' has none of them" in message
-    assert "'cooperative-sticky,range'" in message  # the upgrade path

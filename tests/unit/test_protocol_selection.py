@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_kafka_group.errors import OptionError
 from spark_kafka_group.group import (
     GroupConfig,
     GroupCoordinator,
@@ -16,11 +17,14 @@ from spark_kafka_group.group import (
     GroupRecord,
     GroupState,
     JoinRequest,
+    ManualClock,
     RecordKind,
     replay,
 )
 from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS
 from spark_kafka_group.group.metadata import MemberMetadata
+from spark_kafka_group.store.memory import InMemoryLog
+from tests.group_sim import SimMember, converged
 
 CS, RANGE, RR, STICKY = "cooperative-sticky", "range", "roundrobin", "sticky"
 CFG = GroupConfig(min_session_timeout_ms=1_000)
@@ -174,3 +178,22 @@ def test_replay_refuses_a_generation_whose_protocol_is_not_the_vote() -> None:
     )
     with pytest.raises(GroupProtocolBug, match="vote selects 'cooperative-sticky'"):
         replay([*grp.log[:-1], forged], "g")
+
+
+def test_a_production_member_with_nothing_in_common_fails_with_what_the_group_supports() -> None:
+    clock, log, meta = ManualClock(0), InMemoryLog(), {"t": 4}
+    a = SimMember("a", log, clock, lambda: meta, protocols=(RANGE,))
+    b = SimMember("b", log, clock, lambda: meta, protocols=(CS, RANGE))
+    for _ in range(30):
+        for m in (a, b):
+            m.step()
+        clock.advance(100)
+    assert converged(a.coord, meta) and a.coord.group.protocol == RANGE
+    late = SimMember("c", log, clock, lambda: meta, protocols=(CS,))
+    late.step()
+    failure = late.member.failure
+    assert isinstance(failure, OptionError), failure
+    message = str(failure)
+    assert "its members all support only range (it uses 'range')" in message
+    assert "'cooperative-sticky' has none of them" in message
+    assert "'cooperative-sticky,range'" in message  # the upgrade path
