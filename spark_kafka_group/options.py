@@ -84,6 +84,11 @@ OPTION_SPECS: tuple[_Spec, ...] = (
     _Spec("sessionTimeoutMs", "45000", "A silent member is expired after this long."),
     _Spec("rebalanceTimeoutMs", "60000", "How long a rebalance waits for members to rejoin."),
     _Spec(
+        "initialRebalanceDelayMs",
+        "3000",
+        "An empty group's first rebalance waits this long for more members to join.",
+    ),
+    _Spec(
         "assignmentStrategy",
         "cooperative-sticky",
         "Assignors in order of preference: built-in names or module:Class, comma-separated.",
@@ -175,6 +180,9 @@ class GroupSettings:
     instance_id: str | None  # group.instance.id
     scheduled_rebalance_max_delay_ms: int  # scheduled.rebalance.max.delay.ms
     rebalance_listener: str | None
+    #: group.initial.rebalance.delay.ms (a broker setting in Kafka; here the group's first
+    #: member's, as it starts the rebalance).
+    initial_rebalance_delay_ms: int = 3000
 
     @property
     def protocol_names(self) -> tuple[str, ...]:
@@ -315,6 +323,9 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
             "scheduledRebalanceMaxDelayMs", get("scheduledRebalanceMaxDelayMs")
         ),
         rebalance_listener=listener.strip() if listener else None,
+        initial_rebalance_delay_ms=_non_negative_int(
+            "initialRebalanceDelayMs", get("initialRebalanceDelayMs")
+        ),
     )
 
     return SourceOptions(
