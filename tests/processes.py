@@ -1,4 +1,4 @@
-"""Group members as separate OS processes (jobs/member.py), for kill / pause / restart tests."""
+"""Group members as separate OS processes (tests/member_app.py): kill / pause / restart tests."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-MEMBER_JOB = REPO / "jobs" / "member.py"
+#: Run as a module from the repository root, as the tests import it.
+MEMBER_APP = "tests.member_app"
 
 
 class MemberProcess:
-    """One ``jobs/member.py`` process; its journal survives restarts (appended to)."""
+    """One ``tests/member_app.py`` process; its journal survives restarts (appended to)."""
 
     def __init__(
         self,
@@ -36,7 +37,7 @@ class MemberProcess:
         self.journal = workdir / f"{name}.jsonl"
         self.log = workdir / f"{name}.log"
         self.args = [
-            sys.executable, str(MEMBER_JOB),
+            sys.executable, "-m", MEMBER_APP,
             "--bootstrap-servers", bootstrap_servers,
             "--topic", topic,
             "--group-id", group_id,

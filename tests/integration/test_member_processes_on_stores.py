@@ -1,6 +1,6 @@
-"""Two Spark applications in separate processes (``jobs/member.py``, as two spark-submit jobs on
-two machines would be) share one group whose log is on an object-store server: one joins while
-records are produced steadily, the other leaves, and every record is read exactly once."""
+"""Two Spark applications in separate processes (``tests/member_app.py``, as two spark-submit
+jobs on two machines would be) share one group whose log is on an object-store server: one joins
+while records are produced steadily, the other leaves, and every record is read exactly once."""
 
 from __future__ import annotations
 
