@@ -148,6 +148,6 @@ def test_a_third_query_joins_and_only_moved_partitions_pause(
             assert kept <= {p for p, _, _ in rows}, (kept, {p for p, _, _ in rows})
     assert partitions_of(c), "the newcomer got partitions"
     # The target is two trigger intervals + two heartbeat intervals (2 s here), measured by
-    # jobs/bench_join.py (performance is a benchmark's business); here only a bound that
+    # benchmarks/bench_join.py (performance is a benchmark's business); here only a bound that
     # catches a rebalance that waits for a timeout instead of the members.
     assert join_to_first_record_s < 10
