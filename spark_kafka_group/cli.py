@@ -9,7 +9,8 @@
 
 ``--json`` prints a machine-readable result instead of text. Exit codes: 0 success, 1 the
 operation failed (the message says why), 2 wrong usage. The logic lives in
-:mod:`spark_kafka_group.admin` and :mod:`spark_kafka_group.ops`.
+:mod:`spark_kafka_group.admin`, :mod:`spark_kafka_group.ops` and
+:mod:`spark_kafka_group.kafka.consumer_group_offsets`.
 """
 
 from __future__ import annotations
@@ -270,7 +271,7 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from spark_kafka_group.ops.kafka_offsets import commit_to_kafka_group
+    from spark_kafka_group.kafka.consumer_group_offsets import commit_to_kafka_group
     from spark_kafka_group.ops.lag import group_info_or_fail
 
     info = group_info_or_fail(args.store, args.group, _storage_options(args))
@@ -309,7 +310,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from spark_kafka_group.admin import reset_offsets
-    from spark_kafka_group.ops.kafka_offsets import kafka_group_offsets
+    from spark_kafka_group.kafka.consumer_group_offsets import kafka_group_offsets
 
     kafka_group = args.kafka_group or args.group
     offsets = kafka_group_offsets(args.bootstrap_servers, _client_conf(args), kafka_group)

@@ -2,7 +2,7 @@
 
 Kafka's system tests (consumer bounce, static bounce, fencing, valid assignment) and Jepsen's
 Kafka checker check these invariants; this one checks them on what our members journaled
-(``jobs/member.py`` writes one JSON line per micro-batch) against the group log:
+(``tests/member_app.py`` writes one JSON line per micro-batch) against the group log:
 
 - nothing produced is missing (``lost``), nothing read that was never produced;
 - within one incarnation (process) of a member, the offsets it read of a partition are
@@ -57,7 +57,8 @@ class Batch:
 
 
 def journal_batches(member: str, lines: Iterable[Mapping[str, Any]]) -> list[Batch]:
-    """Batches from ``jobs/member.py`` journal lines (``MemberProcess.batches()``), in order."""
+    """Batches from ``tests/member_app.py`` journal lines (``MemberProcess.batches()``), in
+    order."""
     return [
         Batch(
             member=member,

@@ -12,13 +12,13 @@ import pytest
 from confluent_kafka import Consumer
 
 from spark_kafka_group.admin import describe_group
-from spark_kafka_group.kafka.java_settings import JKS_MAGIC
-from spark_kafka_group.ops.kafka_offsets import (
+from spark_kafka_group.kafka.consumer_group_offsets import (
     KafkaOffsetMirror,
     commit_to_kafka_group,
     kafka_group_offsets,
     seed_from_kafka_group,
 )
+from spark_kafka_group.kafka.java_settings import JKS_MAGIC
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from tests.integration.cli_support import GroupDriver, run_cli
 

@@ -1,8 +1,8 @@
 """Fault injection, checked by the delivery checker (tests/delivery.py).
 
 Kafka's consumer bounce / static consumer bounce / fencing system tests and Jepsen's Kafka
-checker on our product: real member processes (``jobs/member.py``), a real broker, the real
-group log. Every scenario prints the checker's one-line summary (run with ``-s`` to see it).
+checker on our product: real member processes (``tests/member_app.py``), a real broker, the
+real group log. Every scenario prints the checker's one-line summary (run with ``-s`` to see it).
 
 The soak version of the bounce scenario is excluded by default; run it with::
 

@@ -1,6 +1,6 @@
 """Members in separate processes: killed, restarted as a static member, paused as a zombie.
 
-The survivor is a query in the test's SparkSession; the other member is ``jobs/member.py``
+The survivor is a query in the test's SparkSession; the other member is ``tests/member_app.py``
 in its own process (its own Spark driver), as a second spark-submit job would be.
 """
 
