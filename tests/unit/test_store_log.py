@@ -23,7 +23,8 @@ from spark_kafka_group.store import (
     group_log_uri,
     list_groups,
 )
-from spark_kafka_group.store.log import LOG_TABLE_NAME, SCHEMA, _to_arrow
+from spark_kafka_group.store.codec import SCHEMA, to_arrow
+from spark_kafka_group.store.table import LOG_TABLE_NAME
 
 
 def hb(member: str = "m1", ts: int = 0) -> GroupRecord:
@@ -318,7 +319,7 @@ def test_newer_record_schema_is_refused(tmp_path: Path) -> None:
     uri = str(tmp_path / "g")
     log = GroupLog.open(uri)
     log.append([hb()], expected_version=-1)
-    newer = _to_arrow([hb("future")], 1).set_column(
+    newer = to_arrow([hb("future")], 1).set_column(
         2, pa.field("schema_version", pa.int32(), nullable=False), pa.array([99], pa.int32())
     )
     write_deltalake(DeltaTable(uri), newer, mode="append")
