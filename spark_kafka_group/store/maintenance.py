@@ -79,6 +79,17 @@ def maintain(table: LogTable, *, now_ms: int | None = None) -> MaintenanceReport
     return report
 
 
+#: Checkpoints and log cleanup are steps of their own, never side effects of another commit.
+_NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+
+
+def _commit_properties(step: str) -> CommitProperties:
+    """A maintenance commit: it may be rebased over appends (it changes no data)."""
+    return CommitProperties(
+        max_commit_retries=10, custom_metadata={"spark_kafka_group.maintenance": step}
+    )
+
+
 def _step(
     table: LogTable, report: MaintenanceReport, name: str, snapshot: DeltaTable, fn: Any
 ) -> DeltaTable:
@@ -109,13 +120,8 @@ def _compact(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) -
                 writer_properties=WriterProperties(
                     max_row_group_size=COMPACT_ROW_GROUP_ROWS, compression="SNAPPY"
                 ),
-                commit_properties=CommitProperties(
-                    max_commit_retries=10,
-                    custom_metadata={"spark_kafka_group.maintenance": "compact"},
-                ),
-                post_commithook_properties=PostCommitHookProperties(
-                    create_checkpoint=False, cleanup_expired_logs=False
-                ),
+                commit_properties=_commit_properties("compact"),
+                post_commithook_properties=_NO_HOOKS,
             )
         )
 
@@ -136,13 +142,8 @@ def _vacuum(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) ->
             snapshot.vacuum(
                 dry_run=False,
                 full=True,
-                commit_properties=CommitProperties(
-                    max_commit_retries=10,
-                    custom_metadata={"spark_kafka_group.maintenance": "vacuum"},
-                ),
-                post_commithook_properties=PostCommitHookProperties(
-                    create_checkpoint=False, cleanup_expired_logs=False
-                ),
+                commit_properties=_commit_properties("vacuum"),
+                post_commithook_properties=_NO_HOOKS,
             )
         )
 
