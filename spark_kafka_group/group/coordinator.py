@@ -674,13 +674,20 @@ class GroupCoordinator:
             return [], DeleteResponse(E.NON_EMPTY_GROUP)
         return [self._record(K.DELETE, now_ms)], DeleteResponse(E.NONE)
 
-    def describe(self, now_ms: int, *, uri: str = "", version: int = -1) -> GroupDescription:
-        """DescribeGroups, as of ``now_ms``; ``uri`` and ``version``: where the caller folded
-        the group from. A member is live unless :meth:`tick` would expire it at ``now_ms``:
-        the one rule for liveness."""
+    def describe(
+        self,
+        now_ms: int,
+        *,
+        leases: Mapping[str, int] | None = None,
+        uri: str = "",
+        version: int = -1,
+    ) -> GroupDescription:
+        """DescribeGroups, as of ``now_ms``; ``leases`` as for :meth:`tick`; ``uri`` and
+        ``version``: where the caller folded the group from. A member is live unless
+        :meth:`tick` would expire it at ``now_ms``: the one rule for liveness."""
         g = self._group
         err = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
-        expiring = {r.member_id for r in self.tick(now_ms) if r.kind == K.EXPIRE}
+        expiring = {r.member_id for r in self.tick(now_ms, leases) if r.kind == K.EXPIRE}
         return GroupDescription(
             error=err,
             group_id=g.group_id,
@@ -700,7 +707,7 @@ class GroupCoordinator:
                     assignment=tuple(sorted(m.assignment)),
                     revoking=tuple(sorted(m.revoking)),
                     session_timeout_ms=m.session_timeout_ms,
-                    last_seen_ms=m.last_seen_ms,
+                    last_seen_ms=last_seen_ms(m, leases),
                     live=m.member_id not in expiring,
                 )
                 for m in g.members.values()

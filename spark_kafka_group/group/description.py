@@ -33,7 +33,8 @@ class MemberDescription:
     assignment: tuple[TopicPartition, ...]
     revoking: tuple[TopicPartition, ...]
     session_timeout_ms: int = 0
-    #: Timestamp of the member's newest record (its last heartbeat; writer's clock, epoch ms).
+    #: When the member was last known alive: its newest record, or its lease if later
+    #: (writer's clock, epoch ms).
     last_seen_ms: int = 0
     #: Not expired at the description's ``now_ms``: the coordinator would not expire it then.
     live: bool = True

@@ -67,9 +67,13 @@ from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.store import append as _append
 from spark_kafka_group.store import maintenance as _maintenance
 from spark_kafka_group.store import scan as _scan
+from spark_kafka_group.store.errors import AppendConflict
 from spark_kafka_group.store.maintenance import MaintenanceReport
 from spark_kafka_group.store.scan import LogSlice
 from spark_kafka_group.store.table import LogTable
+
+#: The facade and the types its methods take, return and raise.
+__all__ = ["AppendConflict", "GroupLog", "LogSlice", "MaintenanceReport"]
 
 
 class GroupLog:

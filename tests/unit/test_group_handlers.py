@@ -404,3 +404,12 @@ def test_describe_keeps_a_member_awaiting_sync_live_past_its_session() -> None:
     assert grp.coord.group.state == GroupState.COMPLETING_REBALANCE
     (member,) = grp.coord.describe(20_000).members  # past the session, before the sync deadline
     assert member.live and not grp.coord.tick(20_000)
+
+
+def test_describe_counts_a_lease_as_a_sign_of_life() -> None:
+    grp = Group()
+    grp.stable(["a"])  # session timeout 10 s, its last record at t=0
+    (leased,) = grp.coord.describe(20_000, leases={"a": 15_000}).members
+    assert leased.live and leased.last_seen_ms == 15_000
+    (silent,) = grp.coord.describe(20_000).members
+    assert not silent.live and silent.last_seen_ms == 0
