@@ -22,6 +22,7 @@ from spark_kafka_group.group import (
 )
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
+from spark_kafka_group.store.leases import LeaseFiles
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,12 @@ def _client(
     store: str, group_id: str, storage_options: Mapping[str, str] | None, *, create: bool
 ) -> GroupLogClient:
     return GroupLogClient(store, group_id, storage_options=storage_options, create=create)
+
+
+def _leases(client: GroupLogClient, storage_options: Mapping[str, str] | None) -> Mapping[str, int]:
+    """Every member's latest lease renewal: members with leases write no heartbeat records,
+    so the log alone would show them silent."""
+    return LeaseFiles(client.uri, storage_options=storage_options).read()
 
 
 def describe_group(
@@ -54,7 +61,8 @@ def describe_group(
     except GroupLogNotFoundError:
         dead = GroupCoordinator(group_id, group=GroupMetadata(group_id, state=GroupState.DEAD))
         return dead.describe(now, uri=uri, version=-1)
-    return client.fold().describe(now, uri=uri, version=client.version)
+    leases = _leases(client, storage_options)
+    return client.fold().describe(now, leases=leases, uri=uri, version=client.version)
 
 
 def describe_existing_group(
@@ -106,10 +114,12 @@ def reset_offsets(
     except GroupLogNotFoundError:  # a plan for a group without a log: nothing is committed
         return {tp: (None, int(o)) for tp, o in sorted(offsets.items())}
 
+    leases = _leases(client, storage_options)
+
     def decide(
         work: GroupCoordinator, now: int
     ) -> tuple[list[GroupRecord], dict[TP, tuple[int | None, int]]]:
-        records = work.tick(now)  # members past their session timeout are not live
+        records = work.tick(now, leases)  # members past their session timeout are not live
         work.apply_all(records)
         group = work.group
         if group.members:
