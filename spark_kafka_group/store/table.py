@@ -22,6 +22,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from spark_kafka_group.errors import GroupStoreError, IncompatibleGroupStoreError
 from spark_kafka_group.store.codec import REQUIRED_COLUMNS
 from spark_kafka_group.store.errors import GroupLogNotFoundError, describe_error
+from spark_kafka_group.store.leases import LEASE_DIR
 from spark_kafka_group.store.paths import is_local_uri, list_dir, local_path
 from spark_kafka_group.store.safety import (
     PROBE_PREFIX,
@@ -62,6 +63,12 @@ _COMMIT_FILE_RE = re.compile(r"^\d{20}\.(json|checkpoint\..*parquet)$")
 _DATA_FILE_RE = re.compile(r"^part-[0-9]+-[0-9a-f-]+-c000(\.[a-z0-9]+)?\.parquet$")
 #: A directory holding only data files this young and no commit is a log being created.
 _CREATION_GRACE_S = 120.0
+
+
+def _beside_the_table(name: str) -> bool:
+    """Entries members keep in a log's directory next to the Delta table: write probes (see
+    :meth:`LogTable.check_writable`) and the member leases (:mod:`.leases`)."""
+    return name.startswith(PROBE_PREFIX) or name == LEASE_DIR
 
 
 class LogTable:
@@ -135,8 +142,12 @@ class LogTable:
                 f"cannot read the group store path {self.uri}: {describe_error(exc)}; check the "
                 "path, its permissions and the groupStore.* storage options"
             ) from None
-        if entries is not None:  # other members' write probes (see check_writable)
-            entries = {k: v for k, v in entries.items() if not k.startswith(PROBE_PREFIX)}
+        if entries is not None:  # other members' write probes (see check_writable), leases
+            entries = {
+                k: v
+                for k, v in entries.items()
+                if not k.startswith(PROBE_PREFIX) and k != LEASE_DIR
+            }
         if not entries:
             return "absent"
         log_entries: dict[str, float] = {}
