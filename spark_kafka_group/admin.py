@@ -5,6 +5,7 @@ and the progress listener. Every change goes through the protocol's handlers, li
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 
@@ -22,7 +23,6 @@ from spark_kafka_group.group import (
 )
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
-from spark_kafka_group.store.leases import LeaseFiles
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,6 @@ def _client(
     store: str, group_id: str, storage_options: Mapping[str, str] | None, *, create: bool
 ) -> GroupLogClient:
     return GroupLogClient(store, group_id, storage_options=storage_options, create=create)
-
-
-def _leases(client: GroupLogClient, storage_options: Mapping[str, str] | None) -> Mapping[str, int]:
-    """Every member's latest lease renewal: members with leases write no heartbeat records,
-    so the log alone would show them silent."""
-    return LeaseFiles(client.uri, storage_options=storage_options).read()
 
 
 def describe_group(
@@ -61,8 +55,8 @@ def describe_group(
     except GroupLogNotFoundError:
         dead = GroupCoordinator(group_id, group=GroupMetadata(group_id, state=GroupState.DEAD))
         return dead.describe(now, uri=uri, version=-1)
-    leases = _leases(client, storage_options)
-    return client.fold().describe(now, leases=leases, uri=uri, version=client.version)
+    group = client.fold()
+    return group.describe(now, leases=client.read_leases(), uri=uri, version=client.version)
 
 
 def describe_existing_group(
@@ -114,7 +108,7 @@ def reset_offsets(
     except GroupLogNotFoundError:  # a plan for a group without a log: nothing is committed
         return {tp: (None, int(o)) for tp, o in sorted(offsets.items())}
 
-    leases = _leases(client, storage_options)
+    leases = client.read_leases()
 
     def decide(
         work: GroupCoordinator, now: int
@@ -230,4 +224,7 @@ def leave_for_member(
     left = client.transact(decide)
     if left:
         log.info("Member %s left group %s", member_id, group_id)
+        if client.leases is not None:
+            with contextlib.suppress(GroupStoreError):  # a leftover lease is only a file
+                client.leases.drop(member_id)
     return left

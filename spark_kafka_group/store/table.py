@@ -68,7 +68,7 @@ _CREATION_GRACE_S = 120.0
 def _beside_the_table(name: str) -> bool:
     """Entries members keep in a log's directory next to the Delta table: write probes (see
     :meth:`LogTable.check_writable`) and the member leases (:mod:`.leases`)."""
-    return name.startswith(PROBE_PREFIX) or name == LEASE_DIR
+    return name.startswith(PROBE_PREFIX) or name.rstrip("/") == LEASE_DIR
 
 
 class LogTable:
@@ -142,12 +142,8 @@ class LogTable:
                 f"cannot read the group store path {self.uri}: {describe_error(exc)}; check the "
                 "path, its permissions and the groupStore.* storage options"
             ) from None
-        if entries is not None:  # other members' write probes (see check_writable), leases
-            entries = {
-                k: v
-                for k, v in entries.items()
-                if not k.startswith(PROBE_PREFIX) and k != LEASE_DIR
-            }
+        if entries is not None:
+            entries = {k: v for k, v in entries.items() if not _beside_the_table(k)}
         if not entries:
             return "absent"
         log_entries: dict[str, float] = {}
