@@ -32,7 +32,7 @@ driver, minus the (unchanged) Spark side.
 
 The log is created with the retentions shortened to 0 s (``delta.logRetentionDuration``,
 ``delta.deletedFileRetentionDuration``) so that a few minutes show the steady state the default
-retentions (see ``spark_kafka_group.store.log.DEFAULT_TABLE_PROPERTIES``) reach after an hour:
+retentions (see ``spark_kafka_group.store.table.DEFAULT_TABLE_PROPERTIES``) reach after an hour:
 with the defaults the directory also holds the commits and compacted-away files of that hour.
 
 The last line is ``key=value`` pairs separated by spaces (``commit_p50_ms``, ``commit_p99_ms``,

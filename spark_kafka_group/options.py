@@ -30,6 +30,7 @@ from spark_kafka_group.group.assignors import (
 )
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.java_settings import translate_java_settings
+from spark_kafka_group.store.paths import default_group_store, validate_group_id
 
 OffsetMode = Literal["earliest", "latest", "none", "group", "json"]
 
@@ -119,7 +120,6 @@ OPTION_SPECS: tuple[_Spec, ...] = (
 )
 
 _SPECS_BY_KEY = {spec.name.lower(): spec for spec in OPTION_SPECS}
-_GROUP_ID_RE = re.compile(r"^[A-Za-z0-9._\-]{1,200}$")
 
 
 @dataclass(frozen=True)
@@ -285,11 +285,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
             "Option 'groupId' is required: every query with the same groupId shares the topic "
             "as one consumer group, e.g. .option('groupId', 'orders-ingest')."
         )
-    if not _GROUP_ID_RE.match(group_id):
-        raise OptionError(
-            f"Option 'groupId' = {group_id!r} is not valid: use 1-200 characters from "
-            "letters, digits, '.', '_' and '-' (it names a directory in the group store)."
-        )
+    validate_group_id(group_id)  # the store's rule: the group id names the log's directory
 
     heartbeat = _positive_int("heartbeatIntervalMs", get("heartbeatIntervalMs"))
     session = _positive_int("sessionTimeoutMs", get("sessionTimeoutMs"))
@@ -312,7 +308,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
 
     group = GroupSettings(
         group_id=group_id,
-        store=(get("groupStore") or "").strip() or _default_store(),
+        store=(get("groupStore") or "").strip() or default_group_store(),
         storage_options=storage_options,
         heartbeat_interval_ms=heartbeat,
         session_timeout_ms=session,
@@ -397,12 +393,6 @@ def check_batch_options(options: SourceOptions) -> None:
     ):
         if value is not None:
             logging.getLogger(__name__).warning("Option %r is ignored in batch reads.", name)
-
-
-def _default_store() -> str:
-    from spark_kafka_group.store import default_group_store
-
-    return default_group_store()
 
 
 def _unknown_option_message(key: str) -> str:

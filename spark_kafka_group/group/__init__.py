@@ -51,6 +51,7 @@ from spark_kafka_group.group.assignors import (
 )
 from spark_kafka_group.group.config import GroupConfig
 from spark_kafka_group.group.coordinator import GroupCoordinator
+from spark_kafka_group.group.description import GroupDescription, MemberDescription
 from spark_kafka_group.group.errors import (
     GroupError,
     GroupProtocolBug,
@@ -60,7 +61,6 @@ from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
     CommitResponse,
     FetchOffsetsResponse,
-    GroupDescription,
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
@@ -106,6 +106,7 @@ __all__ = [
     "LeaveResponse",
     "ListedGroup",
     "ManualClock",
+    "MemberDescription",
     "MemberMetadata",
     "MemberSubscription",
     "MemberView",

@@ -18,19 +18,18 @@ from spark_kafka_group.group import replay
 from spark_kafka_group.group.assignment import sync_payload
 from spark_kafka_group.group.assignors import RebalanceProtocol
 from spark_kafka_group.group.config import GroupConfig
+from spark_kafka_group.group.description import GroupDescription, MemberDescription
 from spark_kafka_group.group.errors import GroupError
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
     CommitResponse,
     DeleteResponse,
     FetchOffsetsResponse,
-    GroupDescription,
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
     LeaveResponse,
     ListedGroup,
-    MemberDescription,
     MemberView,
     MetadataResponse,
     RevokeResponse,
@@ -732,30 +731,51 @@ class GroupCoordinator:
             return [], DeleteResponse(E.NON_EMPTY_GROUP)
         return [self._record(K.DELETE, now_ms)], DeleteResponse(E.NONE)
 
-    def describe(self) -> GroupDescription:
-        """DescribeGroups."""
+    def describe(
+        self,
+        now_ms: int,
+        *,
+        leases: Mapping[str, int] | None = None,
+        uri: str = "",
+        version: int = -1,
+    ) -> GroupDescription:
+        """DescribeGroups, as of ``now_ms``; ``leases`` as for :meth:`tick`; ``uri`` and
+        ``version``: where the caller folded the group from. A member is live unless
+        :meth:`tick` would expire it at ``now_ms``: the one rule for liveness."""
         g = self._group
         err = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
+        expiring = {r.member_id for r in self.tick(now_ms, leases) if r.kind == K.EXPIRE}
         return GroupDescription(
-            err,
-            g.group_id,
-            g.state,
-            g.protocol_type,
-            g.protocol,
-            g.generation,
-            g.leader,
-            tuple(
+            error=err,
+            group_id=g.group_id,
+            state=g.state,
+            protocol_type=g.protocol_type,
+            protocol=g.protocol,
+            generation=g.generation,
+            leader=g.leader,
+            now_ms=now_ms,
+            members=tuple(
                 MemberDescription(
-                    m.member_id,
-                    m.instance_id,
-                    m.client_id,
-                    m.client_host,
-                    m.generation,
-                    tuple(sorted(m.assignment)),
-                    tuple(sorted(m.revoking)),
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    generation=m.generation,
+                    assignment=tuple(sorted(m.assignment)),
+                    revoking=tuple(sorted(m.revoking)),
+                    session_timeout_ms=m.session_timeout_ms,
+                    last_seen_ms=last_seen_ms(m, leases),
+                    live=m.member_id not in expiring,
                 )
                 for m in g.members.values()
             ),
+            offsets=dict(sorted(g.offsets.items())),
+            assignment_snapshot=(
+                None if g.assignment_snapshot is None else dict(g.assignment_snapshot)
+            ),
+            last_record_ms=g.last_record_ms,
+            uri=uri,
+            version=version,
         )
 
     def list_groups(self) -> list[ListedGroup]:

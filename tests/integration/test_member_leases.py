@@ -11,8 +11,8 @@ import pytest
 from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
+from spark_kafka_group.store import group_log_uri
 from spark_kafka_group.store.leases import LEASE_DIR, LeaseFiles
-from spark_kafka_group.store.log import group_log_uri
 from tests.streaming import group_records
 
 SESSION_MS = 6_000

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from spark_kafka_group.errors import OptionError
@@ -14,6 +17,7 @@ from spark_kafka_group.options import (
     check_stream_options,
     parse_options,
 )
+from spark_kafka_group.store import group_log_uri
 
 BASE = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "groupId": "g", "groupStore": "/s"}
 
@@ -68,6 +72,9 @@ BAD_OPTION_SETS = [
     ("assign empty", without("subscribe", assign="{}"), ["non-empty JSON object"]),
     ("missing groupId", without("groupId"), ["'groupId' is required"]),
     ("groupId with slash", without(groupId="a/b"), ["groupId", "not valid"]),
+    # the store's rule (the group id names the log's directory), not a looser one of its own
+    ("hidden groupId", without(groupId=".g"), ["groupId", "not valid", "not starting with '.'"]),
+    ("groupId too long", without(groupId="g" * 256), ["groupId", "not valid", "1-255"]),
     ("kafka.group.id", without(**{"kafka.group.id": "g"}), ["kafka.group.id", "groupId"]),
     (
         "kafka.auto.offset.reset",
@@ -420,6 +427,21 @@ def test_stream_and_batch_refuse_what_spark_refuses(kind, options, expected) -> 
     other = check_batch_options if kind == "stream" else check_stream_options
     if "group" not in str(options.get("startingOffsets")):
         other(parsed)  # the same options are fine for the other kind of query
+
+
+def test_group_id_is_checked_by_the_store_rule() -> None:
+    long_id = "g" * 255  # the longest directory name the group store accepts
+    assert parse_options(lower(without(groupId=long_id))).group.group_id == long_id
+    assert group_log_uri("/s", long_id) == f"/s/{long_id}"
+
+
+def test_options_check_group_ids_without_loading_the_store() -> None:
+    code = (
+        "import sys, spark_kafka_group.options; "
+        "print(sorted({'deltalake', 'pyarrow'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_assignment_strategy_is_a_preference_list_of_built_ins_and_classes() -> None:
