@@ -1,0 +1,95 @@
+"""Group logs written by earlier versions still replay.
+
+``fixtures/group_log_v1.jsonl`` holds every record kind as the store keeps it (the envelope
+columns, and the payload as the exact JSON string of the ``payload`` column). It was written by
+the handlers of commit ac035e9, before record payloads had types: a static and a dynamic
+member join, sync, commit (with and without metadata), revoke cooperatively, see a new topic
+(METADATA), restart the static member (JOIN replacing it), SNAPSHOT, expire the new
+incarnation with a scheduled rebalance delay (KIP-415) that later runs out (REBALANCE), leave,
+commit as an admin into the Empty group, and DELETE it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from spark_kafka_group.group import (
+    GroupMetadata,
+    GroupRecord,
+    GroupState,
+    RecordKind,
+    TopicPartition,
+    latest_snapshot_index,
+    replay,
+)
+
+FIXTURE = Path(__file__).parent / "fixtures" / "group_log_v1.jsonl"
+#: Records up to the LEAVE, up to the DELETE.
+STABLE_END, EMPTY_END = 45, 48
+
+
+def fixture_records() -> list[GroupRecord]:
+    records = []
+    for line in FIXTURE.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        row["payload"] = json.loads(row["payload"])
+        records.append(GroupRecord(**row))
+    return records
+
+
+def offsets(group: GroupMetadata) -> dict[TopicPartition, tuple[int, int, str | None]]:
+    return {tp: (o.offset, o.generation, o.member_id) for tp, o in group.offsets.items()}
+
+
+def test_an_old_log_replays_to_the_state_it_was_written_with() -> None:
+    records = fixture_records()
+    assert len(records) == 49
+
+    g = replay(records[:STABLE_END], "orders")
+    assert (g.state, g.generation, g.leader, g.protocol) == (
+        GroupState.STABLE,
+        6,
+        "a",
+        "cooperative-sticky",
+    )
+    assert list(g.members) == ["a"]
+    a = g.members["a"]
+    assert (a.client_id, a.client_host, a.session_timeout_ms, a.rebalance_timeout_ms) == (
+        "spark-a",
+        "host-a",
+        10_000,
+        20_000,
+    )
+    assert a.protocols == (("cooperative-sticky", {"v": 1}), ("range", {}))
+    assert a.subscription.topics == ("orders",)
+    assert a.assignment == {TopicPartition("orders", p) for p in range(4)}
+    assert a.held_since == {
+        TopicPartition("orders", 0): 1,
+        TopicPartition("orders", 1): 1,
+        TopicPartition("orders", 2): 1,
+        TopicPartition("orders", 3): 6,
+    }
+    assert g.fenced == {"b": "inst-b"}  # the static member's first incarnation
+    assert g.static_members == {} and g.scheduled == {}
+    assert g.assignment_snapshot == {"orders": 4}
+    expected = {TopicPartition("orders", p): (12, 6, "a") for p in range(4)}
+    expected |= {TopicPartition("orders-eu", p): (3, 3, "b") for p in range(2)}
+    assert offsets(g) == expected
+
+    empty = replay(records[:EMPTY_END], "orders")
+    assert (empty.state, empty.generation, empty.members) == (GroupState.EMPTY, 7, {})
+    assert offsets(empty)[TopicPartition("orders", 0)] == (20, -1, None)  # the admin commit
+
+    assert replay(records, "orders").state == GroupState.DEAD
+
+
+def test_an_old_log_replays_from_its_snapshot_to_the_same_state() -> None:
+    records = fixture_records()[:STABLE_END]
+    start = latest_snapshot_index(records)
+    assert records[start].kind == "SNAPSHOT"
+    assert replay(records[start:], "orders") == replay(records, "orders")
+
+
+def test_the_old_log_has_every_record_kind() -> None:
+    assert {r.kind for r in fixture_records()} == {k.value for k in RecordKind}
