@@ -50,7 +50,7 @@ from typing import Any
 from spark_kafka_group.embedded import bootstrap_or_embedded
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-# Python workers must run this interpreter (DESIGN section 6).
+# Python workers must run this interpreter (docs/design.md, "Spark facts that shape the reader").
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
@@ -87,7 +87,7 @@ class Journal:
 
 class SteadyProducer:
     """One record to every partition every ``interval_s`` (each its own produce batch, so the
-    embedded broker's ListOffsets(latest) is exact; DESIGN section 8)."""
+    embedded broker's ListOffsets(latest) is exact; docs/design.md, "Test environment facts")."""
 
     def __init__(self, servers: str, topic: str, partitions: int, interval_s: float) -> None:
         from confluent_kafka import Producer

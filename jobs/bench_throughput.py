@@ -45,7 +45,7 @@ from typing import Any
 
 from spark_kafka_group.embedded import bootstrap_or_embedded
 
-# Python workers must run this interpreter (DESIGN section 6).
+# Python workers must run this interpreter (docs/design.md, "Spark facts that shape the reader").
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
@@ -68,8 +68,8 @@ FETCH_TUNING_KEYS = (
 
 def prefill(servers: str, topic: str, records: int, partitions: int, value_bytes: int) -> int:
     """Produce ``records`` records (8-byte keys, ``value_bytes`` values) round-robin over the
-    partitions; the last produce batch of each partition holds one record (DESIGN section 8).
-    Returns the number of records in the topic."""
+    partitions; the last produce batch of each partition holds one record
+    (docs/design.md, "Test environment facts"). Returns the number of records in the topic."""
     from spark_kafka_group.sample_data import create_topic, produce
 
     create_topic(servers, topic, partitions)

@@ -7,9 +7,10 @@ On top of the chosen assignor, three rules hold whatever the assignor does:
   the holder's revocation ack assigns it (KIP-429; with eager assignors nothing is held,
   since joining gave everything up);
 * partitions of a departed static member wait for it while a scheduled rebalance delay runs
-  (KIP-415); with a cooperative assignor nothing moves during the delay (seed 001), and when
-  it expires a returned instance is treated as owning them again, so it gets them back;
-* the assignment records the metadata snapshot it used (seed 000's ``assignmentSnapshot``).
+  (KIP-415); with a cooperative assignor nothing moves during the delay, and when it
+  expires a returned instance is treated as owning them again, so it gets them back;
+* the assignment records the metadata snapshot it used (Kafka's
+  ``ConsumerCoordinator.assignmentSnapshot``).
 """
 
 from __future__ import annotations

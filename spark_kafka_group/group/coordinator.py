@@ -236,7 +236,7 @@ class GroupCoordinator:
         state = g.state
         if replaces is not None:
             if state == S.STABLE:
-                rebalance = changed or replaces == g.leader  # seed 001: the leader's rejoin
+                rebalance = changed or replaces == g.leader  # KIP-345: the leader's rejoin
             elif state == S.COMPLETING_REBALANCE:
                 rebalance = changed
             else:

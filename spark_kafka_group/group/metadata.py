@@ -190,7 +190,8 @@ class GroupMetadata:
     #: PreparingRebalance: when laggards are dropped; CompletingRebalance: sync deadline.
     deadline_ms: int | None = None
     rebalance_reason: str | None = None
-    #: Topic -> partition count the leader's last assignment used (seed 000).
+    #: Topic -> partition count the leader's last assignment used (Kafka's
+    #: ``ConsumerCoordinator.assignmentSnapshot``).
     assignment_snapshot: dict[str, int] | None = None
     #: The newest metadata any member reported (METADATA) or the leader used (SYNC).
     latest_metadata: dict[str, int] | None = None

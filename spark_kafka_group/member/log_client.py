@@ -4,7 +4,8 @@ Every writer of the group log (the members, the StreamingQueryListener committin
 member's behalf, the CLI) goes through :meth:`GroupLogClient.transact`: fold the log up to
 its latest version N, let a pure ``decide`` function produce records from the folded state
 (through the handlers of :class:`GroupCoordinator`), append them as version N+1, and on a
-compare-and-swap conflict fold what the others wrote and decide again (DESIGN section 3).
+compare-and-swap conflict fold what the others wrote and decide again (docs/design.md,
+"The group log").
 
 The client also keeps replay cheap: a cold start reads from the latest SNAPSHOT record, and
 after :data:`SNAPSHOT_EVERY_RECORDS` records a writer adds a new SNAPSHOT; the Delta table is

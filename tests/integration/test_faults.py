@@ -234,7 +234,7 @@ def test_static_bounce(tmp_path, bootstrap_servers, topic_name, group_store) -> 
         if r.kind == "JOIN" and not r.payload.get("replaces") and r.member_id not in known
     ]
     assert newcomers == [], f"static restarts joined as new members: {newcomers}"
-    # No revocation at all (a restarted leader's rejoin starts a rebalance, seed 001, but
+    # No revocation at all (a restarted leader's rejoin starts a rebalance, KIP-345, but
     # cooperative-sticky gives everyone the same partitions back).
     revokes = [(r.member_id, r.payload.get("partitions")) for r in after if r.kind == "REVOKE"]
     assert revokes == [], f"static restarts revoked partitions: {revokes}"

@@ -28,7 +28,7 @@ from spark_kafka_group.group import (
 from tests.unit.test_group_support import Driver, SharedLog, converged
 
 S = GroupState
-LEGAL = {  # seed 002, written out independently of state.py
+LEGAL = {  # Kafka's ClassicGroupState, written out independently of state.py
     S.DEAD: {S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD},
     S.COMPLETING_REBALANCE: {S.PREPARING_REBALANCE},
     S.STABLE: {S.COMPLETING_REBALANCE},
