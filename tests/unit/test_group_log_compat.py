@@ -1,4 +1,4 @@
-"""Group logs written by earlier versions still replay.
+"""Group logs written by earlier versions still replay, and records keep their on-disk form.
 
 ``fixtures/group_log_v1.jsonl`` holds every record kind as the store keeps it (the envelope
 columns, and the payload as the exact JSON string of the ``payload`` column). It was written by
@@ -11,11 +11,16 @@ commit as an admin into the Empty group, and DELETE it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from spark_kafka_group.group import (
     GroupMetadata,
+    GroupProtocolBug,
     GroupRecord,
     GroupState,
     RecordKind,
@@ -23,19 +28,29 @@ from spark_kafka_group.group import (
     latest_snapshot_index,
     replay,
 )
+from spark_kafka_group.group.payloads import (
+    PAYLOAD_TYPES,
+    JoinPayload,
+    SyncPayload,
+    payload_of,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "group_log_v1.jsonl"
 #: Records up to the LEAVE, up to the DELETE.
 STABLE_END, EMPTY_END = 45, 48
 
 
+def fixture_rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines()]
+
+
 def fixture_records() -> list[GroupRecord]:
-    records = []
-    for line in FIXTURE.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        row["payload"] = json.loads(row["payload"])
-        records.append(GroupRecord(**row))
-    return records
+    return [GroupRecord(**{**row, "payload": json.loads(row["payload"])}) for row in fixture_rows()]
+
+
+def stored(payload: dict[str, Any]) -> str:
+    """The payload column as the store writes it."""
+    return json.dumps(payload, separators=(",", ":"), sort_keys=True)
 
 
 def offsets(group: GroupMetadata) -> dict[TopicPartition, tuple[int, int, str | None]]:
@@ -93,3 +108,37 @@ def test_an_old_log_replays_from_its_snapshot_to_the_same_state() -> None:
 
 def test_the_old_log_has_every_record_kind() -> None:
     assert {r.kind for r in fixture_records()} == {k.value for k in RecordKind}
+
+
+def test_every_record_kind_has_one_payload_type() -> None:
+    assert set(PAYLOAD_TYPES) == {k.value for k in RecordKind}
+    assert all(t.KIND.value == kind for kind, t in PAYLOAD_TYPES.items())
+
+
+def test_typed_payloads_write_back_the_bytes_an_old_log_holds() -> None:
+    for row, record in zip(fixture_rows(), fixture_records(), strict=True):
+        typed = payload_of(record)
+        assert type(typed) is PAYLOAD_TYPES[record.kind]
+        assert stored(typed.to_dict()) == row["payload"], record.kind
+
+
+def test_typed_payloads_read_what_the_old_writer_meant() -> None:
+    records = fixture_records()
+    restart = JoinPayload.of(records[25])
+    assert (restart.replaces, restart.rebalance, restart.reason) == ("b", False, "query restarted")
+    assert restart.subscription.pattern == "orders.*" and restart.owned is None
+    rejoin = JoinPayload.of(records[7])
+    assert rejoin.owned == {TopicPartition("orders", p) for p in range(4)}
+    cooperative = SyncPayload.of(records[9])
+    assert cooperative.revoking == {"a": {TopicPartition("orders", 3)}, "b": frozenset()}
+    delayed = SyncPayload.of(records[35])
+    assert delayed.delay_ms == 4_800 and set(delayed.scheduled) == {"inst-b"}
+
+
+def test_a_payload_missing_what_replay_needs_is_a_clear_protocol_bug() -> None:
+    join = fixture_records()[0]
+    broken = dataclasses.replace(join, payload={"client_id": "x"})
+    with pytest.raises(GroupProtocolBug, match=r"JOIN record written by 'a' .*session_timeout_ms"):
+        replay([broken], "orders")
+    with pytest.raises(GroupProtocolBug, match="a JOIN record read as a SYNC record"):
+        SyncPayload.of(join)

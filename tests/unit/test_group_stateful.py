@@ -25,6 +25,7 @@ from spark_kafka_group.group import (
     latest_snapshot_index,
     replay,
 )
+from spark_kafka_group.group.payloads import JoinPayload
 from tests.unit.test_group_support import Driver, SharedLog, converged
 
 S = GroupState
@@ -243,8 +244,8 @@ class GroupMachine(RuleBasedStateMachine):
                         continue
                     if previous is not None:
                         assert since == previous, (mid, tp, previous, since)
-                    elif r.kind == "JOIN" and r.payload.get("replaces"):
-                        old = since_before[r.payload["replaces"]]
+                    elif r.kind == "JOIN" and JoinPayload.of(r).replaces:
+                        old = since_before[str(JoinPayload.of(r).replaces)]
                         assert since == old[tp]  # a static member's new incarnation inherits
                     else:
                         assert since == self.checker.generation, (r.kind, mid, tp, since)
