@@ -70,9 +70,9 @@ def sync_payload(
     assignment: dict[str, frozenset[TopicPartition]] = {}
     revoking: dict[str, frozenset[TopicPartition]] = {}
     for mid, m in group.members.items():
-        mine = frozenset(tp for tp in target[mid] if holder.get(tp, mid) == mid)
-        assignment[mid] = mine
-        revoking[mid] = m.held - mine
+        kept = frozenset(tp for tp in target[mid] if holder.get(tp, mid) == mid)
+        assignment[mid] = kept
+        revoking[mid] = m.held - kept
     delay_ms = min((s.until_ms for s in active.values()), default=now_ms) - now_ms
     return SyncPayload(
         protocol=group.protocol,

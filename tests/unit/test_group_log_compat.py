@@ -128,7 +128,7 @@ def test_typed_payloads_read_what_the_old_writer_meant() -> None:
     assert (restart.replaces, restart.rebalance, restart.reason) == ("b", False, "query restarted")
     assert restart.subscription.pattern == "orders.*" and restart.owned is None
     rejoin = JoinPayload.of(records[7])
-    assert rejoin.owned == {TopicPartition("orders", p) for p in range(4)}
+    assert rejoin.owned == frozenset(TopicPartition("orders", p) for p in range(4))
     cooperative = SyncPayload.of(records[9])
     assert cooperative.revoking == {"a": {TopicPartition("orders", 3)}, "b": frozenset()}
     delayed = SyncPayload.of(records[35])
