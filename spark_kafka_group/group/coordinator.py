@@ -67,15 +67,31 @@ CommitValue = int | tuple[int, str | None]
 
 
 class _Scratch:
-    """Records being decided, folded into a copy of the group as they are added."""
+    """Records being decided, folded into a copy of the group as they are added (copied at
+    the first record: most ticks decide nothing, and a copy of a large group is not free)."""
 
     def __init__(self, group: GroupMetadata) -> None:
-        self.group = group.copy()
+        self._origin = group
+        self._copy: GroupMetadata | None = None
         self.records: list[GroupRecord] = []
 
+    @property
+    def group(self) -> GroupMetadata:
+        """The group with the records so far (read it again after every :meth:`add`)."""
+        return self._origin if self._copy is None else self._copy
+
     def add(self, record: GroupRecord) -> None:
-        replay.apply(self.group, record)
+        if self._copy is None:
+            self._copy = self._origin.copy()
+        replay.apply(self._copy, record)
         self.records.append(record)
+
+
+def last_seen_ms(member: MemberMetadata, leases: Mapping[str, int] | None) -> int:
+    """When ``member`` was last known alive: its last record, or its lease if later."""
+    if leases is None:
+        return member.last_seen_ms
+    return max(member.last_seen_ms, leases.get(member.member_id, member.last_seen_ms))
 
 
 class GroupCoordinator:
@@ -583,30 +599,43 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ time
 
-    def tick(self, now_ms: int) -> list[GroupRecord]:
+    def tick(self, now_ms: int, leases: Mapping[str, int] | None = None) -> list[GroupRecord]:
         """Time-driven records anyone may write: session expiry, members dropped at the
-        rebalance timeout, a leader that never synced, and the end of a scheduled delay."""
+        rebalance timeout, a leader that never synced, and the end of a scheduled delay.
+
+        ``leases``: the latest lease renewal of members that keep their liveness outside the
+        log (see :mod:`spark_kafka_group.store.leases`); a member is silent since the later of
+        its lease and its last record.
+        """
         g = self._group
         if self.loading or g.state in (S.DEAD, S.EMPTY):
             return []
         scratch = _Scratch(g)
-        s = scratch.group
-        for mid in list(s.members):
-            m = s.members[mid]
+        for mid in list(g.members):
+            s = scratch.group
+            m = s.members.get(mid)
+            if m is None:
+                continue
             if s.state == S.COMPLETING_REBALANCE or (s.state == S.PREPARING_REBALANCE and m.joined):
                 continue  # awaiting join / sync keeps a member alive (as in Kafka)
-            if now_ms - m.last_seen_ms > m.session_timeout_ms:
+            if now_ms - last_seen_ms(m, leases) > m.session_timeout_ms:
                 scratch.add(self._expire(m, now_ms, "session_timeout"))
-        deadline = s.deadline_ms
-        if s.state == S.PREPARING_REBALANCE and deadline is not None and now_ms >= deadline:
+        s = scratch.group
+        if (
+            s.state == S.PREPARING_REBALANCE
+            and s.deadline_ms is not None
+            and now_ms >= s.deadline_ms
+        ):
             for m in [m for m in s.members.values() if not m.joined]:
                 scratch.add(self._expire(m, now_ms, "rebalance_timeout"))
         self._maybe_complete_join(scratch, now_ms, writer=None)
+        s = scratch.group
         deadline, leader = s.deadline_ms, s.leader
         late = deadline is not None and now_ms >= deadline
         if s.state == S.COMPLETING_REBALANCE and late and leader is not None:
             # The leader never wrote the assignment: drop it so another member leads.
             scratch.add(self._expire(s.members[leader], now_ms, "sync_timeout"))
+        s = scratch.group
         if s.state == S.STABLE and any(d.until_ms <= now_ms for d in s.scheduled.values()):
             scratch.add(rebalance_record(now_ms=now_ms, reason="scheduled rebalance delay expired"))
         return scratch.records

@@ -4,8 +4,14 @@ Every writer of the group log (the members, the StreamingQueryListener committin
 member's behalf, the CLI) goes through :meth:`GroupLogClient.transact`: fold the log up to
 its latest version N, let a pure ``decide`` function produce records from the folded state
 (through the handlers of :class:`GroupCoordinator`), append them as version N+1, and on a
-compare-and-swap conflict fold what the others wrote and decide again (docs/design.md,
-"The group log").
+compare-and-swap conflict fold what the others wrote, wait a random backoff and decide again
+(docs/design.md, "The group log"). The two halves of a write are public
+(:meth:`GroupLogClient.prepare`, :meth:`GroupLogClient.complete`) so that the simulation can
+interleave many members' writes with simulated store latency; :meth:`GroupLogClient.transact`
+runs them in a loop.
+
+The log is any :class:`~spark_kafka_group.store.log_store.LogStore`: the Delta group log, or
+the in-memory log of the simulation and the property tests.
 
 The client also keeps replay cheap: a cold start reads from the latest SNAPSHOT record, and
 after :data:`SNAPSHOT_EVERY_RECORDS` records a writer adds a new SNAPSHOT; the Delta table is
@@ -19,12 +25,14 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.store import AppendConflict, GroupLog, group_log_uri
+from spark_kafka_group.store.log_store import LogStore
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +44,23 @@ SNAPSHOT_EVERY_RECORDS = 2_000
 MAINTAIN_EVERY_VERSIONS = 200
 #: Give up an append after this many lost compare-and-swap races in a row.
 MAX_CONFLICTS = 50
+#: The backoff after the n-th lost race in a row is uniform in [0, append time * 2**n]:
+#: full jitter (writers that collided do not collide again in step), scaled by how long an
+#: append takes on this store (a few ms on local disk, tens on an object store).
+MAX_BACKOFF_DOUBLINGS = 6
+MIN_BACKOFF_BASE_S = 0.005
 
 Decide = Callable[[GroupCoordinator, int], tuple[list[GroupRecord], T]]
+
+
+@dataclass
+class Attempt(Generic[T]):
+    """One decision, waiting to be appended on top of ``expected_version``."""
+
+    records: list[GroupRecord]
+    result: T
+    expected_version: int
+    now_ms: int
 
 
 class GroupLogClient:
@@ -52,12 +75,27 @@ class GroupLogClient:
         config: GroupConfig | None = None,
         clock: Clock | None = None,
         create: bool = True,
+        log: LogStore | None = None,
+        random_seed: int | None = None,
     ) -> None:
+        """``log``: the group log itself, instead of opening the Delta table under ``store``."""
         self.group_id = group_id
-        self.uri = group_log_uri(store, group_id)
         self.clock: Clock = clock or SystemClock()
         self._config = config or GroupConfig()
-        self._log = GroupLog.open(self.uri, storage_options=storage_options, create=create)
+        if log is None:
+            self.uri = group_log_uri(store, group_id)
+            self._log: LogStore = GroupLog.open(
+                self.uri, storage_options=storage_options, create=create
+            )
+        else:
+            self.uri = getattr(log, "uri", store)
+            self._log = log
+        self._random = random.Random(random_seed)
+        #: Seconds one append took lately (the unit of the conflict backoff).
+        self.append_s = MIN_BACKOFF_BASE_S
+        #: Lost compare-and-swap races (for the benchmarks).
+        self.conflicts = 0
+        self.appends = 0
         self.coordinator = GroupCoordinator(group_id, self._config)
         self.version = -1
         self._records_since_snapshot = 0
@@ -81,30 +119,54 @@ class GroupLogClient:
         self.version = piece.version
         return self.coordinator
 
-    def transact(self, decide: Decide[T]) -> T:
-        """Fold, decide on a fork of the state, append with CAS; retry on conflict.
+    def prepare(self, decide: Decide[T], *, fold: bool = True) -> Attempt[T]:
+        """Fold (unless the caller just did), and let ``decide(coordinator, now_ms)`` decide
+        on a fork of the state.
 
-        ``decide(coordinator, now_ms)`` must be pure apart from the fork it is given: it is
-        called again, on fresher state, after every lost race.
+        ``decide`` must be pure apart from the fork it is given: after a lost race it is
+        called again, on fresher state.
         """
-        for attempt in range(MAX_CONFLICTS):
+        if fold:
             self.fold()
-            work = self.coordinator.fork()
-            now = self.clock.now_ms()
-            records, result = decide(work, now)
-            if not records:
-                return result
-            try:
-                version = self._log.append(records, expected_version=self.version)
-            except AppendConflict:
-                # Someone else wrote first: fold their records and decide again.
-                time.sleep(random.uniform(0, 0.005 * (attempt + 1)))
-                continue
-            self.coordinator.apply_all(records)
-            self.version = version
-            self._records_since_snapshot += len(records)
-            self._housekeeping(now)
-            return result
+        now = self.clock.now_ms()
+        records, result = decide(self.coordinator.fork(), now)
+        return Attempt(records, result, self.version, now)
+
+    def complete(self, attempt: Attempt[T]) -> bool:
+        """Append the attempt's records; False if another writer got that version first."""
+        started = time.monotonic()
+        try:
+            version = self._log.append(attempt.records, expected_version=attempt.expected_version)
+        except AppendConflict:
+            self.conflicts += 1
+            return False
+        self.append_s = 0.8 * self.append_s + 0.2 * max(time.monotonic() - started, 0.0)
+        self.appends += 1
+        self.coordinator.apply_all(attempt.records)
+        self.version = version
+        self._records_since_snapshot += len(attempt.records)
+        self._housekeeping(attempt.now_ms)
+        return True
+
+    def backoff_s(self, conflicts_in_a_row: int, *, append_s: float | None = None) -> float:
+        """How long to wait before deciding again after ``conflicts_in_a_row`` lost races."""
+        base = max(self.append_s if append_s is None else append_s, MIN_BACKOFF_BASE_S)
+        return self._random.uniform(0, base * 2 ** min(conflicts_in_a_row, MAX_BACKOFF_DOUBLINGS))
+
+    def transact(self, decide: Decide[T]) -> T:
+        """Fold, decide on a fork of the state, append with CAS; on a conflict back off and
+        decide again on the newer state."""
+        return self.retry(lambda: self.prepare(decide), self.complete).result
+
+    def retry(
+        self, prepare: Callable[[], Attempt[T]], complete: Callable[[Attempt[T]], bool]
+    ) -> Attempt[T]:
+        """Prepare and complete an attempt until it lands (or has nothing to write)."""
+        for lost in range(MAX_CONFLICTS):
+            attempt = prepare()
+            if not attempt.records or complete(attempt):
+                return attempt
+            time.sleep(self.backoff_s(lost + 1))
         raise GroupStoreError(
             f"Could not append to the group log {self.uri} after {MAX_CONFLICTS} "
             "compare-and-swap conflicts in a row: too many writers at once. Retry later."
@@ -130,4 +192,11 @@ class GroupLogClient:
 
     @property
     def table(self) -> GroupLog:
+        """The Delta group log (for maintenance and inspection)."""
+        if not isinstance(self._log, GroupLog):
+            raise TypeError(f"{self.uri} is not a Delta group log")
+        return self._log
+
+    @property
+    def log(self) -> LogStore:
         return self._log

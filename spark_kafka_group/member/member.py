@@ -42,27 +42,44 @@ from spark_kafka_group.group import (
     GroupRecord,
     GroupState,
     JoinRequest,
-    MemberView,
-    RebalanceProtocol,
     TopicPartition,
 )
+from spark_kafka_group.group.coordinator import last_seen_ms
 from spark_kafka_group.group.timer import Clock
+from spark_kafka_group.member.decide import (
+    METADATA_CHECK_EVERY_HEARTBEATS,
+    Decision,
+    PendingWork,
+    StepContext,
+    Timers,
+    decide_step,
+)
 from spark_kafka_group.member.heartbeat import HeartbeatThread
 from spark_kafka_group.member.listener import RebalanceListenerRunner
-from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.member.log_client import Attempt, GroupLogClient
 from spark_kafka_group.member.topic_metadata import TopicMetadataCache
 from spark_kafka_group.options import GroupSettings
+from spark_kafka_group.store.leases import LeaseFiles
+from spark_kafka_group.store.log_store import LeaseStore, LogStore
 
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
 
-#: While the group rebalances, the member steps this often instead of every heartbeat interval
-#: (a Kafka member's JoinGroup and SyncGroup are long polls answered at once; this is ours).
+#: While the group rebalances, the member reads the log this often instead of every heartbeat
+#: interval (a Kafka member's JoinGroup and SyncGroup are long polls answered at once; this is
+#: ours)...
 REBALANCE_POLL_MS = 100
-#: How often the member compares topic metadata with the group's assignment snapshot
-#: (new partitions, topics matching a pattern), in heartbeat intervals.
-METADATA_CHECK_EVERY_HEARTBEATS = 10
+#: ...and each member of a large group less often, so that the whole group reads the log at
+#: most this many times a second whatever its size (capped at the heartbeat interval).
+GROUP_READS_PER_S = 100
+
+
+def rebalance_poll_ms(members: int, heartbeat_interval_ms: int) -> int:
+    """How often a member reads the log while its group rebalances."""
+    return max(REBALANCE_POLL_MS, min(heartbeat_interval_ms, 1000 * members // GROUP_READS_PER_S))
+
+
 #: When a dynamic member closes with a batch whose commit has not reached the log yet, how long
 #: it waits for that commit (the progress listener writes it once the batch completes) before
 #: it leaves anyway: a commit written after the LEAVE would be refused, and the new owner would
@@ -111,7 +128,14 @@ class GroupMember:
         topic_counts: Callable[[], Mapping[str, int]],
         client_id: str = "spark-kafka-group",
         clock: Clock | None = None,
+        log: LogStore | None = None,
+        leases: LeaseStore | None = None,
+        member_id: str | None = None,
+        config: GroupConfig | None = None,
     ) -> None:
+        """``log`` and ``leases``: the group log and the leases (default: the Delta group log
+        under ``settings.store`` and its lease files; with ``log`` given, ``leases=None``
+        keeps liveness in the log as HEARTBEAT records)."""
         self.settings = settings
         self._subscription = subscription
         self._metadata = TopicMetadataCache(
@@ -123,22 +147,29 @@ class GroupMember:
             settings.store,
             settings.group_id,
             storage_options=settings.storage_options,
-            config=GroupConfig(
+            config=config
+            or GroupConfig(
                 scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms
             ),
             clock=clock,
+            log=log,
         )
+        if log is None:
+            leases = LeaseFiles(self._client.uri, storage_options=settings.storage_options)
+        self._leases = leases
+        self._lease_cache: dict[str, int] = {}
+        self._leases_read_ms = -(10**15)
+        self._lease_renewed_ms = -(10**15)
         self._clock = self._client.clock
         self._lock = threading.RLock()
-        self.member_id = new_member_id(client_id)
+        self.member_id = member_id or new_member_id(client_id)
         self._assignment = Assignment(generation=-1, member_id=self.member_id)
-        self._last_write_ms = -(10**15)
-        self._last_metadata_check_ms = -(10**15)
+        self._timers = Timers()
         # Offsets and releases waiting to be written (the store may be briefly unavailable).
         self._pending_offsets: dict[TP, int] = {}
         self._pending_release: set[TP] = set()
         # The end offset of the last batch handed to Spark for each held partition: a
-        # partition being revoked is released once a commit reaches it (see _finished).
+        # partition being revoked is released once a commit reaches it (decide.py).
         self._reading: dict[TP, int] = {}
         self._fatal: Exception | None = None
         # Earlier incarnations of this query (from its checkpoint) whose batches it resumes.
@@ -151,7 +182,7 @@ class GroupMember:
         self._close_lock = threading.Lock()
         self._closed = False
         self._listener = RebalanceListenerRunner.load(settings.rebalance_listener)
-        self._heartbeat = HeartbeatThread(self._background_step, self._next_step_delay_s)
+        self._heartbeat = HeartbeatThread(self._background_step, self.next_step_delay_s)
 
     @classmethod
     def for_source(cls, opts: object, *, cluster: object) -> GroupMember:
@@ -194,9 +225,8 @@ class GroupMember:
         expire first), and raises :class:`GroupJoinTimeoutError` past that bound.
         """
         settings = self.settings
-        if replacing and replacing != self.member_id:
-            self._replacing = replacing
-            self._adopted_members.add(replacing)
+        if replacing:
+            self.takes_over(replacing)
         if must_complete_join:
             wait_ms = settings.rebalance_timeout_ms + settings.session_timeout_ms
         else:
@@ -210,7 +240,7 @@ class GroupMember:
             return a.settled or (a.stable and bool(a.owned))
 
         while not ready(assignment) and self._clock.now_ms() < deadline:
-            if self._closing.wait(REBALANCE_POLL_MS / 1000.0):
+            if self._closing.wait(self._rebalance_poll_s()):
                 return assignment  # the query stopped while it waited
             assignment = self.poll()
         if must_complete_join and not ready(assignment):
@@ -219,6 +249,32 @@ class GroupMember:
             raise GroupJoinTimeoutError(self._join_timeout_message(wait_ms))
         self._heartbeat.start()
         return assignment
+
+    def takes_over(self, previous_member_id: str) -> None:
+        """At its next join, replace ``previous_member_id`` (this query's previous incarnation)
+        if it is still in the group, and accept the commits of the batches it planned."""
+        if previous_member_id != self.member_id:
+            self._replacing = previous_member_id
+            self._adopted_members.add(previous_member_id)
+
+    @property
+    def client(self) -> GroupLogClient:
+        """The member's view of the group log (read-only use: inspection, simulation)."""
+        return self._client
+
+    @property
+    def assignment(self) -> Assignment:
+        """The assignment after the last step (without stepping, unlike :meth:`poll`)."""
+        return self._assignment
+
+    @property
+    def failure(self) -> Exception | None:
+        """Why the member stopped for good (fenced, a refused option), or None."""
+        return self._fatal
+
+    def refresh_metadata(self) -> None:
+        """Fetch topic metadata now (the background refresher does it every few heartbeats)."""
+        self._metadata.refresh()
 
     def close(self, *, grace_s: float = LEAVE_GRACE_S) -> None:
         """Stop heartbeating; a dynamic member also leaves (Kafka's consumer.close()).
@@ -282,7 +338,7 @@ class GroupMember:
             if m.member_id == self.member_id:
                 continue
             if group.state == GroupState.PREPARING_REBALANCE and not m.joined:
-                silent_s = (now - m.last_seen_ms) / 1000
+                silent_s = (now - last_seen_ms(m, self._lease_cache)) / 1000
                 laggards.append(
                     f"{m.member_id} (did not rejoin; silent for {silent_s:.0f} s, its session "
                     f"timeout of {m.session_timeout_ms / 1000:.0f} s expires it)"
@@ -319,6 +375,7 @@ class GroupMember:
 
             self._client.transact(decide)
             log.info("Left group %s as member %s", self.settings.group_id, self.member_id)
+            self._drop_lease(self.member_id)
             self._update_view(self._client.coordinator)
 
     # -- what the reader calls ---------------------------------------------------------------
@@ -439,32 +496,81 @@ class GroupMember:
             if self._fatal is None and not self._closing.is_set():
                 self._step()
 
-    def _next_step_delay_s(self) -> float:
+    def next_step_delay_s(self) -> float:
+        """How long until the member's next step (the heartbeat thread's timer)."""
         # Poll fast until a cooperative rebalance has finished for every member, not only
         # this one: the follow-up round starts when another member releases its partitions.
         if self._assignment.settled:
             return self.settings.heartbeat_interval_ms / 1000.0
-        return REBALANCE_POLL_MS / 1000.0
+        return self._rebalance_poll_s()
+
+    def _rebalance_poll_s(self) -> float:
+        members = len(self._client.coordinator.group.members)
+        return rebalance_poll_ms(members, self.settings.heartbeat_interval_ms) / 1000.0
 
     def _step(self) -> None:
-        """One write: the pending commits, the release of revoked partitions whose last batch
-        is committed, and the protocol step (tick, join, sync, heartbeat)."""
-        offsets, release = dict(self._pending_offsets), set(self._pending_release)
+        """One write (or none): the pending commits, the release of revoked partitions whose
+        last batch is committed, and the protocol step (tick, join, sync), retried on
+        compare-and-swap conflicts."""
+        self._client.retry(self.begin_step, self.end_step)
 
-        def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], object]:
-            out, response = self._commit_and_release(work, now, offsets, release)
-            # Step in the same write: a released partition usually starts the follow-up
-            # rebalance, and this member rejoins it at once rather than a poll later.
-            stepped, _ = self._decide(work, now)
-            out.extend(stepped)
-            return out, response
+    def begin_step(self) -> Attempt[tuple[Decision, PendingWork]]:
+        """Renew the lease if due, fold the log and decide this step's records. With nothing
+        to write the step is over; otherwise :meth:`end_step` appends them."""
+        with self._lock:
+            self._client.fold()  # first: which leases it needs depends on who is in the group
+            now = self._clock.now_ms()
+            interval = self.settings.heartbeat_interval_ms
+            if self._leases is not None and now - self._lease_renewed_ms >= interval:
+                self._leases.renew(self.member_id, now)
+                self._lease_renewed_ms = now
+            pending = PendingWork(
+                offsets=dict(self._pending_offsets),
+                release=frozenset(self._pending_release),
+                reading=dict(self._reading),
+                held=self._assignment.owned,
+                had_generation=self._assignment.generation >= 0,
+            )
+            ctx = StepContext(
+                request=self._join_request(),
+                heartbeat_interval_ms=interval,
+                topics=self._metadata.get(),  # never fetched here: see topic_metadata.py
+                leases=self._current_leases(now),
+            )
+            timers = self._timers
 
-        response = self._client.transact(decide)
-        self._pending_offsets.clear()
-        self._pending_release.clear()
+            def decide(
+                work: GroupCoordinator, now: int
+            ) -> tuple[list[GroupRecord], tuple[Decision, PendingWork]]:
+                decision = decide_step(work, now, ctx, pending, timers)
+                return decision.records, (decision, pending)
+
+            attempt = self._client.prepare(decide, fold=False)
+            if not attempt.records:
+                self._after_step(attempt)
+            return attempt
+
+    def end_step(self, attempt: Attempt[tuple[Decision, PendingWork]]) -> bool:
+        """Append what :meth:`begin_step` decided; False if another writer won the race
+        (then begin again, after a backoff)."""
+        with self._lock:
+            if not self._client.complete(attempt):
+                return False
+            self._after_step(attempt)
+            return True
+
+    def _after_step(self, attempt: Attempt[tuple[Decision, PendingWork]]) -> None:
+        decision, pending = attempt.result
+        self._timers = decision.timers
+        for tp, offset in pending.offsets.items():  # not what the reader added meanwhile
+            if self._pending_offsets.get(tp) == offset:
+                del self._pending_offsets[tp]
+        self._pending_release -= pending.release
+        self._check_join_error(decision.join_error)
+        commit = decision.commit
         rejected = {
             tp: error
-            for tp, error in getattr(response, "partition_errors", {}).items()
+            for tp, error in (commit.partition_errors.items() if commit else ())
             if error is not GroupError.NONE
         }
         if rejected:
@@ -475,106 +581,36 @@ class GroupMember:
                 ", ".join(f"{tp.topic}-{tp.partition}: {e}" for tp, e in sorted(rejected.items())),
                 self.member_id,
             )
+        if self._leases is not None:
+            for r in decision.records:
+                if r.kind == "EXPIRE" and r.member_id:
+                    self._drop_lease(r.member_id)
         self._update_view(self._client.coordinator)
 
-    def _commit_and_release(
-        self,
-        work: GroupCoordinator,
-        now: int,
-        offsets: Mapping[TP, int],
-        release: set[TP],
-    ) -> tuple[list[GroupRecord], object]:
-        view = work.member_view(self.member_id)
-        if not view.known or view.fenced:
-            return [], None
-        held = set(view.assignment) | set(view.revoking)
-        fresh = {
-            tp: off
-            for tp, off in offsets.items()
-            if TopicPartition(*tp) in held and _committed(work, tp) != off
-        }
-        out: list[GroupRecord] = []
-        response = None
-        if fresh:
-            records, response = work.commit_offsets(
-                self.member_id,
-                view.group_generation,
-                fresh,
-                now,
-                instance_id=self.settings.instance_id,
-            )
-            work.apply_all(records)
-            out.extend(records)
-        revoking = {(t, p) for t, p in view.revoking}
-        # Whose last batch is committed (this write's commit included): released too.
-        finished = {tp for tp in revoking if self._finished(tp, _committed(work, tp))}
-        to_release = (release | finished) & revoking
-        if to_release:
-            records, _ = work.ack_revocation(
-                self.member_id,
-                view.group_generation,
-                sorted(to_release),
-                now,
-                instance_id=self.settings.instance_id,
-            )
-            work.apply_all(records)
-            out.extend(records)
-        if out:  # a commit counts as a heartbeat
-            self._last_write_ms = now
-        return out, response
-
-    def _finished(self, tp: TP, committed: int | None) -> bool:
-        """No batch of this member still reads ``tp``: none ever did, or a commit (its own, or
-        the progress listener's for it) reached the end of the last one."""
-        end = self._reading.get(tp)
-        return end is None or (committed is not None and committed >= end)
-
-    def _decide(self, work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
-        out: list[GroupRecord] = list(work.tick(now))
-        work.apply_all(out)
-
-        def do(result: tuple[list[GroupRecord], object]) -> object:
-            records, response = result
-            work.apply_all(records)
-            out.extend(records)
-            return response
-
-        me, instance = self.member_id, self.settings.instance_id
-        view = work.member_view(me)
-        if view.fenced:
-            return out, None
-        if not view.known and self._assignment.generation >= 0:
-            # Expired (or removed) while it held a generation: never rejoin under the old id,
-            # whose late commits the group must keep rejecting. _update_view switches to a
-            # new member id; the next step joins with it.
-            return out, None
-        heartbeat_due = now - self._last_write_ms >= self.settings.heartbeat_interval_ms
-        topics = self._metadata.get()  # never fetched here: see topic_metadata.py
-
-        def wrote() -> bool:  # any record of a member counts as its heartbeat
-            return any(r.member_id == me and r.kind != "EXPIRE" for r in out)
-
-        if view.needs_join:
-            response = do(work.join(self._join_request(view), now))
-            self._check_join_error(getattr(response, "error", GroupError.NONE))
-            # The last member to join completes the phase: a leader assigns in the same write
-            # instead of one poll later (Kafka's JoinGroup response reaches it at once too).
-            view = work.member_view(me)
-        if view.awaiting_sync and view.is_leader and topics is not None:
-            do(work.sync(me, view.group_generation, now, instance_id=instance, metadata=topics))
-        elif view.state == GroupState.STABLE and view.known:
-            if topics is not None and now - self._last_metadata_check_ms >= (
-                METADATA_CHECK_EVERY_HEARTBEATS * self.settings.heartbeat_interval_ms
+    def _current_leases(self, now: int) -> dict[str, int] | None:
+        """Every member's latest lease renewal, as last read. The leases are read again, at
+        most once a heartbeat interval, only when what was last read is not enough: a member
+        looks expired by it, or is missing from it (it joined since, or it is of a release
+        without leases). So a member reads them about once a session timeout."""
+        if self._leases is None:
+            return None
+        if now - self._leases_read_ms >= self.settings.heartbeat_interval_ms:
+            cached = self._lease_cache
+            if any(
+                m.member_id not in cached or now - last_seen_ms(m, cached) > m.session_timeout_ms
+                for m in self._client.coordinator.group.members.values()
             ):
-                self._last_metadata_check_ms = now
-                do(work.metadata_changed(me, topics, now, instance_id=instance))
-            if heartbeat_due and not wrote():
-                do(work.heartbeat(me, view.member_generation, now, instance_id=instance))
-        elif heartbeat_due and view.known and not wrote():
-            do(work.heartbeat(me, view.member_generation, now, instance_id=instance))
-        if wrote():
-            self._last_write_ms = now
-        return out, None
+                self._lease_cache = dict(self._leases.read())
+                self._leases_read_ms = now
+        return self._lease_cache
+
+    def _drop_lease(self, member_id: str) -> None:
+        try:
+            if self._leases is not None:
+                self._leases.drop(member_id)
+        except GroupStoreError as exc:  # a leftover lease only costs a listing entry
+            log.debug("group %s: lease of %s not dropped: %s", self.settings.group_id,
+                      member_id, exc)  # fmt: skip
 
     # -- assignment bookkeeping --------------------------------------------------------------
 
@@ -664,16 +700,14 @@ class GroupMember:
         self._reading.clear()
         self._listener.lost(partitions)
 
-    def _join_request(self, view: MemberView) -> JoinRequest:
-        cooperative = self._client.coordinator.rebalance_protocol() is not RebalanceProtocol.EAGER
-        held = sorted(self._assignment.owned) if view.known and cooperative else []
+    def _join_request(self) -> JoinRequest:
+        """This member's join request (what it owns is filled in when it joins)."""
         return JoinRequest(
             member_id=self.member_id,
             protocols=(self.settings.assignment_strategy,),
             topics=self._subscription.topics,
             pattern=self._subscription.pattern,
             instance_id=self.settings.instance_id,
-            owned=held,
             session_timeout_ms=self.settings.session_timeout_ms,
             rebalance_timeout_ms=self.settings.rebalance_timeout_ms,
             client_id=self._client_id,
@@ -703,11 +737,6 @@ class GroupMember:
             self._heartbeat.stop()
             self._metadata.stop()
             raise self._fatal
-
-
-def _committed(work: GroupCoordinator, tp: TP) -> int | None:
-    offset = work.group.offsets.get(TopicPartition(*tp))
-    return None if offset is None else offset.offset
 
 
 def _names(partitions: Iterable[TP]) -> str:

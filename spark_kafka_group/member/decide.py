@@ -1,0 +1,226 @@
+"""What a member writes at one step: a pure function of the folded group, its pending work and
+the time.
+
+:class:`~spark_kafka_group.member.member.GroupMember` (a query's member), the simulation and
+the property tests all step through :func:`decide_step`; they differ only in how they reach
+the log (the Delta group log or the in-memory one) and in how time passes.
+
+A member writes only when it has something to say: a join, the leader's assignment, a commit,
+a released partition, a metadata change, or an expiry it observed. Its liveness is a lease
+outside the log (:mod:`spark_kafka_group.store.leases`); it writes HEARTBEAT records only when
+it has no lease store, or while the group still holds a member that does not renew a lease
+(a member of a release before leases, which judges liveness by records alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from spark_kafka_group.group import (
+    GroupCoordinator,
+    GroupError,
+    GroupRecord,
+    GroupState,
+    JoinRequest,
+    RebalanceProtocol,
+    TopicPartition,
+)
+from spark_kafka_group.group.messages import CommitResponse
+
+TP = tuple[str, int]
+
+#: How often a member compares topic metadata with the group's assignment snapshot (new
+#: partitions, topics matching a pattern), in heartbeat intervals.
+METADATA_CHECK_EVERY_HEARTBEATS = 10
+#: A member without leases of its own still refreshes the records of older members this often
+#: (a fraction of its session timeout), so that they never take it for dead.
+LOG_HEARTBEATS_PER_SESSION = 3
+
+
+@dataclass(frozen=True)
+class PendingWork:
+    """What the member's reader has to say."""
+
+    #: End offsets of completed batches, to commit.
+    offsets: Mapping[TP, int] = field(default_factory=dict)
+    #: Revoked partitions whose last batch completed, to release.
+    release: frozenset[TP] = frozenset()
+    #: The end offset of the last batch handed to Spark for each held partition: a partition
+    #: being revoked is released once a commit reaches it.
+    reading: Mapping[TP, int] = field(default_factory=dict)
+    #: Everything the member held after its previous step (what a cooperative rejoin owns).
+    held: frozenset[TP] = frozenset()
+    #: It held a generation before: if the group no longer knows it (expired), it must not
+    #: rejoin under the same id, whose late commits the group keeps rejecting.
+    had_generation: bool = False
+
+
+@dataclass(frozen=True)
+class Timers:
+    """When the member last wrote, and last checked topic metadata (its clock, ms)."""
+
+    last_write_ms: int = -(10**15)
+    last_metadata_check_ms: int = -(10**15)
+
+
+@dataclass(frozen=True)
+class Decision:
+    records: list[GroupRecord]
+    timers: Timers
+    commit: CommitResponse | None = None
+    join_error: GroupError = GroupError.NONE
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """The member's fixed facts, and what it observed outside the log at this step."""
+
+    #: Its join request (``owned`` is filled in at each join).
+    request: JoinRequest
+    heartbeat_interval_ms: int
+    #: Topic partition counts (None: not fetched yet; the leader waits to assign).
+    topics: Mapping[str, int] | None = None
+    #: Latest lease renewal of each member (None: this member has no lease store).
+    leases: Mapping[str, int] | None = None
+
+    @property
+    def member_id(self) -> str:
+        return self.request.member_id
+
+    @property
+    def instance_id(self) -> str | None:
+        return self.request.instance_id
+
+
+def committed_offset(work: GroupCoordinator, tp: TP) -> int | None:
+    offset = work.group.offsets.get(TopicPartition(*tp))
+    return None if offset is None else offset.offset
+
+
+def batch_finished(tp: TP, committed: int | None, reading: Mapping[TP, int]) -> bool:
+    """No batch of the member still reads ``tp``: none ever did, or a commit (its own, or the
+    progress listener's for it) reached the end of the last one."""
+    end = reading.get(tp)
+    return end is None or (committed is not None and committed >= end)
+
+
+def decide_step(
+    work: GroupCoordinator, now: int, ctx: StepContext, pending: PendingWork, timers: Timers
+) -> Decision:
+    """One step's records, decided on ``work`` (a fork of the folded group, changed here)."""
+    out: list[GroupRecord] = []
+    commit = _commit_and_release(work, now, ctx, pending, out)
+    ticked = work.tick(now, ctx.leases)
+    work.apply_all(ticked)
+    out.extend(ticked)
+    join_error, metadata_checked = _protocol_step(work, now, ctx, pending, timers, out)
+    me = ctx.member_id
+    wrote = any(r.member_id == me and r.kind != "EXPIRE" for r in out)
+    return Decision(
+        records=out,
+        timers=Timers(
+            last_write_ms=now if wrote else timers.last_write_ms,
+            last_metadata_check_ms=now if metadata_checked else timers.last_metadata_check_ms,
+        ),
+        commit=commit,
+        join_error=join_error,
+    )
+
+
+def _commit_and_release(
+    work: GroupCoordinator,
+    now: int,
+    ctx: StepContext,
+    pending: PendingWork,
+    out: list[GroupRecord],
+) -> CommitResponse | None:
+    me = ctx.member_id
+    view = work.member_view(me)
+    if not view.known or view.fenced:
+        return None
+    held = set(view.assignment) | set(view.revoking)
+    fresh = {
+        tp: off
+        for tp, off in pending.offsets.items()
+        if TopicPartition(*tp) in held and committed_offset(work, tp) != off
+    }
+    response = None
+    if fresh:
+        records, response = work.commit_offsets(
+            me, view.group_generation, fresh, now, instance_id=ctx.instance_id
+        )
+        work.apply_all(records)
+        out.extend(records)
+    revoking = {(t, p) for t, p in view.revoking}
+    # Whose last batch is committed (this write's commit included): released too.
+    finished = {
+        tp for tp in revoking if batch_finished(tp, committed_offset(work, tp), pending.reading)
+    }
+    to_release = (pending.release | finished) & revoking
+    if to_release:
+        records, _ = work.ack_revocation(
+            me, view.group_generation, sorted(to_release), now, instance_id=ctx.instance_id
+        )
+        work.apply_all(records)
+        out.extend(records)
+    return response
+
+
+def _heartbeat_interval_in_log(work: GroupCoordinator, ctx: StepContext) -> int | None:
+    """How often this member must write a HEARTBEAT record (None: never)."""
+    if ctx.leases is None:
+        return ctx.heartbeat_interval_ms
+    leases = ctx.leases
+    if any(mid not in leases for mid in work.group.members if mid != ctx.member_id):
+        return ctx.request.session_timeout_ms // LOG_HEARTBEATS_PER_SESSION
+    return None
+
+
+def _protocol_step(
+    work: GroupCoordinator,
+    now: int,
+    ctx: StepContext,
+    pending: PendingWork,
+    timers: Timers,
+    out: list[GroupRecord],
+) -> tuple[GroupError, bool]:
+    """Join, assign, check metadata or heartbeat, as the group needs from this member."""
+    me, instance = ctx.member_id, ctx.instance_id
+
+    def do(result: tuple[list[GroupRecord], object]) -> object:
+        records, response = result
+        work.apply_all(records)
+        out.extend(records)
+        return response
+
+    def wrote() -> bool:  # any record of a member counts as its heartbeat
+        return any(r.member_id == me and r.kind != "EXPIRE" for r in out)
+
+    view = work.member_view(me)
+    if view.fenced or (not view.known and pending.had_generation):
+        return GroupError.NONE, False
+    every = _heartbeat_interval_in_log(work, ctx)
+    heartbeat_due = every is not None and now - timers.last_write_ms >= every
+    join_error = GroupError.NONE
+    metadata_checked = False
+    if view.needs_join:
+        cooperative = work.rebalance_protocol() is not RebalanceProtocol.EAGER
+        owned = sorted(pending.held) if view.known and cooperative else []
+        response = do(work.join(replace(ctx.request, owned=owned), now))
+        join_error = getattr(response, "error", GroupError.NONE)
+        # The last member to join completes the phase: a leader assigns in the same write
+        # instead of one poll later (Kafka's JoinGroup response reaches it at once too).
+        view = work.member_view(me)
+    if view.awaiting_sync and view.is_leader and ctx.topics is not None:
+        do(work.sync(me, view.group_generation, now, instance_id=instance, metadata=ctx.topics))
+    elif view.state == GroupState.STABLE and view.known:
+        check_every = METADATA_CHECK_EVERY_HEARTBEATS * ctx.heartbeat_interval_ms
+        if ctx.topics is not None and now - timers.last_metadata_check_ms >= check_every:
+            metadata_checked = True
+            do(work.metadata_changed(me, ctx.topics, now, instance_id=instance))
+        if heartbeat_due and not wrote():
+            do(work.heartbeat(me, view.member_generation, now, instance_id=instance))
+    elif heartbeat_due and view.known and not wrote():
+        do(work.heartbeat(me, view.member_generation, now, instance_id=instance))
+    return join_error, metadata_checked

@@ -1,0 +1,468 @@
+"""Production group members over the in-memory log, stepped by tests and by the simulation.
+
+:class:`SimMember` wraps a real :class:`~spark_kafka_group.member.member.GroupMember` (no
+threads: the test decides when it steps) over :class:`~spark_kafka_group.store.memory.InMemoryLog`
+with an injected clock. The property tests race them step by step; :func:`simulate` is a
+deterministic discrete-event simulation of a whole group whose every write takes a simulated
+store latency, to measure how the group log scales with members, partitions and latency.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_kafka_group.errors import MemberFencedError
+from spark_kafka_group.group import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupRecord,
+    GroupState,
+    ManualClock,
+    TopicPartition,
+)
+from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
+from spark_kafka_group.options import GroupSettings
+from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
+
+
+def member_settings(
+    *,
+    strategy: str = "cooperative-sticky",
+    instance_id: str | None = None,
+    session_timeout_ms: int = 10_000,
+    rebalance_timeout_ms: int = 20_000,
+    heartbeat_interval_ms: int = 3_000,
+    group_id: str = "g",
+) -> GroupSettings:
+    return GroupSettings(
+        group_id=group_id,
+        store="memory://",
+        storage_options={},
+        heartbeat_interval_ms=heartbeat_interval_ms,
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        assignment_strategy=strategy,
+        instance_id=instance_id,
+        scheduled_rebalance_max_delay_ms=0,
+        rebalance_listener=None,
+    )
+
+
+class SimMember:
+    """One production member, stepped by hand: :meth:`prepare` folds and decides, :meth:`finish`
+    appends (deciding again after a lost race)."""
+
+    def __init__(
+        self,
+        member_id: str,
+        log: InMemoryLog,
+        clock: ManualClock,
+        metadata: Callable[[], Mapping[str, int]],
+        *,
+        protocols: tuple[str, ...] = ("cooperative-sticky",),
+        topics: tuple[str, ...] = ("t",),
+        pattern: str | None = None,
+        instance_id: str | None = None,
+        replaces: str | None = None,
+        session_timeout_ms: int = 10_000,
+        rebalance_timeout_ms: int = 20_000,
+        heartbeat_interval_ms: int = 3_000,
+        config: GroupConfig | None = None,
+        leases: InMemoryLeases | None = None,
+    ) -> None:
+        self.log = log
+        self.instance_id = instance_id
+        self.pattern = pattern
+        self.member = GroupMember(
+            member_settings(
+                strategy=protocols[0],
+                instance_id=instance_id,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+            ),
+            subscription=SubscriptionSpec(topics=topics, pattern=pattern),
+            topic_counts=lambda: dict(metadata()),
+            clock=clock,
+            log=log,
+            leases=leases,
+            member_id=member_id,
+            config=config or GroupConfig(),
+        )
+        if replaces:
+            self.member.takes_over(replaces)
+        #: Offsets "consumed" so far per partition (what the member would commit).
+        self.position: dict[TopicPartition, int] = {}
+        self._attempt: Any = None
+
+    @property
+    def member_id(self) -> str:
+        return self.member.member_id
+
+    @property
+    def coord(self) -> GroupCoordinator:
+        return self.member.client.coordinator
+
+    @property
+    def version(self) -> int:
+        return self.member.client.version
+
+    @property
+    def fenced(self) -> bool:
+        return isinstance(self.member.failure, MemberFencedError)
+
+    def fold(self) -> None:
+        self.member.client.fold()
+
+    def prepare(self) -> None:
+        """Fold and decide, without appending yet (so that members can race)."""
+        self._attempt = None
+        if self.member.failure is not None:
+            return
+        self.member.refresh_metadata()
+        self._attempt = self.member.begin_step()
+        assignment = self.member.assignment
+        for t, p in assignment.owned - assignment.revoking:  # "consume" a little
+            tp = TopicPartition(t, p)
+            self.position[tp] = self.position.get(tp, 0) + 1
+
+    def finish(self) -> list[GroupRecord]:
+        """Append what :meth:`prepare` decided; on a conflict decide again on the newer log."""
+        for _ in range(20):
+            attempt = self._attempt
+            if attempt is None or not attempt.records:
+                return []
+            if self.member.end_step(attempt):
+                return list(attempt.records)
+            self.prepare()
+        raise AssertionError("too many append conflicts")
+
+    def step(self) -> list[GroupRecord]:
+        """One poll: fold, decide, append with CAS (deciding again on conflict)."""
+        self.prepare()
+        return self.finish()
+
+
+def append(log: InMemoryLog, records: list[GroupRecord], expected_version: int) -> bool:
+    """Append ``records`` (nothing to do when empty); False on a lost race."""
+    if not records:
+        return True
+    try:
+        log.append(records, expected_version=expected_version)
+    except Exception:
+        return False
+    return True
+
+
+def wanted_partitions(coord: GroupCoordinator, metadata: Mapping[str, int]) -> set[TopicPartition]:
+    g = coord.group
+    return {
+        TopicPartition(t, p) for t, n in g.relevant_metadata(metadata).items() for p in range(n)
+    }
+
+
+def converged(coord: GroupCoordinator, metadata: Mapping[str, int]) -> bool:
+    """Stable, nothing being revoked, every subscribed partition owned exactly once."""
+    g = coord.group
+    if g.state != GroupState.STABLE or any(m.revoking for m in g.members.values()):
+        return False
+    owned: list[TopicPartition] = [tp for m in g.members.values() for tp in m.assignment]
+    return len(owned) == len(set(owned)) and set(owned) == wanted_partitions(coord, metadata)
+
+
+# -- the discrete-event simulation -------------------------------------------------------------
+
+
+@dataclass
+class Phase:
+    """What one phase of a simulated run measured."""
+
+    name: str
+    #: Simulated seconds from the phase's trigger to a settled assignment (None: never).
+    settled_s: float | None = None
+    duration_s: float = 0.0
+    writes: int = 0
+    conflicts: int = 0
+    log_reads: int = 0
+    lease_reads: int = 0
+    false_expiries: int = 0
+    #: Partitions whose owner did not change, and the longest time one of them had no
+    #: owner allowed to read it (in the log's view; members see it one read later).
+    unmoved: int = 0
+    unmoved_pause_max_s: float = 0.0
+    moved: int = 0
+
+    @property
+    def writes_per_s(self) -> float:
+        return self.writes / self.duration_s if self.duration_s else 0.0
+
+    @property
+    def conflicts_per_write(self) -> float:
+        return self.conflicts / self.writes if self.writes else 0.0
+
+
+@dataclass
+class SimResult:
+    members: int
+    partitions: int
+    append_ms: int
+    leases: bool
+    strategy: str
+    phases: list[Phase] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def phase(self, name: str) -> Phase:
+        return next(p for p in self.phases if p.name == name)
+
+
+class _Simulation:
+    def __init__(
+        self,
+        *,
+        members: int,
+        partitions: int,
+        append_ms: int,
+        read_ms: int,
+        leases: bool,
+        strategy: str,
+        start_spread_ms: int,
+        heartbeat_interval_ms: int,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        seed: int,
+    ) -> None:
+        self.rng = random.Random(seed)
+        self.clock = ManualClock(0)
+        self.log = InMemoryLog()
+        self.leases = InMemoryLeases() if leases else None
+        self.meta = {"t": partitions}
+        self.append_ms, self.read_ms = append_ms, read_ms
+        self.events: list[tuple[int, int, Callable[[], None]]] = []
+        self.seq = 0
+        self.alive: dict[str, SimMember] = {}
+        self.monitor = GroupCoordinator("g", GroupConfig())
+        self.monitor_version = -1
+        self.expired_alive = 0
+        self.start_spread_ms = start_spread_ms
+        self.n = 0
+
+        def make() -> SimMember:
+            self.n += 1
+            return SimMember(
+                f"m{self.n:04d}",
+                self.log,
+                self.clock,
+                lambda: self.meta,
+                protocols=(strategy,),
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                leases=self.leases,
+            )
+
+        self.make = make
+        self.initial = members
+
+    # events
+    def at(self, t: int, fn: Callable[[], None]) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, fn))
+
+    def run_until(self, t_end: int, done: Callable[[], bool] | None = None) -> bool:
+        while self.events and self.events[0][0] <= t_end:
+            t, _, fn = heapq.heappop(self.events)
+            self.clock.set(max(t, self.clock.now_ms()))
+            fn()
+            if done is not None and done():
+                return True
+        self.clock.set(max(t_end, self.clock.now_ms()))
+        return False
+
+    def start(self, m: SimMember, t: int) -> None:
+        def begin() -> None:
+            if self.alive.get(m.member.member_id) is not m and m.member.member_id not in self.alive:
+                return
+            m.member.refresh_metadata()
+            self.step(m, 0)
+
+        self.alive[m.member_id] = m
+        self.at(t, begin)
+
+    def step(self, m: SimMember, lost: int) -> None:
+        if m.member.failure is not None or m not in self.alive.values():
+            return
+        attempt = m.member.begin_step()
+        now = self.clock.now_ms()
+        if not attempt.records:
+            self.observe()
+            self.at(now + self.delay_ms(m), lambda: self.step(m, 0))
+            return
+
+        def end() -> None:
+            if m not in self.alive.values():
+                return
+            if m.member.end_step(attempt):
+                self.observe()
+                self.at(self.clock.now_ms() + self.delay_ms(m), lambda: self.step(m, 0))
+            else:
+                wait = m.member.client.backoff_s(lost + 1, append_s=self.append_ms / 1000)
+                self.at(self.clock.now_ms() + int(wait * 1000), lambda: self.step(m, lost + 1))
+
+        self.at(now + self.read_ms + self.append_ms, end)
+
+    def delay_ms(self, m: SimMember) -> int:
+        # A small jitter, as threads started at different times do not step in lockstep.
+        return max(1, int(m.member.next_step_delay_s() * 1000 * self.rng.uniform(0.9, 1.1)))
+
+    def observe(self) -> None:
+        """Fold new versions into the monitor; count expiries of members that are alive."""
+        if self.log.version == self.monitor_version:
+            return
+        piece = self.log.read_slice(after_version=self.monitor_version)
+        self.log.reads -= 1  # the monitor is not a member
+        for _, r in piece.records:
+            if r.kind == "EXPIRE" and r.member_id in self.alive:
+                self.expired_alive += 1
+            self.monitor.apply(r)
+        self.monitor_version = piece.version
+
+    def settled(self) -> bool:
+        g = self.monitor.group
+        if g.state != GroupState.STABLE or set(g.members) != set(self.alive):
+            return False
+        return converged(self.monitor, self.meta)
+
+    def plannable(self) -> dict[TopicPartition, str]:
+        return {
+            tp: mid
+            for mid, m in self.monitor.group.members.items()
+            for tp in m.assignment - m.revoking
+        }
+
+    def counters(self) -> tuple[int, int, int, int]:
+        lease_reads = self.leases.reads if self.leases else 0
+        return self.log.appends, self.log.conflicts, self.log.reads, lease_reads
+
+    def measure(
+        self,
+        name: str,
+        trigger: Callable[[], None],
+        *,
+        limit_ms: int,
+        until_settled: bool = True,
+        track_pause: bool = False,
+    ) -> Phase:
+        phase = Phase(name)
+        t0 = self.clock.now_ms()
+        c0 = self.counters()
+        expired0 = self.expired_alive
+        before = self.plannable() if track_pause else {}
+        paused_since: dict[TopicPartition, int] = {}
+        longest: dict[TopicPartition, int] = {}
+        if track_pause:
+            original_observe = self.observe
+
+            def observe_with_pauses() -> None:
+                original_observe()
+                now = self.clock.now_ms()
+                owners = self.plannable()
+                for tp in before:
+                    if tp not in owners:
+                        paused_since.setdefault(tp, now)
+                    elif tp in paused_since:
+                        longest[tp] = max(longest.get(tp, 0), now - paused_since.pop(tp))
+
+            self.observe = observe_with_pauses  # type: ignore[method-assign]
+        trigger()
+        if until_settled:
+            ok = self.run_until(t0 + limit_ms, self.settled)
+            phase.settled_s = (self.clock.now_ms() - t0) / 1000 if ok else None
+        else:
+            self.run_until(t0 + limit_ms)
+        if track_pause:
+            self.observe = original_observe  # type: ignore[method-assign]
+            after = self.plannable()
+            unmoved = [tp for tp, mid in before.items() if after.get(tp) == mid]
+            phase.unmoved = len(unmoved)
+            phase.moved = sum(1 for tp, mid in before.items() if after.get(tp) != mid)
+            phase.unmoved_pause_max_s = max((longest.get(tp, 0) for tp in unmoved), default=0) / 1000
+        c1 = self.counters()
+        phase.duration_s = (self.clock.now_ms() - t0) / 1000
+        phase.writes, phase.conflicts, phase.log_reads, phase.lease_reads = (
+            b - a for a, b in zip(c0, c1, strict=True)
+        )
+        phase.false_expiries = self.expired_alive - expired0
+        return phase
+
+
+def simulate(
+    *,
+    members: int,
+    partitions: int,
+    append_ms: int,
+    read_ms: int | None = None,
+    leases: bool = True,
+    strategy: str = "cooperative-sticky",
+    start_spread_ms: int = 5_000,
+    steady_ms: int = 60_000,
+    heartbeat_interval_ms: int = 3_000,
+    session_timeout_ms: int = 45_000,
+    rebalance_timeout_ms: int = 300_000,
+    converge_limit_ms: int = 900_000,
+    seed: int = 0,
+) -> SimResult:
+    """Run a group through three phases on simulated time and measure each:
+
+    - ``join``: ``members`` members start within ``start_spread_ms`` on an empty group log,
+      until the assignment is settled;
+    - ``steady``: ``steady_ms`` of nothing happening (what staying alive costs);
+    - ``scale-out``: one more member joins a settled group (what a rebalance costs, and how
+      long partitions that do not move are paused).
+
+    Every append takes ``read_ms`` + ``append_ms`` of simulated time (a fold, then a
+    conditional write), and lands only if no other append landed meanwhile.
+    """
+    wall = time.monotonic()
+    sim = _Simulation(
+        members=members,
+        partitions=partitions,
+        append_ms=append_ms,
+        read_ms=append_ms // 2 if read_ms is None else read_ms,
+        leases=leases,
+        strategy=strategy,
+        start_spread_ms=start_spread_ms,
+        heartbeat_interval_ms=heartbeat_interval_ms,
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        seed=seed,
+    )
+    result = SimResult(members, partitions, append_ms, leases, strategy)
+
+    def start_all() -> None:
+        for _ in range(members):
+            sim.start(sim.make(), sim.rng.randint(0, start_spread_ms))
+
+    join = sim.measure("join", start_all, limit_ms=converge_limit_ms)
+    # "From all members joining": the clock starts when the last member has started.
+    if join.settled_s is not None:
+        join.settled_s = max(0.0, join.settled_s - start_spread_ms / 1000)
+    result.phases.append(join)
+    if join.settled_s is not None:
+        result.phases.append(
+            sim.measure("steady", lambda: None, limit_ms=steady_ms, until_settled=False)
+        )
+        result.phases.append(
+            sim.measure(
+                "scale-out",
+                lambda: sim.start(sim.make(), sim.clock.now_ms()),
+                limit_ms=converge_limit_ms,
+                track_pause=True,
+            )
+        )
+    result.wall_s = time.monotonic() - wall
+    return result
