@@ -390,7 +390,9 @@ class _Simulation:
             unmoved = [tp for tp, mid in before.items() if after.get(tp) == mid]
             phase.unmoved = len(unmoved)
             phase.moved = sum(1 for tp, mid in before.items() if after.get(tp) != mid)
-            phase.unmoved_pause_max_s = max((longest.get(tp, 0) for tp in unmoved), default=0) / 1000
+            phase.unmoved_pause_max_s = (
+                max((longest.get(tp, 0) for tp in unmoved), default=0) / 1000
+            )
         c1 = self.counters()
         phase.duration_s = (self.clock.now_ms() - t0) / 1000
         phase.writes, phase.conflicts, phase.log_reads, phase.lease_reads = (

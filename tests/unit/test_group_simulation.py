@@ -1,4 +1,6 @@
-"""3-5 members drive the protocol over one shared log with compare-and-swap and converge."""
+"""3-5 production members drive the protocol over one shared in-memory log with
+compare-and-swap and converge; and the discrete-event simulation of a larger group, at sizes
+CI affords (``benchmarks/simulate_group.py`` prints the full-size report)."""
 
 from __future__ import annotations
 
@@ -6,13 +8,14 @@ import random
 
 import pytest
 
-from spark_kafka_group.group import GroupConfig, ManualClock, apply, replay
+from spark_kafka_group.group import GroupConfig, GroupRecord, ManualClock, apply, replay
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import SyncPayload
-from tests.unit.test_group_support import Driver, SharedLog, converged
+from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
+from tests.group_sim import SimMember, append, converged, simulate
 
 
-def run(drivers: list[Driver], clock: ManualClock, rng: random.Random, rounds: int) -> None:
+def run(drivers: list[SimMember], clock: ManualClock, rng: random.Random, rounds: int) -> None:
     for _ in range(rounds):
         order = list(drivers)
         rng.shuffle(order)
@@ -24,7 +27,7 @@ def run(drivers: list[Driver], clock: ManualClock, rng: random.Random, rounds: i
         clock.advance(rng.randint(50, 500))
 
 
-def no_double_owner(drivers: list[Driver]) -> None:
+def no_double_owner(drivers: list[SimMember]) -> None:
     g = drivers[0].coord.group
     seen: dict[TopicPartition, str] = {}
     for m in g.members.values():
@@ -33,20 +36,25 @@ def no_double_owner(drivers: list[Driver]) -> None:
             seen[tp] = m.member_id
 
 
+@pytest.mark.parametrize("leases", [True, False], ids=["leases", "log-heartbeats"])
 @pytest.mark.parametrize("protocol", ["cooperative-sticky", "range", "roundrobin", "sticky"])
 @pytest.mark.parametrize("n", [3, 5])
-def test_members_converge_join_crash_leave(protocol: str, n: int) -> None:
+def test_members_converge_join_crash_leave(protocol: str, n: int, leases: bool) -> None:
     rng = random.Random(n * 31 + len(protocol))
     clock = ManualClock(10_000)
-    log = SharedLog()
+    log = InMemoryLog()
     meta = {"t": 12, "u": 5}
+    lease_store = InMemoryLeases() if leases else None
 
-    def make(i: int) -> Driver:
-        return Driver(f"m{i}", log, clock, lambda: meta, protocols=(protocol,), topics=("t", "u"))
+    def make(i: int) -> SimMember:
+        return SimMember(
+            f"m{i}", log, clock, lambda: meta, protocols=(protocol,), topics=("t", "u"),
+            leases=lease_store,
+        )  # fmt: skip
 
     drivers = [make(i) for i in range(n)]
     # Members start at different times and all race on the same log.
-    live: list[Driver] = []
+    live: list[SimMember] = []
     for d in drivers:
         live.append(d)
         run(live, clock, rng, 3)
@@ -72,14 +80,15 @@ def test_members_converge_join_crash_leave(protocol: str, n: int) -> None:
     leaver = live.pop(0)
     leaver.fold()
     records, _ = leaver.coord.leave(leaver.member_id, clock.now_ms())
-    assert log.append(records, leaver.version)
+    assert append(log, records, leaver.version)
     run(live, clock, rng, 40)
     assert converged(live[0].coord, meta)
     assert len(live[0].coord.group.members) == n - 2
 
-    # Partitions are added: the next metadata check triggers a rebalance that assigns them.
+    # Partitions are added: the next metadata check (every 10 heartbeats) triggers a rebalance
+    # that assigns them.
     meta["t"] = 16
-    run(live, clock, rng, 40)
+    run(live, clock, rng, 150)
     assert converged(live[0].coord, meta)
     assert live[0].coord.group.assignment_snapshot == {"t": 16, "u": 5}
 
@@ -95,16 +104,16 @@ def test_cooperative_members_never_stop_unmoved_partitions() -> None:
     """A member joining a stable cooperative group: partitions that stay put are never
     revoked, moved ones are revoked in one generation and assigned in a later one."""
     clock = ManualClock(0)
-    log = SharedLog()
+    log = InMemoryLog()
     meta = {"t": 8}
     rng = random.Random(7)
-    a = Driver("a", log, clock, lambda: meta)
-    b = Driver("b", log, clock, lambda: meta)
+    a = SimMember("a", log, clock, lambda: meta)
+    b = SimMember("b", log, clock, lambda: meta)
     run([a, b], clock, rng, 20)
     assert converged(a.coord, meta)
     before = {mid: set(m.assignment) for mid, m in a.coord.group.members.items()}
     before_log = list(log.records)
-    c = Driver("c", log, clock, lambda: meta)
+    c = SimMember("c", log, clock, lambda: meta)
     live = [a, b, c]
     run(live, clock, rng, 40)
     g = a.coord.group
@@ -137,19 +146,20 @@ def test_cooperative_members_never_stop_unmoved_partitions() -> None:
 
 def test_static_members_restart_without_rebalance_in_the_loop() -> None:
     clock = ManualClock(0)
-    log = SharedLog()
+    log = InMemoryLog()
     meta = {"t": 6}
     rng = random.Random(3)
     cfg = GroupConfig(min_session_timeout_ms=1_000)
     ds = [
-        Driver(f"m{i}", log, clock, lambda: meta, instance_id=f"i{i}", config=cfg) for i in range(3)
+        SimMember(f"m{i}", log, clock, lambda: meta, instance_id=f"i{i}", config=cfg)
+        for i in range(3)
     ]
     run(ds, clock, rng, 30)
     assert converged(ds[0].coord, meta)
     gen = ds[0].coord.group.generation
     follower = next(d for d in ds if not ds[0].coord.member_view(d.member_id).is_leader)
     old_assignment = ds[0].coord.group.members[follower.member_id].assignment
-    restarted = Driver(
+    restarted = SimMember(
         follower.member_id + "-2",
         log,
         clock,
@@ -164,3 +174,45 @@ def test_static_members_restart_without_rebalance_in_the_loop() -> None:
     assert g.members[restarted.member_id].assignment == old_assignment
     follower.step()
     assert follower.fenced
+
+
+def test_shared_log_rejects_a_stale_append() -> None:
+    log = InMemoryLog()
+    assert append(log, [GroupRecord("HEARTBEAT", 1)], -1)
+    assert not append(log, [GroupRecord("HEARTBEAT", 2)], -1)
+    assert log.conflicts == 1 and log.version == 0
+
+
+def test_a_member_alone_becomes_stable_with_every_partition() -> None:
+    clock = ManualClock(1_000)
+    log = InMemoryLog()
+    meta = {"t": 4}
+    d = SimMember("m1", log, clock, lambda: meta, leases=InMemoryLeases())
+    for _ in range(5):
+        d.step()
+        clock.advance(100)
+    assert converged(d.coord, meta)
+    assert replay(log.records, "g") == d.coord.group
+
+
+@pytest.mark.parametrize("append_ms", [10, 100])
+def test_simulated_group_converges_and_stays_alive_on_leases(append_ms: int) -> None:
+    """32 members, 128 partitions: they converge, a steady minute writes nothing and expires
+    nobody, and one more member moves only what it takes (unmoved partitions never pause)."""
+    result = simulate(members=32, partitions=128, append_ms=append_ms, steady_ms=60_000)
+    join, steady, scale_out = (result.phase(n) for n in ("join", "steady", "scale-out"))
+    assert join.settled_s is not None and join.false_expiries == 0
+    assert steady.writes == 0 and steady.false_expiries == 0
+    assert scale_out.settled_s is not None and scale_out.false_expiries == 0
+    assert scale_out.moved == 128 // 33 and scale_out.unmoved == 128 - scale_out.moved
+    assert scale_out.unmoved_pause_max_s == 0
+
+
+def test_simulation_shows_log_heartbeats_break_on_a_slow_store() -> None:
+    """The design before leases: every heartbeat a compare-and-swap write. On a 100 ms store
+    64 members cannot stay alive: members that are alive get expired."""
+    result = simulate(
+        members=64, partitions=256, append_ms=100, leases=False, converge_limit_ms=120_000
+    )
+    join = result.phase("join")
+    assert join.false_expiries > 0 and join.settled_s is None

@@ -15,21 +15,22 @@ from spark_kafka_group.group import (
     ManualClock,
     replay,
 )
-from tests.unit.test_group_support import Driver, SharedLog, roundtrip
+from spark_kafka_group.store.memory import InMemoryLog, stored
+from tests.group_sim import SimMember, append
 
 
 def random_log(seed: int, protocol: str, steps: int) -> list:  # type: ignore[type-arg]
     rng = random.Random(seed)
     clock = ManualClock(0)
-    log = SharedLog()
+    log = InMemoryLog()
     meta = {"t": rng.randint(1, 8)}
     cfg = GroupConfig(min_session_timeout_ms=1_000, scheduled_rebalance_max_delay_ms=3_000)
-    live: list[Driver] = []
+    live: list[SimMember] = []
     for i in range(steps):
         op = rng.random()
         if op < 0.15 and len(live) < 4:
             live.append(
-                Driver(f"m{i}", log, clock, lambda: meta, protocols=(protocol,),
+                SimMember(f"m{i}", log, clock, lambda: meta, protocols=(protocol,),
                        instance_id=f"i{i}" if rng.random() < 0.5 else None,
                        session_timeout_ms=5_000, config=cfg)
             )  # fmt: skip
@@ -47,7 +48,7 @@ def random_log(seed: int, protocol: str, steps: int) -> list:  # type: ignore[ty
                 {tp: rng.randint(0, 100) for tp in view.assignment},
                 clock.now_ms(),
             )
-            log.append(recs, d.version)
+            append(log, recs, d.version)
         for d in live:
             d.step()
         clock.advance(rng.randint(100, 2_500))
@@ -67,9 +68,9 @@ def test_snapshot_then_tail_equals_full_replay(seed: int, protocol: str, cuts: l
         k = int(c * len(records))
         snap = GroupCoordinator("g", group=replay(records[:k], "g")).snapshot_record(k)
         json.dumps(snap.payload, allow_nan=False)
-        assert replay([roundtrip(snap), *records[k:]], "g") == full
+        assert replay([stored(snap), *records[k:]], "g") == full
         # a snapshot in the middle of a log is transparent too
-        assert replay([*records[:k], roundtrip(snap), *records[k:]], "g") == full
+        assert replay([*records[:k], stored(snap), *records[k:]], "g") == full
 
 
 def test_snapshot_keeps_offsets_and_static_state() -> None:
@@ -77,5 +78,5 @@ def test_snapshot_keeps_offsets_and_static_state() -> None:
     g = replay(records, "g")
     assert g.offsets and g.state in GroupState
     snap = GroupCoordinator("g", group=g).snapshot_record(1)
-    restored = replay([roundtrip(snap)], "g")
+    restored = replay([stored(snap)], "g")
     assert restored == g and restored.offsets == g.offsets

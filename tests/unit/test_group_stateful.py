@@ -1,7 +1,8 @@
-"""Hypothesis drives a whole group over a shared log: random joins, leaves, crashes (silence),
-static restarts, clock advances, metadata changes, revocation acks (inside the member loop),
-commits, zombie commits and snapshots. Invariants are checked after every step on the log
-folded record by record.
+"""Hypothesis drives a whole group of production members (:class:`tests.group_sim.SimMember`)
+over a shared in-memory log, with liveness in leases or in the log: random joins, leaves,
+crashes (silence), static restarts, clock advances, metadata changes, revocation acks (inside
+the member loop), commits, zombie commits and snapshots. Invariants are checked after every
+step on the log folded record by record.
 
 ``GROUP_STATEFUL_EXAMPLES`` / ``GROUP_STATEFUL_STEPS`` raise the budget for a deep run.
 """
@@ -26,7 +27,8 @@ from spark_kafka_group.group import (
     replay,
 )
 from spark_kafka_group.group.payloads import JoinPayload
-from tests.unit.test_group_support import Driver, SharedLog, converged
+from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
+from tests.group_sim import SimMember, append, converged
 
 S = GroupState
 LEGAL = {  # Kafka's ClassicGroupState, written out independently of state.py
@@ -44,22 +46,26 @@ class GroupMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = ManualClock(1_000)
-        self.log = SharedLog()
+        self.log = InMemoryLog()
         self.meta: dict[str, int] = {"t": 4, "logs-1": 2}
-        self.live: list[Driver] = []
-        self.dead: list[Driver] = []  # crashed or replaced: silent, but may try to commit
+        self.live: list[SimMember] = []
+        self.dead: list[SimMember] = []  # crashed or replaced: silent, but may try to commit
         self.n = 0
         self.checker = GroupMetadata("g")
         self.checked = 0
         self.max_generation = 0
         self.protocol = "cooperative-sticky"
+        self.leases: InMemoryLeases | None = None
         self.config = GroupConfig(min_session_timeout_ms=1_000)
 
     @initialize(
         protocol=st.sampled_from(["cooperative-sticky", "range", "roundrobin", "sticky"]),
         delay=st.sampled_from([0, 0, 4_000]),
+        leases=st.booleans(),
     )
-    def setup(self, protocol: str, delay: int) -> None:
+    def setup(self, protocol: str, delay: int, leases: bool) -> None:
+        """``leases``: members keep their liveness in leases (the default), or in the log."""
+        self.leases = InMemoryLeases() if leases else None
         self.protocol = protocol
         self.config = GroupConfig(
             min_session_timeout_ms=1_000, scheduled_rebalance_max_delay_ms=delay
@@ -67,9 +73,9 @@ class GroupMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ helpers
 
-    def new_driver(self, static: bool, pattern: bool, instance: str | None = None) -> Driver:
+    def new_driver(self, static: bool, pattern: bool, instance: str | None = None) -> SimMember:
         self.n += 1
-        return Driver(
+        return SimMember(
             f"m{self.n}",
             self.log,
             self.clock,
@@ -82,12 +88,13 @@ class GroupMachine(RuleBasedStateMachine):
             rebalance_timeout_ms=8_000,
             heartbeat_interval_ms=1_000,
             config=self.config,
+            leases=self.leases,
         )
 
     def tick_only(self) -> None:
         coord = GroupCoordinator("g", self.config)
         coord.apply_all(self.log.records)
-        assert self.log.append(coord.tick(self.clock.now_ms()), len(self.log.records))
+        assert append(self.log, coord.tick(self.clock.now_ms()), self.log.version)
 
     def race(self) -> None:
         for d in self.live:
@@ -120,7 +127,7 @@ class GroupMachine(RuleBasedStateMachine):
         d = self.live.pop(i % len(self.live))
         d.fold()
         records, _ = d.coord.leave(d.member_id, self.clock.now_ms())
-        assert self.log.append(records, d.version)
+        assert append(self.log, records, d.version)
 
     @precondition(lambda self: self.live)
     @rule(i=st.integers(0, MAX_MEMBERS - 1))
@@ -174,7 +181,7 @@ class GroupMachine(RuleBasedStateMachine):
         )
         if view.known and view.member_generation == d.coord.group.generation:
             assert resp.accepted == set(offsets)
-        assert self.log.append(records, d.version)
+        assert append(self.log, records, d.version)
 
     @precondition(lambda self: self.dead)
     @rule(i=st.integers(0, 20), other=st.booleans())
@@ -191,13 +198,13 @@ class GroupMachine(RuleBasedStateMachine):
         )
         if z.member_id not in z.coord.group.members:
             assert records == []
-        assert self.log.append(records, z.version)
+        assert append(self.log, records, z.version)
 
     @rule()
     def snapshot(self) -> None:
         coord = GroupCoordinator("g", self.config)
         coord.apply_all(self.log.records)
-        assert self.log.append([coord.snapshot_record(self.clock.now_ms())], len(self.log.records))
+        assert append(self.log, [coord.snapshot_record(self.clock.now_ms())], self.log.version)
 
     @rule()
     def converge(self) -> None:
