@@ -5,11 +5,12 @@ and the progress listener. Every change goes through the protocol's handlers, li
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spark_kafka_group.errors import KafkaGroupError
+from spark_kafka_group.errors import GroupStoreError, KafkaGroupError
 from spark_kafka_group.group import (
     GroupCoordinator,
     GroupError,
@@ -17,6 +18,7 @@ from spark_kafka_group.group import (
     OffsetAndMetadata,
     TopicPartition,
 )
+from spark_kafka_group.group.coordinator import last_seen_ms
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri
 
@@ -79,13 +81,14 @@ def describe_group(
         # Like Kafka describing an unknown group: no members, no offsets (version -1).
         return GroupInfo(group_id, uri, -1, "Dead", 0, None, None)
     group = client.fold().group
+    leases = client.read_leases()
     members = tuple(
         MemberInfo(
             member_id=m.member_id,
             instance_id=m.instance_id,
             client_host=m.client_host,
             generation=m.generation,
-            last_seen_ms=m.last_seen_ms,
+            last_seen_ms=last_seen_ms(m, leases),
             assignment=tuple(sorted((tp.topic, tp.partition) for tp in m.assignment)),
             revoking=tuple(sorted((tp.topic, tp.partition) for tp in m.revoking)),
             session_timeout_ms=m.session_timeout_ms,
@@ -129,10 +132,12 @@ def reset_offsets(
     except GroupLogNotFoundError:  # a plan for a group without a log: nothing is committed
         return {tp: (None, int(o)) for tp, o in sorted(offsets.items())}
 
+    leases = client.read_leases()
+
     def decide(
         work: GroupCoordinator, now: int
     ) -> tuple[list[GroupRecord], dict[TP, tuple[int | None, int]]]:
-        records = work.tick(now)  # members past their session timeout are not live
+        records = work.tick(now, leases)  # members past their session timeout are not live
         work.apply_all(records)
         group = work.group
         if group.members:
@@ -243,6 +248,9 @@ def leave_for_member(
     left = client.transact(decide)
     if left:
         log.info("Member %s left group %s", member_id, group_id)
+        if client.leases is not None:
+            with contextlib.suppress(GroupStoreError):  # a leftover lease is only a file
+                client.leases.drop(member_id)
     return left
 
 

@@ -80,6 +80,11 @@ OPTION_SPECS: tuple[_Spec, ...] = (
     _Spec("sessionTimeoutMs", "45000", "A silent member is expired after this long."),
     _Spec("rebalanceTimeoutMs", "60000", "How long a rebalance waits for members to rejoin."),
     _Spec(
+        "initialRebalanceDelayMs",
+        "3000",
+        "An empty group's first rebalance waits this long for more members to join.",
+    ),
+    _Spec(
         "assignmentStrategy", "cooperative-sticky", "range|roundrobin|sticky|cooperative-sticky."
     ),
     _Spec("groupInstanceId", None, "Static member id (KIP-345): keep partitions across restarts."),
@@ -167,6 +172,9 @@ class GroupSettings:
     instance_id: str | None  # group.instance.id
     scheduled_rebalance_max_delay_ms: int  # scheduled.rebalance.max.delay.ms
     rebalance_listener: str | None
+    #: group.initial.rebalance.delay.ms (a broker setting in Kafka; here the group's first
+    #: member's, as it starts the rebalance).
+    initial_rebalance_delay_ms: int = 3000
 
 
 @dataclass(frozen=True)
@@ -302,6 +310,9 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
             "scheduledRebalanceMaxDelayMs", get("scheduledRebalanceMaxDelayMs")
         ),
         rebalance_listener=listener.strip() if listener else None,
+        initial_rebalance_delay_ms=_non_negative_int(
+            "initialRebalanceDelayMs", get("initialRebalanceDelayMs")
+        ),
     )
 
     return SourceOptions(

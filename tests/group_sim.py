@@ -25,6 +25,7 @@ from spark_kafka_group.group import (
     ManualClock,
     TopicPartition,
 )
+from spark_kafka_group.group.metadata import IMPLICIT_REJOIN, LEASES
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
@@ -37,6 +38,7 @@ def member_settings(
     session_timeout_ms: int = 10_000,
     rebalance_timeout_ms: int = 20_000,
     heartbeat_interval_ms: int = 3_000,
+    initial_rebalance_delay_ms: int = 0,
     group_id: str = "g",
 ) -> GroupSettings:
     return GroupSettings(
@@ -50,6 +52,7 @@ def member_settings(
         instance_id=instance_id,
         scheduled_rebalance_max_delay_ms=0,
         rebalance_listener=None,
+        initial_rebalance_delay_ms=initial_rebalance_delay_ms,
     )
 
 
@@ -74,6 +77,7 @@ class SimMember:
         heartbeat_interval_ms: int = 3_000,
         config: GroupConfig | None = None,
         leases: InMemoryLeases | None = None,
+        features: tuple[str, ...] | None = None,
     ) -> None:
         self.log = log
         self.instance_id = instance_id
@@ -93,6 +97,7 @@ class SimMember:
             leases=leases,
             member_id=member_id,
             config=config or GroupConfig(),
+            features=features,
         )
         if replaces:
             self.member.takes_over(replaces)
@@ -212,6 +217,8 @@ class SimResult:
     partitions: int
     append_ms: int
     leases: bool
+    implicit_rejoin: bool
+    initial_delay_ms: int
     strategy: str
     phases: list[Phase] = field(default_factory=list)
     wall_s: float = 0.0
@@ -229,11 +236,13 @@ class _Simulation:
         append_ms: int,
         read_ms: int,
         leases: bool,
+        implicit_rejoin: bool,
         strategy: str,
         start_spread_ms: int,
         heartbeat_interval_ms: int,
         session_timeout_ms: int,
         rebalance_timeout_ms: int,
+        initial_delay_ms: int,
         seed: int,
     ) -> None:
         self.rng = random.Random(seed)
@@ -263,6 +272,10 @@ class _Simulation:
                 rebalance_timeout_ms=rebalance_timeout_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 leases=self.leases,
+                config=GroupConfig(initial_rebalance_delay_ms=initial_delay_ms),
+                features=tuple(
+                    f for f, on in ((LEASES, leases), (IMPLICIT_REJOIN, implicit_rejoin)) if on
+                ),
             )
 
         self.make = make
@@ -409,12 +422,14 @@ def simulate(
     append_ms: int,
     read_ms: int | None = None,
     leases: bool = True,
+    implicit_rejoin: bool = True,
     strategy: str = "cooperative-sticky",
     start_spread_ms: int = 5_000,
     steady_ms: int = 60_000,
     heartbeat_interval_ms: int = 3_000,
     session_timeout_ms: int = 45_000,
     rebalance_timeout_ms: int = 300_000,
+    initial_delay_ms: int = 3_000,
     converge_limit_ms: int = 900_000,
     seed: int = 0,
 ) -> SimResult:
@@ -426,6 +441,8 @@ def simulate(
     - ``scale-out``: one more member joins a settled group (what a rebalance costs, and how
       long partitions that do not move are paused).
 
+    ``leases=False, implicit_rejoin=False, initial_delay_ms=0`` is the classic protocol as the
+    group log ran it before (every heartbeat a write, every member rejoins every rebalance).
     Every append takes ``read_ms`` + ``append_ms`` of simulated time (a fold, then a
     conditional write), and lands only if no other append landed meanwhile.
     """
@@ -436,23 +453,29 @@ def simulate(
         append_ms=append_ms,
         read_ms=append_ms // 2 if read_ms is None else read_ms,
         leases=leases,
+        implicit_rejoin=implicit_rejoin,
         strategy=strategy,
         start_spread_ms=start_spread_ms,
         heartbeat_interval_ms=heartbeat_interval_ms,
         session_timeout_ms=session_timeout_ms,
         rebalance_timeout_ms=rebalance_timeout_ms,
+        initial_delay_ms=initial_delay_ms,
         seed=seed,
     )
-    result = SimResult(members, partitions, append_ms, leases, strategy)
+    result = SimResult(
+        members, partitions, append_ms, leases, implicit_rejoin, initial_delay_ms, strategy
+    )
+
+    starts = [sim.rng.randint(0, start_spread_ms) for _ in range(members)]
 
     def start_all() -> None:
-        for _ in range(members):
-            sim.start(sim.make(), sim.rng.randint(0, start_spread_ms))
+        for t in starts:
+            sim.start(sim.make(), t)
 
     join = sim.measure("join", start_all, limit_ms=converge_limit_ms)
     # "From all members joining": the clock starts when the last member has started.
     if join.settled_s is not None:
-        join.settled_s = max(0.0, join.settled_s - start_spread_ms / 1000)
+        join.settled_s = max(0.0, join.settled_s - max(starts) / 1000)
     result.phases.append(join)
     if join.settled_s is not None:
         result.phases.append(

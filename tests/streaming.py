@@ -61,6 +61,7 @@ def source_options(
         "heartbeatIntervalMs": "500",
         "sessionTimeoutMs": "6000",
         "rebalanceTimeoutMs": "10000",
+        "initialRebalanceDelayMs": "0",
     }
     options.update({k: str(v) for k, v in extra.items()})
     return options

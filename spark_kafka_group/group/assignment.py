@@ -47,15 +47,32 @@ def sync_payload(
     if active and assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE:
         target = _frozen_assignment(group, topics_of, snapshot, reserved, valid)
     else:
-        subs = {
-            mid: MemberSubscription(
-                topics=topics_of[mid],
-                owned=frozenset(m.held | returning.get(mid, set())),
-                instance_id=m.instance_id,
-            )
-            for mid, m in group.members.items()
-        }
-        raw = assignor.assign(snapshot, subs)
+
+        def assign() -> Mapping[str, Any]:
+            subs = {
+                mid: MemberSubscription(
+                    topics=topics_of[mid],
+                    owned=frozenset(m.held | returning.get(mid, set())),
+                    instance_id=m.instance_id,
+                )
+                for mid, m in group.members.items()
+            }
+            return assignor.assign(snapshot, subs)
+
+        raw = assign()
+        if returning and assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE:
+            # A returned instance does not hold its old partitions: what the assignor moves
+            # away from it needs no revocation, so it may go to its new owner now rather
+            # than wait for a follow-up rebalance that nothing would start.
+            returning = {
+                mid: {
+                    tp
+                    for tp in tps
+                    if tp in {TopicPartition(t, int(p)) for t, p in raw.get(mid, ())}
+                }
+                for mid, tps in returning.items()
+            }
+            raw = assign()
         target = {}
         given: set[TopicPartition] = set()
         for mid in group.members:  # defensive: drop what no assignor may give

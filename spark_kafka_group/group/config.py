@@ -21,6 +21,9 @@ class GroupConfig:
     #: KIP-415 scheduled.rebalance.max.delay.ms: how long a departed static member's
     #: partitions wait for it (0: redistribute at once).
     scheduled_rebalance_max_delay_ms: int = 0
+    #: Kafka's group.initial.rebalance.delay.ms: the first rebalance of an empty group waits
+    #: this long for more members, again after each new one, within the rebalance timeout.
+    initial_rebalance_delay_ms: int = 0
     #: Kafka's group.max.size (None: unbounded).
     max_group_size: int | None = None
     #: Kafka's offset.metadata.max.bytes (characters here).

@@ -35,6 +35,7 @@ from spark_kafka_group.group.messages import (
     SyncResponse,
 )
 from spark_kafka_group.group.metadata import (
+    IMPLICIT_REJOIN,
     GroupMetadata,
     MemberMetadata,
     OffsetAndMetadata,
@@ -105,6 +106,8 @@ class GroupCoordinator:
     ) -> None:
         self.config = config or GroupConfig()
         self._group = group if group is not None else GroupMetadata(group_id)
+        #: A fork reads its parent's state until its first record, then copies it.
+        self._shared = False
         #: While True, every handler answers COORDINATOR_LOAD_IN_PROGRESS.
         self.loading = False
 
@@ -120,11 +123,17 @@ class GroupCoordinator:
         return self._group.group_id
 
     def apply(self, record: GroupRecord) -> None:
+        self._own()
         replay.apply(self._group, record)
 
     def apply_all(self, records: Iterable[GroupRecord]) -> None:
         for record in records:
-            replay.apply(self._group, record)
+            self.apply(record)
+
+    def _own(self) -> None:
+        if self._shared:
+            self._group = self._group.copy()
+            self._shared = False
 
     def load(self, records: Iterable[GroupRecord]) -> None:
         """Fold a whole log (or its tail from the latest SNAPSHOT) while marked loading."""
@@ -136,8 +145,12 @@ class GroupCoordinator:
 
     def fork(self) -> GroupCoordinator:
         """An independent coordinator over a copy of the state (to chain several handlers
-        before one compare-and-swap append)."""
-        return GroupCoordinator(self.group_id, self.config, self._group.copy())
+        before one compare-and-swap append). The copy is made at the fork's first record:
+        most member steps decide to write nothing, and copying a large group is not free.
+        Do not fold into this coordinator while the fork is in use."""
+        fork = GroupCoordinator(self.group_id, self.config, self._group)
+        fork._shared = True
+        return fork
 
     def snapshot_record(self, now_ms: int) -> GroupRecord:
         """A SNAPSHOT record holding the complete state; replay may start from it."""
@@ -278,6 +291,9 @@ class GroupCoordinator:
             owned = None
         else:
             owned = frozenset(TopicPartition(t, int(p)) for t, p in request.owned)
+        join_delay_until = self._join_delay_until(
+            g, state, existing is None and not replaces, request, now_ms
+        )
         payload = JoinPayload(
             client_id=request.client_id,
             client_host=request.client_host,
@@ -289,6 +305,8 @@ class GroupCoordinator:
             owned=owned,
             replaces=replaces,
             rebalance=rebalance,
+            features=frozenset(request.features),
+            join_delay_until_ms=join_delay_until,
             reason=request.reason
             or (
                 ("static member rejoined" if request.instance_id else "restarted member rejoined")
@@ -310,6 +328,27 @@ class GroupCoordinator:
         )
         self._maybe_complete_join(scratch, now_ms, writer=mid)
         return scratch.records, self._join_response(scratch.group, mid)
+
+    def _join_delay_until(
+        self,
+        g: GroupMetadata,
+        state: GroupState,
+        new_member: bool,
+        request: JoinRequest,
+        now_ms: int,
+    ) -> int | None:
+        """When the join phase may complete at the earliest, if this join sets or extends the
+        initial rebalance delay: the first join of an empty group sets it, and each new member
+        joining within it extends it, up to the rebalance deadline (Kafka's InitialDelayedJoin)."""
+        delay = self.config.initial_rebalance_delay_ms
+        if delay <= 0:
+            return None
+        if state == S.EMPTY:
+            return now_ms + min(delay, request.rebalance_timeout_ms)
+        if state == S.PREPARING_REBALANCE and new_member and g.join_delay_until_ms is not None:
+            limit = g.deadline_ms if g.deadline_ms is not None else now_ms + delay
+            return max(g.join_delay_until_ms, min(now_ms + delay, limit))
+        return None
 
     def _join_response(self, g: GroupMetadata, mid: str) -> JoinResponse:
         m = g.members[mid]
@@ -333,6 +372,8 @@ class GroupCoordinator:
         s = scratch.group
         if s.state != S.PREPARING_REBALANCE or not s.all_joined():
             return
+        if s.join_delay_until_ms is not None and now_ms < s.join_delay_until_ms:
+            return  # the initial delay: more members may be on their way
         order = [mid for mid in s.join_order if mid in s.members]
         order += [mid for mid in s.members if mid not in order]
         leader = s.leader if s.leader in s.members else (order[0] if order else None)
@@ -340,11 +381,17 @@ class GroupCoordinator:
             order.remove(leader)
             order.insert(0, leader)
         members = [s.members[mid] for mid in order]
+        protocol = s.select_protocol(members)
+        assignor = self.config.assignors.get(protocol) if protocol else None
+        cooperative = assignor is not None and (
+            assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE
+        )
         payload = GenerationPayload(
             leader=leader,
-            protocol=s.select_protocol(members),
+            protocol=protocol,
             members=tuple(order),
             deadline_ms=now_ms + s.max_rebalance_timeout_ms() if members else None,
+            rejoin_implicitly=cooperative and s.all_have(IMPLICIT_REJOIN),
         )
         scratch.add(
             generation_record(

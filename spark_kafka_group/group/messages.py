@@ -43,6 +43,10 @@ class JoinRequest:
     protocol_type: str = "consumer"
     reason: str | None = None
     replaces: str | None = None
+    #: What the member's release of the library can do beyond Kafka's classic protocol
+    #: (:data:`~spark_kafka_group.group.metadata.FEATURES`); the group uses a feature only
+    #: once every member has it, so members of older releases can share a group.
+    features: Sequence[str] = ()
 
     def protocol_pairs(self) -> tuple[tuple[str, Any], ...]:
         return tuple((p, {}) if isinstance(p, str) else (p[0], p[1]) for p in self.protocols)

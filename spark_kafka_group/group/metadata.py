@@ -31,6 +31,13 @@ def tp_set(items: Iterable[Iterable[Any]] | None) -> frozenset[TopicPartition]:
     return frozenset(TopicPartition(str(t), int(p)) for t, p in items)
 
 
+#: A member renews a lease outside the log instead of writing HEARTBEAT records.
+LEASES = "leases"
+#: A member of a cooperative generation counts as rejoined at the next rebalance.
+IMPLICIT_REJOIN = "implicit-rejoin"
+FEATURES = (LEASES, IMPLICIT_REJOIN)
+
+
 @dataclass(frozen=True)
 class Subscription:
     """Explicit topics and/or a regular expression matched (fully) against topic names."""
@@ -88,6 +95,8 @@ class MemberMetadata:
     generation: int = 0
     #: Whether the member has (re)joined during the current PreparingRebalance.
     joined: bool = False
+    #: What its release can do beyond the classic protocol (see :data:`FEATURES`).
+    features: frozenset[str] = frozenset()
     #: Partitions the member may consume in its generation.
     assignment: frozenset[TopicPartition] = frozenset()
     #: Partitions the member still holds but must give up (pending revocation ack).
@@ -140,6 +149,7 @@ class MemberMetadata:
             "revoking": tp_list(self.revoking),
             "held_since": [[t, p, g] for (t, p), g in sorted(self.held_since.items())],
             "last_seen_ms": self.last_seen_ms,
+            "features": sorted(self.features),
         }
 
     @classmethod
@@ -165,6 +175,7 @@ class MemberMetadata:
             revoking=tp_set(d["revoking"]),
             held_since={tp: since.get(tp, generation) for tp in held},
             last_seen_ms=int(d["last_seen_ms"]),
+            features=frozenset(d.get("features", ())),
         )
 
 
@@ -189,6 +200,12 @@ class GroupMetadata:
     join_order: list[str] = field(default_factory=list)
     #: PreparingRebalance: when laggards are dropped; CompletingRebalance: sync deadline.
     deadline_ms: int | None = None
+    #: The first rebalance of an empty group completes no earlier than this (Kafka's
+    #: group.initial.rebalance.delay.ms), so that members starting together share it.
+    join_delay_until_ms: int | None = None
+    #: Set by the generation: its protocol is cooperative, so the next rebalance needs no
+    #: JOIN from members of this generation (see replay's _prepare_rebalance).
+    rejoin_implicitly: bool = False
     rebalance_reason: str | None = None
     #: Topic -> partition count the leader's last assignment used (Kafka's
     #: ``ConsumerCoordinator.assignmentSnapshot``).
@@ -214,6 +231,10 @@ class GroupMetadata:
             for tp in m.held:
                 out[tp] = m.member_id
         return out
+
+    def all_have(self, feature: str) -> bool:
+        """Every member's release has ``feature``."""
+        return all(feature in m.features for m in self.members.values())
 
     def all_joined(self) -> bool:
         return all(m.joined for m in self.members.values())
@@ -286,6 +307,8 @@ class GroupMetadata:
             "fenced": dict(self.fenced),
             "join_order": list(self.join_order),
             "deadline_ms": self.deadline_ms,
+            "join_delay_until_ms": self.join_delay_until_ms,
+            "rejoin_implicitly": self.rejoin_implicitly,
             "rebalance_reason": self.rebalance_reason,
             "assignment_snapshot": self.assignment_snapshot,
             "latest_metadata": self.latest_metadata,
@@ -317,6 +340,8 @@ class GroupMetadata:
             fenced=dict(d["fenced"]),
             join_order=list(d["join_order"]),
             deadline_ms=d["deadline_ms"],
+            join_delay_until_ms=d.get("join_delay_until_ms"),
+            rejoin_implicitly=bool(d.get("rejoin_implicitly", False)),
             rebalance_reason=d["rebalance_reason"],
             assignment_snapshot=_counts(d["assignment_snapshot"]),
             latest_metadata=_counts(d["latest_metadata"]),

@@ -97,9 +97,14 @@ class JoinPayload(RecordPayload):
     #: This join starts a rebalance.
     rebalance: bool = False
     reason: str = ""
+    #: What the member's release can do beyond the classic protocol (metadata.FEATURES);
+    #: written only when there is something, as releases before features did not write it.
+    features: frozenset[str] = frozenset()
+    #: The initial rebalance delay this join sets or extends (written only when it does).
+    join_delay_until_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "client_id": self.client_id,
             "client_host": self.client_host,
             "session_timeout_ms": self.session_timeout_ms,
@@ -113,10 +118,16 @@ class JoinPayload(RecordPayload):
             "rebalance": self.rebalance,
             "reason": self.reason,
         }
+        if self.join_delay_until_ms is not None:
+            d["join_delay_until_ms"] = self.join_delay_until_ms
+        if self.features:
+            d["features"] = sorted(self.features)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JoinPayload:
         owned = d.get("owned")
+        delay_until = d.get("join_delay_until_ms")
         return cls(
             session_timeout_ms=int(d["session_timeout_ms"]),
             rebalance_timeout_ms=int(d["rebalance_timeout_ms"]),
@@ -129,6 +140,8 @@ class JoinPayload(RecordPayload):
             replaces=d.get("replaces"),
             rebalance=bool(d.get("rebalance")),
             reason=str(d.get("reason") or ""),
+            features=frozenset(str(f) for f in d.get("features", ())),
+            join_delay_until_ms=None if delay_until is None else int(delay_until),
         )
 
 
@@ -144,14 +157,20 @@ class GenerationPayload(RecordPayload):
     members: tuple[str, ...]
     #: When the leader's SYNC is due.
     deadline_ms: int | None
+    #: A cooperative generation whose members all have implicit-rejoin: the next rebalance
+    #: needs no JOIN from them (written only when true).
+    rejoin_implicitly: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "leader": self.leader,
             "protocol": self.protocol,
             "members": list(self.members),
             "deadline_ms": self.deadline_ms,
         }
+        if self.rejoin_implicitly:
+            d["rejoin_implicitly"] = True
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GenerationPayload:
@@ -161,6 +180,7 @@ class GenerationPayload(RecordPayload):
             protocol=d.get("protocol"),
             members=tuple(str(m) for m in d["members"]),
             deadline_ms=None if deadline is None else int(deadline),
+            rejoin_implicitly=bool(d.get("rejoin_implicitly", False)),
         )
 
 

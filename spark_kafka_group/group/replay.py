@@ -83,9 +83,14 @@ def _transition(group: GroupMetadata, target: GroupState) -> None:
 
 def _prepare_rebalance(group: GroupMetadata, ts: int, reason: str) -> None:
     _transition(group, GroupState.PREPARING_REBALANCE)
+    # With a cooperative protocol the members of the current generation count as rejoined,
+    # owning what they hold: only members with something new to say (a new member, a changed
+    # subscription) write a JOIN, so a rebalance costs writes in what changes, not in the
+    # size of the group. Their liveness comes from their leases, not from rejoining.
+    implicit = group.rejoin_implicitly
     for m in group.members.values():
-        m.joined = False
-    group.join_order = []
+        m.joined = implicit and m.generation == group.generation
+    group.join_order = [mid for mid, m in group.members.items() if m.joined]
     group.deadline_ms = ts + group.max_rebalance_timeout_ms()
     group.rebalance_reason = reason
 
@@ -157,6 +162,7 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
     member.protocol_type = p.protocol_type
     member.protocols = p.protocols
     member.subscription = p.subscription
+    member.features = p.features
     member.last_seen_ms = max(member.last_seen_ms, int(record.timestamp_ms))
     if instance_id is not None:
         group.static_members[instance_id] = member_id
@@ -173,6 +179,8 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
         member.joined = True
         if member_id not in group.join_order:
             group.join_order.append(member_id)
+        if p.join_delay_until_ms is not None:
+            group.join_delay_until_ms = p.join_delay_until_ms
 
 
 def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:
@@ -191,6 +199,7 @@ def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:
         )
     group.generation = int(record.generation)
     group.join_order = []
+    group.join_delay_until_ms = None
     group.rebalance_reason = None
     if not members:
         _transition(group, GroupState.EMPTY)
@@ -204,6 +213,7 @@ def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:
     _transition(group, GroupState.COMPLETING_REBALANCE)
     group.leader = p.leader
     group.protocol = p.protocol
+    group.rejoin_implicitly = p.rejoin_implicitly
     group.deadline_ms = p.deadline_ms
     # Re-order members by the generation's join order (the leader joined first).
     group.members = {mid: group.members[mid] for mid in members}

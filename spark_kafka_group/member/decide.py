@@ -8,8 +8,8 @@ the log (the Delta group log or the in-memory one) and in how time passes.
 A member writes only when it has something to say: a join, the leader's assignment, a commit,
 a released partition, a metadata change, or an expiry it observed. Its liveness is a lease
 outside the log (:mod:`spark_kafka_group.store.leases`); it writes HEARTBEAT records only when
-it has no lease store, or while the group still holds a member that does not renew a lease
-(a member of a release before leases, which judges liveness by records alone).
+it has no lease store, or while the group still holds a member of a release before leases
+(which judges liveness by records alone; see ``JoinRequest.features``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from spark_kafka_group.group import (
     TopicPartition,
 )
 from spark_kafka_group.group.messages import CommitResponse
+from spark_kafka_group.group.metadata import LEASES
 
 TP = tuple[str, int]
 
@@ -171,8 +172,7 @@ def _heartbeat_interval_in_log(work: GroupCoordinator, ctx: StepContext) -> int 
     """How often this member must write a HEARTBEAT record (None: never)."""
     if ctx.leases is None:
         return ctx.heartbeat_interval_ms
-    leases = ctx.leases
-    if any(mid not in leases for mid in work.group.members if mid != ctx.member_id):
+    if not work.group.all_have(LEASES):  # a member of an older release judges by records
         return ctx.request.session_timeout_ms // LOG_HEARTBEATS_PER_SESSION
     return None
 

@@ -32,7 +32,8 @@ from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.store import AppendConflict, GroupLog, group_log_uri
-from spark_kafka_group.store.log_store import LogStore
+from spark_kafka_group.store.leases import LeaseFiles
+from spark_kafka_group.store.log_store import LeaseStore, LogStore
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +77,11 @@ class GroupLogClient:
         clock: Clock | None = None,
         create: bool = True,
         log: LogStore | None = None,
+        leases: LeaseStore | None = None,
         random_seed: int | None = None,
     ) -> None:
-        """``log``: the group log itself, instead of opening the Delta table under ``store``."""
+        """``log`` and ``leases``: the group log itself and the members' leases, instead of
+        the Delta table under ``store`` and its lease files."""
         self.group_id = group_id
         self.clock: Clock = clock or SystemClock()
         self._config = config or GroupConfig()
@@ -87,9 +90,12 @@ class GroupLogClient:
             self._log: LogStore = GroupLog.open(
                 self.uri, storage_options=storage_options, create=create
             )
+            leases = LeaseFiles(self.uri, storage_options=storage_options)
         else:
             self.uri = getattr(log, "uri", store)
             self._log = log
+        #: The members' leases (None: liveness is in the log's records only).
+        self.leases: LeaseStore | None = leases
         self._random = random.Random(random_seed)
         #: Seconds one append took lately (the unit of the conflict backoff).
         self.append_s = MIN_BACKOFF_BASE_S
@@ -118,6 +124,10 @@ class GroupLogClient:
             self._records_since_snapshot += len(piece.records)
         self.version = piece.version
         return self.coordinator
+
+    def read_leases(self) -> Mapping[str, int] | None:
+        """Every member's latest lease renewal (None when the log has no leases)."""
+        return None if self.leases is None else self.leases.read()
 
     def prepare(self, decide: Decide[T], *, fold: bool = True) -> Attempt[T]:
         """Fold (unless the caller just did), and let ``decide(coordinator, now_ms)`` decide

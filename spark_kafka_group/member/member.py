@@ -45,6 +45,7 @@ from spark_kafka_group.group import (
     TopicPartition,
 )
 from spark_kafka_group.group.coordinator import last_seen_ms
+from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, LEASES
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member.decide import (
     METADATA_CHECK_EVERY_HEARTBEATS,
@@ -59,7 +60,6 @@ from spark_kafka_group.member.listener import RebalanceListenerRunner
 from spark_kafka_group.member.log_client import Attempt, GroupLogClient
 from spark_kafka_group.member.topic_metadata import TopicMetadataCache
 from spark_kafka_group.options import GroupSettings
-from spark_kafka_group.store.leases import LeaseFiles
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
 
 log = logging.getLogger(__name__)
@@ -132,10 +132,13 @@ class GroupMember:
         leases: LeaseStore | None = None,
         member_id: str | None = None,
         config: GroupConfig | None = None,
+        features: Iterable[str] | None = None,
     ) -> None:
         """``log`` and ``leases``: the group log and the leases (default: the Delta group log
         under ``settings.store`` and its lease files; with ``log`` given, ``leases=None``
-        keeps liveness in the log as HEARTBEAT records)."""
+        keeps liveness in the log as HEARTBEAT records). ``features``: what the member
+        announces beyond Kafka's classic protocol (default: all it can; the simulation turns
+        them off to measure the classic protocol)."""
         self.settings = settings
         self._subscription = subscription
         self._metadata = TopicMetadataCache(
@@ -149,14 +152,17 @@ class GroupMember:
             storage_options=settings.storage_options,
             config=config
             or GroupConfig(
-                scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms
+                scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
+                initial_rebalance_delay_ms=settings.initial_rebalance_delay_ms,
             ),
             clock=clock,
             log=log,
+            leases=leases,
         )
-        if log is None:
-            leases = LeaseFiles(self._client.uri, storage_options=settings.storage_options)
-        self._leases = leases
+        self._leases = leases = self._client.leases
+        if features is None:
+            features = FEATURES if leases is not None else (IMPLICIT_REJOIN,)
+        self._features = tuple(sorted(features))
         self._lease_cache: dict[str, int] = {}
         self._leases_read_ms = -(10**15)
         self._lease_renewed_ms = -(10**15)
@@ -230,7 +236,9 @@ class GroupMember:
         if must_complete_join:
             wait_ms = settings.rebalance_timeout_ms + settings.session_timeout_ms
         else:
-            wait_ms = 2 * settings.heartbeat_interval_ms + 2000
+            wait_ms = (
+                2 * settings.heartbeat_interval_ms + 2000 + settings.initial_rebalance_delay_ms
+            )
         deadline = self._clock.now_ms() + wait_ms
         self._metadata.refresh()  # a clear error now if the cluster cannot be reached
         self._metadata.start()
@@ -597,7 +605,11 @@ class GroupMember:
         if now - self._leases_read_ms >= self.settings.heartbeat_interval_ms:
             cached = self._lease_cache
             if any(
-                m.member_id not in cached or now - last_seen_ms(m, cached) > m.session_timeout_ms
+                LEASES in m.features
+                and (
+                    m.member_id not in cached
+                    or now - last_seen_ms(m, cached) > m.session_timeout_ms
+                )
                 for m in self._client.coordinator.group.members.values()
             ):
                 self._lease_cache = dict(self._leases.read())
@@ -713,6 +725,7 @@ class GroupMember:
             client_id=self._client_id,
             client_host=socket.gethostname(),
             replaces=self._replacing,
+            features=self._features,
         )
 
     def _check_join_error(self, error: GroupError) -> None:

@@ -81,6 +81,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from spark_kafka_group.errors import GroupStoreError, IncompatibleGroupStoreError, OptionError
 from spark_kafka_group.group.records import RECORD_SCHEMA_VERSION, GroupRecord
 from spark_kafka_group.store.files import TableFiles, is_local_uri, local_path
+from spark_kafka_group.store.leases import LEASE_DIR
 from spark_kafka_group.store.safety import (
     PROBE_PREFIX,
     check_storage_options,
@@ -547,8 +548,12 @@ class GroupLog:
                 f"cannot read the group store path {self.uri}: {_describe(exc)}; check the "
                 "path, its permissions and the groupStore.* storage options"
             ) from None
-        if entries is not None:  # other members' write probes (see _check_writable)
-            entries = {k: v for k, v in entries.items() if not k.startswith(PROBE_PREFIX)}
+        if entries is not None:  # other members' write probes (see _check_writable) and leases
+            entries = {
+                k: v
+                for k, v in entries.items()
+                if not k.startswith(PROBE_PREFIX) and k.rstrip("/") != LEASE_DIR
+            }
         if not entries:
             return "absent"
         log_entries: dict[str, float] = {}

@@ -33,6 +33,7 @@ def settings(store: str, strategy: str) -> GroupSettings:
         instance_id=None,
         scheduled_rebalance_max_delay_ms=0,
         rebalance_listener=None,
+        initial_rebalance_delay_ms=0,
     )
 
 

@@ -377,3 +377,27 @@ def test_protocol_metadata_must_be_json_and_is_stored_canonically() -> None:
     grp.join("a", protocols=[("range", {"rack": ("r1", "r2")})])
     assert grp.coord.group.members["a"].protocols == (("range", {"rack": ["r1", "r2"]}),)
     assert replay(grp.log, "g") == grp.coord.group
+
+
+def test_a_returned_static_instance_does_not_strand_the_partitions_it_no_longer_gets() -> None:
+    """After a scheduled delay expired, the returned instance counts as owning its old
+    partitions (so it gets them back); what the cooperative assignor moves away from it is
+    not held by anyone and goes to its new owner at once, not after a revocation that will
+    never come."""
+    from spark_kafka_group.group import GroupMetadata
+    from spark_kafka_group.group.assignment import sync_payload
+    from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS
+    from spark_kafka_group.group.metadata import MemberMetadata, ScheduledDelay, Subscription
+
+    g = GroupMetadata("g")
+    for mid, inst in (("back", "i1"), ("other", None)):
+        g.members[mid] = MemberMetadata(
+            mid, instance_id=inst, protocols=(("cooperative-sticky", None),),
+            subscription=Subscription(("t",), None),
+        )  # fmt: skip
+    g.static_members["i1"] = "back"
+    g.scheduled["i1"] = ScheduledDelay(frozenset(TopicPartition("t", p) for p in range(4)), 100)
+    payload = sync_payload(g, BUILTIN_ASSIGNORS["cooperative-sticky"], {"t": 4}, now_ms=200)
+    assigned = [tp for tps in payload.assignment.values() for tp in tps]
+    assert sorted(map(tuple, assigned)) == [("t", p) for p in range(4)]
+    assert len(payload.assignment["back"]) == 2

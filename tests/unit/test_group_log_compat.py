@@ -19,17 +19,22 @@ from typing import Any
 import pytest
 
 from spark_kafka_group.group import (
+    GroupConfig,
+    GroupCoordinator,
     GroupMetadata,
     GroupProtocolBug,
     GroupRecord,
     GroupState,
+    JoinRequest,
     RecordKind,
     TopicPartition,
     latest_snapshot_index,
     replay,
 )
+from spark_kafka_group.group.metadata import IMPLICIT_REJOIN, LEASES
 from spark_kafka_group.group.payloads import (
     PAYLOAD_TYPES,
+    GenerationPayload,
     JoinPayload,
     SyncPayload,
     payload_of,
@@ -46,6 +51,15 @@ def fixture_rows() -> list[dict[str, Any]]:
 
 def fixture_records() -> list[GroupRecord]:
     return [GroupRecord(**{**row, "payload": json.loads(row["payload"])}) for row in fixture_rows()]
+
+
+def keeps(new: Any, old: Any) -> bool:
+    """``new`` has everything ``old`` has (objects may have gained keys)."""
+    if isinstance(old, dict):
+        return isinstance(new, dict) and all(k in new and keeps(new[k], v) for k, v in old.items())
+    if isinstance(old, list):
+        return isinstance(new, list) and len(new) == len(old) and all(map(keeps, new, old))
+    return bool(new == old)
 
 
 def stored(payload: dict[str, Any]) -> str:
@@ -116,10 +130,16 @@ def test_every_record_kind_has_one_payload_type() -> None:
 
 
 def test_typed_payloads_write_back_the_bytes_an_old_log_holds() -> None:
+    """A record's payload is written back byte for byte (keys added since are written only
+    when set, so an old record has none). A SNAPSHOT is the whole state's form, which grows
+    with the state: it keeps every old key and value."""
     for row, record in zip(fixture_rows(), fixture_records(), strict=True):
         typed = payload_of(record)
         assert type(typed) is PAYLOAD_TYPES[record.kind]
-        assert stored(typed.to_dict()) == row["payload"], record.kind
+        if record.kind == RecordKind.SNAPSHOT:
+            assert keeps(typed.to_dict(), json.loads(row["payload"]))
+        else:
+            assert stored(typed.to_dict()) == row["payload"], record.kind
 
 
 def test_typed_payloads_read_what_the_old_writer_meant() -> None:
@@ -142,3 +162,26 @@ def test_a_payload_missing_what_replay_needs_is_a_clear_protocol_bug() -> None:
         replay([broken], "orders")
     with pytest.raises(GroupProtocolBug, match="a JOIN record read as a SYNC record"):
         SyncPayload.of(join)
+
+
+def test_keys_written_only_when_set_round_trip_through_the_types() -> None:
+    """A join with features and an initial rebalance delay, and a generation whose members
+    all rejoin implicitly: every record the handlers write reads back to the same bytes."""
+    features = (IMPLICIT_REJOIN, LEASES)
+    coord = GroupCoordinator("g", GroupConfig(initial_rebalance_delay_ms=3_000))
+    records: list[GroupRecord] = []
+
+    def do(result: tuple[list[GroupRecord], object]) -> None:
+        coord.apply_all(result[0])
+        records.extend(result[0])
+
+    for mid in ("a", "b"):
+        request = JoinRequest(mid, ("cooperative-sticky",), topics=("t",), features=features)
+        do(coord.join(request, 0))
+    do((coord.tick(3_000), None))
+    do(coord.sync("a", coord.group.generation, 3_000, metadata={"t": 2}))
+    join, generation = JoinPayload.of(records[0]), GenerationPayload.of(records[-2])
+    assert join.features == frozenset(features) and join.join_delay_until_ms == 3_000
+    assert generation.rejoin_implicitly and coord.group.state == GroupState.STABLE
+    for record in records:
+        assert stored(payload_of(record).to_dict()) == stored(record.payload), record.kind

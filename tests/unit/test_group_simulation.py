@@ -212,7 +212,13 @@ def test_simulation_shows_log_heartbeats_break_on_a_slow_store() -> None:
     """The design before leases: every heartbeat a compare-and-swap write. On a 100 ms store
     64 members cannot stay alive: members that are alive get expired."""
     result = simulate(
-        members=64, partitions=256, append_ms=100, leases=False, converge_limit_ms=120_000
+        members=64,
+        partitions=256,
+        append_ms=100,
+        leases=False,
+        implicit_rejoin=False,
+        initial_delay_ms=0,
+        converge_limit_ms=120_000,
     )
     join = result.phase("join")
     assert join.false_expiries > 0 and join.settled_s is None

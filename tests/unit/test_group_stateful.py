@@ -56,16 +56,21 @@ class GroupMachine(RuleBasedStateMachine):
         self.max_generation = 0
         self.protocol = "cooperative-sticky"
         self.leases: InMemoryLeases | None = None
+        self.releases = "current"
         self.config = GroupConfig(min_session_timeout_ms=1_000)
 
     @initialize(
         protocol=st.sampled_from(["cooperative-sticky", "range", "roundrobin", "sticky"]),
         delay=st.sampled_from([0, 0, 4_000]),
         leases=st.booleans(),
+        releases=st.sampled_from(["current", "classic", "mixed"]),
     )
-    def setup(self, protocol: str, delay: int, leases: bool) -> None:
-        """``leases``: members keep their liveness in leases (the default), or in the log."""
+    def setup(self, protocol: str, delay: int, leases: bool, releases: str) -> None:
+        """``leases``: members keep their liveness in leases (the default), or in the log.
+        ``releases``: members announce every feature, none (a release before leases and
+        implicit rejoins), or every other member none (a group in a rolling upgrade)."""
         self.leases = InMemoryLeases() if leases else None
+        self.releases = releases
         self.protocol = protocol
         self.config = GroupConfig(
             min_session_timeout_ms=1_000, scheduled_rebalance_max_delay_ms=delay
@@ -89,7 +94,13 @@ class GroupMachine(RuleBasedStateMachine):
             heartbeat_interval_ms=1_000,
             config=self.config,
             leases=self.leases,
+            features=self.features_of_next_member(),
         )
+
+    def features_of_next_member(self) -> tuple[str, ...] | None:
+        if self.releases == "classic" or (self.releases == "mixed" and self.n % 2):
+            return ()
+        return None  # what the member announces by default
 
     def tick_only(self) -> None:
         coord = GroupCoordinator("g", self.config)
@@ -216,7 +227,9 @@ class GroupMachine(RuleBasedStateMachine):
                 self.tick_only()
             g = replay(self.log.records[latest_snapshot_index(self.log.records) :], "g")
             silent = {d.member_id for d in self.dead} & set(g.members)
-            if self.live and not silent and converged(self.live[0].coord, self.meta):
+            # A live member expired while silent rejoins under a new member id first.
+            everyone = set(g.members) == {d.member_id for d in self.live}
+            if self.live and not silent and everyone and converged(self.live[0].coord, self.meta):
                 break
             if not self.live and g.state == S.EMPTY:
                 break

@@ -1,0 +1,371 @@
+"""How a group's cost grows with its members, on real processes sharing one group log.
+
+Runs N group members (no Spark: each is the ``GroupMember`` a query's streaming-source
+process runs) on one group log for N in ``--members``, several members per process so that
+process start-up and interpreter memory do not swamp 2 cores, and measures per N:
+
+- time to converge: from the first JOIN in the log to a settled assignment (every partition
+  owned once, nothing being revoked, every member in the group); process start-up is printed
+  apart;
+- p99 and max of a member's ``poll()`` (what the reader calls at every trigger), while
+  converging and while steady;
+- log writes per second and compare-and-swap conflicts, while converging and while steady;
+- false expiries: EXPIRE records for members that are alive, over the steady period (the
+  last N runs ``--steady-s``, the others ``--steady-small-s``).
+
+Each process also reports the CPU it used, so that what the machine limits is told apart from
+what the design costs. The baseline is the smallest N of the same run: every figure is also
+printed as a ratio to it.
+
+    python -m benchmarks.bench_group_scale --members 4,16,32,64 --partitions 256
+    python -m benchmarks.bench_group_scale --store s3 --members 4,32   # a SeaweedFS server
+
+The last line is ``key=value`` pairs. Runs against any release of the package whose
+``GroupMember`` takes (settings, subscription, topic_counts): ``PYTHONPATH=<old checkout>``
+measures the design before a change with the same script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+TOPIC = "t"
+
+
+# -- the worker: K members in one process ------------------------------------------------------
+
+
+def _settings(args: argparse.Namespace, group: str, storage_options: Mapping[str, str]) -> Any:
+    from spark_kafka_group.options import GroupSettings
+
+    values = {
+        "group_id": group,
+        "store": args.store_uri,
+        "storage_options": dict(storage_options),
+        "heartbeat_interval_ms": args.heartbeat_ms,
+        "session_timeout_ms": args.session_timeout_ms,
+        "rebalance_timeout_ms": args.rebalance_timeout_ms,
+        "assignment_strategy": "cooperative-sticky",
+        "instance_id": None,
+        "scheduled_rebalance_max_delay_ms": 0,
+        "rebalance_listener": None,
+    }
+    known = {f.name for f in dataclasses.fields(GroupSettings)}
+    return GroupSettings(**{k: v for k, v in values.items() if k in known})
+
+
+def worker(args: argparse.Namespace) -> int:
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
+
+    storage_options = json.loads(args.storage_options)
+    settings = _settings(args, args.group, storage_options)
+    members = [
+        GroupMember(
+            settings,
+            subscription=SubscriptionSpec(topics=(TOPIC,)),
+            topic_counts=lambda: {TOPIC: args.partitions},
+            client_id=f"w{args.index}m{k}",
+        )
+        for k in range(args.count)
+    ]
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    polls: dict[str, list[float]] = {"converge": [], "steady": []}
+    phase = ["converge"]
+    signal.signal(signal.SIGUSR1, lambda *_: phase.__setitem__(0, "steady"))
+    errors: list[str] = []
+    joins: list[float] = []
+
+    def run(member: Any) -> None:
+        try:
+            started = time.monotonic()
+            member.start()
+            joins.append(time.monotonic() - started)
+            while not stop.is_set():
+                started = time.monotonic()
+                member.poll()
+                polls[phase[0]].append(time.monotonic() - started)
+                stop.wait(args.poll_s)
+        except Exception as exc:  # reported, not hidden
+            errors.append(f"{member.member_id}: {exc!r}")
+
+    threads = [threading.Thread(target=run, args=(m,), daemon=True) for m in members]
+    for t in threads:
+        t.start()
+    print(json.dumps({"event": "started", "index": args.index}), flush=True)
+    stop.wait()
+    for t in threads:
+        t.join(timeout=30)
+    for m in members:
+        with contextlib.suppress(Exception):
+            m.close(grace_s=0)
+    client_stats = [getattr(m, "client", None) for m in members]
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(
+        json.dumps(
+            {
+                "event": "done",
+                "index": args.index,
+                "polls": polls,
+                "joins": joins,
+                "conflicts": sum(getattr(c, "conflicts", 0) for c in client_stats if c),
+                "cpu_s": usage.ru_utime + usage.ru_stime,
+                "errors": errors,
+            }
+        ),
+        flush=True,
+    )
+    return 0
+
+
+# -- the driver: one run per N -----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class RunResult:
+    members: int
+    processes: int
+    startup_s: float
+    converge_s: float | None
+    converge_writes_per_s: float
+    steady_s: float
+    steady_writes_per_s: float
+    false_expiries: int
+    generation_changes: int
+    poll_p99_converge_ms: float
+    poll_max_converge_ms: float
+    poll_p99_steady_ms: float
+    poll_max_steady_ms: float
+    conflicts: int
+    cpu_per_member_s: float
+    errors: list[str]
+
+
+def _p(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)] * 1000
+
+
+class _LogWatch:
+    """The group log as an outside reader sees it (not a member: it never writes)."""
+
+    def __init__(self, store: str, group: str, storage_options: Mapping[str, str]) -> None:
+        self.store, self.group, self.options = store, group, dict(storage_options)
+        self.client: Any = None
+        self.records: list[Any] = []
+
+    def fold(self) -> Any:
+        from spark_kafka_group.member.log_client import GroupLogClient
+        from spark_kafka_group.store import GroupLogNotFoundError
+
+        if self.client is None:
+            try:
+                self.client = GroupLogClient(
+                    self.store, self.group, storage_options=self.options, create=False
+                )
+            except GroupLogNotFoundError:
+                return None
+        before = self.client.version
+        coordinator = self.client.fold()
+        piece = self.client.table.read_slice(after_version=before)
+        self.records.extend(r for _, r in piece.records)
+        return coordinator
+
+    def settled(self, n: int, partitions: int) -> bool:
+        coordinator = self.fold()
+        if coordinator is None:
+            return False
+        g = coordinator.group
+        if g.state.value != "Stable" or len(g.members) != n:
+            return False
+        if any(m.revoking for m in g.members.values()):
+            return False
+        owned = [tp for m in g.members.values() for tp in m.assignment]
+        return len(owned) == len(set(owned)) == partitions
+
+
+def run_once(
+    args: argparse.Namespace, n: int, steady_s: float, storage_options: Mapping[str, str]
+) -> RunResult:
+    group = f"scale-{n}-{uuid.uuid4().hex[:8]}"
+    per_process = max(1, args.members_per_process)
+    counts = [per_process] * (n // per_process) + ([n % per_process] if n % per_process else [])
+    watch = _LogWatch(args.store_uri, group, storage_options)
+    launched = time.monotonic()
+    procs = []
+    for i, count in enumerate(counts):
+        cmd = [
+            sys.executable, "-m", "benchmarks.bench_group_scale", "--worker",
+            "--group", group, "--index", str(i), "--count", str(count),
+            "--store-uri", args.store_uri, "--storage-options", json.dumps(dict(storage_options)),
+            "--partitions", str(args.partitions), "--heartbeat-ms", str(args.heartbeat_ms),
+            "--session-timeout-ms", str(args.session_timeout_ms),
+            "--rebalance-timeout-ms", str(args.rebalance_timeout_ms),
+            "--poll-s", str(args.poll_s),
+        ]  # fmt: skip
+        root = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or root}
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=root, env=env))
+    for p in procs:  # each says "started" once its members are created
+        assert p.stdout is not None
+        p.stdout.readline()
+    startup_s = time.monotonic() - launched
+    deadline = time.monotonic() + args.converge_limit_s
+    converged_at = None
+    while time.monotonic() < deadline:
+        if watch.settled(n, args.partitions):
+            converged_at = time.monotonic()
+            break
+        time.sleep(0.25)
+    first_join_ms = next((r.timestamp_ms for r in watch.records if r.kind == "JOIN"), None)
+    converge_s = None
+    converge_writes = watch.client.version + 1 if watch.client else 0
+    if converged_at is not None and first_join_ms is not None:
+        settled_ms = max(r.timestamp_ms for r in watch.records)
+        converge_s = max(0.0, (settled_ms - first_join_ms) / 1000)
+    for p in procs:
+        p.send_signal(signal.SIGUSR1)
+    steady_from_version = watch.client.version if watch.client else -1
+    steady_records_from = len(watch.records)
+    generation = watch.client.coordinator.group.generation if watch.client else -1
+    steady_started = time.monotonic()
+    if converged_at is not None:
+        time.sleep(steady_s)
+        watch.fold()
+    steady_elapsed = time.monotonic() - steady_started
+    steady = watch.records[steady_records_from:]
+    false_expiries = sum(1 for r in steady if r.kind == "EXPIRE")
+    steady_writes = (watch.client.version - steady_from_version) if watch.client else 0
+    generation_changes = (
+        watch.client.coordinator.group.generation - generation if watch.client else 0
+    )
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    reports = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        reports += [json.loads(line) for line in out.splitlines() if '"done"' in line]
+    polls_c = [d for r in reports for d in r["polls"]["converge"]]
+    polls_s = [d for r in reports for d in r["polls"]["steady"]]
+    converge_window = (converged_at or time.monotonic()) - launched
+    return RunResult(
+        members=n,
+        processes=len(procs),
+        startup_s=startup_s,
+        converge_s=converge_s,
+        converge_writes_per_s=converge_writes / max(converge_s or converge_window, 1e-9),
+        steady_s=steady_elapsed,
+        steady_writes_per_s=steady_writes / max(steady_elapsed, 1e-9),
+        false_expiries=false_expiries,
+        generation_changes=generation_changes,
+        poll_p99_converge_ms=_p(polls_c, 0.99),
+        poll_max_converge_ms=_p(polls_c, 1.0),
+        poll_p99_steady_ms=_p(polls_s, 0.99),
+        poll_max_steady_ms=_p(polls_s, 1.0),
+        conflicts=sum(r["conflicts"] for r in reports),
+        cpu_per_member_s=sum(r["cpu_s"] for r in reports) / n,
+        errors=[e for r in reports for e in r["errors"]],
+    )
+
+
+@contextlib.contextmanager
+def _store(kind: str, workdir: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    if kind == "local":
+        yield str(workdir / "groups"), {}
+        return
+    from tests.object_stores import seaweedfs
+
+    with seaweedfs(workdir) as store:
+        yield store.fresh("scale"), dict(store.storage_options)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", default="4,16,32,64", help="comma-separated N to run")
+    parser.add_argument("--partitions", type=int, default=256)
+    parser.add_argument("--store", choices=["local", "s3"], default="local")
+    parser.add_argument("--members-per-process", type=int, default=8)
+    parser.add_argument("--steady-s", type=float, default=300.0, help="steady period, last N")
+    parser.add_argument("--steady-small-s", type=float, default=30.0, help="for the other N")
+    parser.add_argument("--converge-limit-s", type=float, default=180.0)
+    parser.add_argument("--heartbeat-ms", type=int, default=3000)
+    parser.add_argument("--session-timeout-ms", type=int, default=45000)
+    parser.add_argument("--rebalance-timeout-ms", type=int, default=60000)
+    parser.add_argument("--poll-s", type=float, default=1.0, help="a reader's trigger interval")
+    # worker mode (internal)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--group", help=argparse.SUPPRESS)
+    parser.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--store-uri", help=argparse.SUPPRESS)
+    parser.add_argument("--storage-options", default="{}", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args)
+
+    sizes = [int(x) for x in args.members.split(",") if x.strip()]
+    results: list[RunResult] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-group-scale-") as tmp,
+        _store(args.store, Path(tmp)) as (store_uri, storage_options),
+    ):
+        args.store_uri = store_uri
+        for i, n in enumerate(sizes):
+            steady = args.steady_s if i == len(sizes) - 1 else args.steady_small_s
+            r = run_once(args, n, steady, storage_options)
+            results.append(r)
+            print(
+                f"N={n:4d} ({r.processes} processes) startup {r.startup_s:5.1f}s  converge "
+                f"{'-' if r.converge_s is None else f'{r.converge_s:5.1f}s'}  poll p99/max "
+                f"{r.poll_p99_converge_ms:.0f}/{r.poll_max_converge_ms:.0f} ms converging, "
+                f"{r.poll_p99_steady_ms:.0f}/{r.poll_max_steady_ms:.0f} ms steady  writes/s "
+                f"{r.converge_writes_per_s:.1f} converging, {r.steady_writes_per_s:.2f} steady  "
+                f"conflicts {r.conflicts}  steady {r.steady_s:.0f}s: false expiries "
+                f"{r.false_expiries}, generation changes {r.generation_changes}  cpu/member "
+                f"{r.cpu_per_member_s:.1f}s",
+                flush=True,
+            )
+            for e in r.errors[:5]:
+                print(f"    member error: {e}", flush=True)
+    base = results[0]
+    parts = [f"store={args.store}", f"partitions={args.partitions}"]
+    for r in results:
+        parts += [
+            f"converge_s_{r.members}={'none' if r.converge_s is None else f'{r.converge_s:.1f}'}",
+            f"poll_p99_ms_{r.members}={max(r.poll_p99_converge_ms, r.poll_p99_steady_ms):.0f}",
+            f"writes_per_s_{r.members}={r.converge_writes_per_s:.1f}",
+            f"steady_writes_per_s_{r.members}={r.steady_writes_per_s:.2f}",
+            f"conflicts_{r.members}={r.conflicts}",
+            f"false_expiries_{r.members}={r.false_expiries}",
+        ]
+        if r is not base and r.converge_s is not None and base.converge_s:
+            parts.append(
+                f"converge_ratio_{r.members}_vs_{base.members}={r.converge_s / base.converge_s:.2f}"
+            )
+    print(" ".join(parts))
+    return 0 if all(r.converge_s is not None for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
