@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--classic-up-to", type=int, default=100, help="largest classic run")
     parser.add_argument("--steady-ms", type=int, default=60_000)
     parser.add_argument("--limit-ms", type=int, default=900_000, help="simulated time limit")
+    parser.add_argument(
+        "--rebalance-timeout-ms", type=int, default=60_000, help="the option's default"
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # members log every rebalance
 
@@ -106,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                     initial_delay_ms=0 if classic else 3_000,
                     steady_ms=args.steady_ms,
                     converge_limit_ms=args.limit_ms,
+                    rebalance_timeout_ms=args.rebalance_timeout_ms,
                 )
                 results[design] = r
                 print(_row(r, design), flush=True)

@@ -36,6 +36,7 @@ from spark_kafka_group.group.messages import (
 )
 from spark_kafka_group.group.metadata import (
     IMPLICIT_REJOIN,
+    LEASES,
     GroupMetadata,
     MemberMetadata,
     OffsetAndMetadata,
@@ -663,8 +664,14 @@ class GroupCoordinator:
             m = s.members.get(mid)
             if m is None:
                 continue
-            if s.state == S.COMPLETING_REBALANCE or (s.state == S.PREPARING_REBALANCE and m.joined):
-                continue  # awaiting join / sync keeps a member alive (as in Kafka)
+            waiting = s.state == S.COMPLETING_REBALANCE or (
+                s.state == S.PREPARING_REBALANCE and m.joined
+            )
+            if waiting and LEASES not in m.features:
+                # Awaiting join / sync keeps a member alive (as in Kafka, whose members do
+                # not heartbeat while a JoinGroup is pending). A member on a lease keeps
+                # renewing it meanwhile, and may have "rejoined" implicitly while dead.
+                continue
             if now_ms - last_seen_ms(m, leases) > m.session_timeout_ms:
                 scratch.add(self._expire(m, now_ms, "session_timeout"))
         s = scratch.group

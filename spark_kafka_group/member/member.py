@@ -153,6 +153,7 @@ class GroupMember:
             config=config
             or GroupConfig(
                 scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
+                assignors=settings.assignors,
                 initial_rebalance_delay_ms=settings.initial_rebalance_delay_ms,
             ),
             clock=clock,
@@ -716,7 +717,7 @@ class GroupMember:
         """This member's join request (what it owns is filled in when it joins)."""
         return JoinRequest(
             member_id=self.member_id,
-            protocols=(self.settings.assignment_strategy,),
+            protocols=self.settings.protocol_names,
             topics=self._subscription.topics,
             pattern=self._subscription.pattern,
             instance_id=self.settings.instance_id,
@@ -736,11 +737,16 @@ class GroupMember:
                 "it must be between 6000 and 1800000 ms (Kafka's group.min/max.session.timeout.ms)."
             )
         elif error is GroupError.INCONSISTENT_GROUP_PROTOCOL:
-            protocol = self._client.coordinator.group.protocol
+            group = self._client.coordinator.group
+            supported = sorted(group.candidate_protocols())
             self._fatal = OptionError(
-                f"Group {group_id!r} uses assignmentStrategy {protocol!r}, and this query asks "
-                f"for {self.settings.assignment_strategy!r}: members of one group need an "
-                "assignment strategy in common. Use the same assignmentStrategy for every query."
+                f"Group {group_id!r} refused this query: its members all support only "
+                f"{', '.join(supported) or '(none)'} (it uses {group.protocol!r}), and this "
+                f"query's assignmentStrategy {','.join(self.settings.protocol_names)!r} has none "
+                "of them. Members of one group need an assignor in common. To move a running "
+                "group to another assignor, restart each query with the new one first and the "
+                "old one second (e.g. 'cooperative-sticky,range'), then each again with the new "
+                "one alone."
             )
         elif error not in (GroupError.NONE, GroupError.REBALANCE_IN_PROGRESS):
             log.warning("group %s: join answered %s; retrying", group_id, error)

@@ -222,3 +222,33 @@ def test_simulation_shows_log_heartbeats_break_on_a_slow_store() -> None:
     )
     join = result.phase("join")
     assert join.false_expiries > 0 and join.settled_s is None
+
+
+def test_a_dead_leader_that_rejoined_implicitly_is_expired_by_its_session_timeout() -> None:
+    """A cooperative group's members count as rejoined at a rebalance, the dead too: a
+    crashed leader must then be expired by its lease's session timeout (30 s), not hold the
+    rebalance until its rebalance timeout (60 s) runs out as an unsynced leader."""
+    clock = ManualClock(1_000)
+    log = InMemoryLog()
+    leases = InMemoryLeases()
+    meta = {"t": 4}
+
+    def member(name: str) -> SimMember:
+        return SimMember(
+            name, log, clock, lambda: meta, session_timeout_ms=30_000,
+            rebalance_timeout_ms=60_000, heartbeat_interval_ms=500, leases=leases,
+        )  # fmt: skip
+
+    victim = member("victim")
+    for _ in range(20):
+        victim.step()
+        clock.advance(100)
+    assert converged(victim.coord, meta)
+    crashed_at = clock.now_ms()  # the victim never steps again
+    newcomer = member("newcomer")
+    while not converged(newcomer.coord, meta) and clock.now_ms() < crashed_at + 120_000:
+        newcomer.step()
+        clock.advance(100)
+    assert converged(newcomer.coord, meta)
+    assert set(newcomer.coord.group.members) == {"newcomer"}
+    assert clock.now_ms() - crashed_at < 35_000
