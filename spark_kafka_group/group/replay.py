@@ -197,9 +197,9 @@ def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:
         raise GroupProtocolBug(
             f"GENERATION {record.generation} does not follow generation {group.generation}"
         )
-    if p["protocol"] != group.select_protocol(group.members.values()):
+    if p.protocol != group.select_protocol(group.members.values()):
         raise GroupProtocolBug(
-            f"GENERATION {record.generation} selects protocol {p['protocol']!r}; the members' "
+            f"GENERATION {record.generation} selects protocol {p.protocol!r}; the members' "
             f"vote selects {group.select_protocol(group.members.values())!r}"
         )
     group.generation = int(record.generation)
