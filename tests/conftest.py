@@ -17,7 +17,7 @@ from tests.spark_apps import SPARK_MASTER_ENV
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Python workers must run this interpreter (DESIGN section 6).
+# Python workers must run this interpreter (docs/design.md, "Spark facts that shape the reader").
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # Spark's Python workers (and so the streaming source) import the test modules a test names in

@@ -35,6 +35,7 @@ from typing import Any
 
 from spark_kafka_group.group import GroupMetadata, GroupProtocolBug, GroupRecord, apply
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.payloads import JoinPayload, SyncPayload
 
 #: Journal time vs commit timestamp: both are this host's wall clock; a batch is journaled
 #: before it can be committed, so only clock resolution needs slack.
@@ -416,11 +417,12 @@ def _check_group_log(
                 )
         if kind == "SYNC":
             seen: dict[tuple[str, int], str] = {}
-            p = rec.payload
-            for member in set(p.get("assignment") or {}) | set(p.get("revoking") or {}):
-                held = [*p["assignment"].get(member, []), *p["revoking"].get(member, [])]
-                for t, part in held:
-                    key = (str(t), int(part))
+            sync = SyncPayload.of(rec)
+            for member in set(sync.assignment) | set(sync.revoking):
+                held = sync.assignment.get(member, frozenset())
+                held |= sync.revoking.get(member, frozenset())
+                for tp in sorted(held):
+                    key = (tp.topic, tp.partition)
                     if key in seen and seen[key] != member:
                         result.double_owned.append(
                             f"{where}: {key} given to {seen[key]} and {member}"
@@ -436,7 +438,7 @@ def _check_group_log(
             # A removed member id stays removed: a member that rejoins after its EXPIRE must
             # do so as a new member id (Kafka: UNKNOWN_MEMBER_ID, then a fresh id), so any
             # later COMMIT under the old id is counted as a zombie commit.
-            replaces = rec.payload.get("replaces")
+            replaces = JoinPayload.of(rec).replaces
             if replaces:
                 gone[str(replaces)] = "replacement (static member restarted)"
         try:

@@ -34,7 +34,9 @@ member is in it). A rejoin while waiting is harmless (no record), so a member ma
 ``join`` until the response is no longer ``pending``. ``snapshot_record(now)`` writes the
 whole state; replay may start at the latest SNAPSHOT record.
 
-Record kinds and payloads: :class:`~spark_kafka_group.group.kinds.RecordKind`.
+Record kinds: :class:`~spark_kafka_group.group.kinds.RecordKind`; their payloads:
+:mod:`~spark_kafka_group.group.payloads`; the factories that build them:
+:mod:`~spark_kafka_group.group.record_helpers`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from spark_kafka_group.group import replay
 from spark_kafka_group.group.assignment import sync_payload
@@ -20,7 +19,6 @@ from spark_kafka_group.group.assignors import RebalanceProtocol
 from spark_kafka_group.group.config import GroupConfig
 from spark_kafka_group.group.description import GroupDescription, MemberDescription
 from spark_kafka_group.group.errors import GroupError
-from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
     CommitResponse,
     DeleteResponse,
@@ -43,14 +41,27 @@ from spark_kafka_group.group.metadata import (
     OffsetAndMetadata,
     Subscription,
     TopicPartition,
-    tp_list,
+)
+from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload, RevokePayload
+from spark_kafka_group.group.record_helpers import (
+    commit_record,
+    delete_record,
+    expire_record,
+    generation_record,
+    heartbeat_record,
+    join_record,
+    leave_record,
+    metadata_record,
+    rebalance_record,
+    revoke_record,
+    snapshot_record,
+    sync_record,
 )
 from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.group.state import GroupState
 
 S = GroupState
 E = GroupError
-K = RecordKind
 
 #: An offset to commit: the offset alone, or (offset, metadata).
 CommitValue = int | tuple[int, str | None]
@@ -143,13 +154,7 @@ class GroupCoordinator:
 
     def snapshot_record(self, now_ms: int) -> GroupRecord:
         """A SNAPSHOT record holding the complete state; replay may start from it."""
-        g = self._group
-        return GroupRecord(
-            kind=K.SNAPSHOT.value,
-            timestamp_ms=now_ms,
-            generation=g.generation,
-            payload=g.to_payload(),
-        )
+        return snapshot_record(now_ms=now_ms, group=self._group)
 
     def rebalance_protocol(self) -> RebalanceProtocol | None:
         """Eager or cooperative, for the group's current protocol (None: no protocol yet)."""
@@ -187,9 +192,6 @@ class GroupCoordinator:
         if instance_id is not None and member.instance_id != instance_id:
             return E.FENCED_INSTANCE_ID, None
         return E.NONE, member
-
-    def _record(self, kind: RecordKind, now_ms: int, **kw: Any) -> GroupRecord:
-        return GroupRecord(kind=kind.value, timestamp_ms=now_ms, **kw)
 
     # ------------------------------------------------------------------ join
 
@@ -265,7 +267,7 @@ class GroupCoordinator:
         state = g.state
         if replaces is not None:
             if state == S.STABLE:
-                rebalance = changed or replaces == g.leader  # seed 001: the leader's rejoin
+                rebalance = changed or replaces == g.leader  # KIP-345: the leader's rejoin
             elif state == S.COMPLETING_REBALANCE:
                 rebalance = changed
             else:
@@ -282,29 +284,30 @@ class GroupCoordinator:
                 return [], self._join_response(g, mid)
 
         joining_rebalance = rebalance or state == S.PREPARING_REBALANCE
-        owned: list[list[Any]] | None
+        owned: frozenset[TopicPartition] | None
         if joining_rebalance and self.rebalance_protocol() is RebalanceProtocol.EAGER:
-            owned = []  # the eager protocol: a member gives up everything when it rejoins
+            owned = frozenset()  # the eager protocol: a member gives up everything on rejoining
         elif replaces is not None or request.owned is None:
             owned = None
         else:
-            owned = tp_list(TopicPartition(t, int(p)) for t, p in request.owned)
+            owned = frozenset(TopicPartition(t, int(p)) for t, p in request.owned)
         join_delay_until = self._join_delay_until(
             g, state, existing is None and not replaces, request, now_ms
         )
-        payload: dict[str, Any] = {
-            "client_id": request.client_id,
-            "client_host": request.client_host,
-            "session_timeout_ms": request.session_timeout_ms,
-            "rebalance_timeout_ms": request.rebalance_timeout_ms,
-            "protocol_type": request.protocol_type,
-            "protocols": [[n, md] for n, md in protocols],
-            "topics": list(subscription.topics),
-            "pattern": subscription.pattern,
-            "owned": owned,
-            "replaces": replaces,
-            "rebalance": rebalance,
-            "reason": request.reason
+        payload = JoinPayload(
+            client_id=request.client_id,
+            client_host=request.client_host,
+            session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            protocol_type=request.protocol_type,
+            protocols=protocols,
+            subscription=subscription,
+            owned=owned,
+            replaces=replaces,
+            rebalance=rebalance,
+            features=frozenset(request.features),
+            join_delay_until_ms=join_delay_until,
+            reason=request.reason
             or (
                 ("static member rejoined" if request.instance_id else "restarted member rejoined")
                 if replaces
@@ -312,16 +315,11 @@ class GroupCoordinator:
                 if existing is None
                 else "member metadata changed"
             ),
-        }
-        if join_delay_until is not None:
-            payload["join_delay_until_ms"] = join_delay_until
-        if request.features:  # absent for members of older releases, as before
-            payload["features"] = sorted(set(request.features))
+        )
         scratch = _Scratch(g)
         scratch.add(
-            self._record(
-                K.JOIN,
-                now_ms,
+            join_record(
+                now_ms=now_ms,
                 member_id=mid,
                 instance_id=request.instance_id,
                 generation=g.generation,
@@ -384,21 +382,20 @@ class GroupCoordinator:
             order.insert(0, leader)
         members = [s.members[mid] for mid in order]
         protocol = s.select_protocol(members)
-        payload = {
-            "leader": leader,
-            "protocol": protocol,
-            "members": order,
-            "deadline_ms": now_ms + s.max_rebalance_timeout_ms() if members else None,
-        }
         assignor = self.config.assignors.get(protocol) if protocol else None
         cooperative = assignor is not None and (
             assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE
         )
-        if cooperative and s.all_have(IMPLICIT_REJOIN):
-            payload["rejoin_implicitly"] = True
+        payload = GenerationPayload(
+            leader=leader,
+            protocol=protocol,
+            members=tuple(order),
+            deadline_ms=now_ms + s.max_rebalance_timeout_ms() if members else None,
+            rejoin_implicitly=cooperative and s.all_have(IMPLICIT_REJOIN),
+        )
         scratch.add(
-            self._record(
-                K.GENERATION, now_ms, member_id=writer, generation=s.generation + 1, payload=payload
+            generation_record(
+                now_ms=now_ms, writer=writer, generation=s.generation + 1, payload=payload
             )
         )
 
@@ -435,9 +432,7 @@ class GroupCoordinator:
         payload = sync_payload(g, assignor, snapshot, now_ms)
         scratch = _Scratch(g)
         scratch.add(
-            self._record(
-                K.SYNC, now_ms, member_id=member_id, generation=g.generation, payload=payload
-            )
+            sync_record(now_ms=now_ms, leader=member_id, generation=g.generation, payload=payload)
         )
         return scratch.records, self._sync_response(scratch.group, member_id)
 
@@ -468,7 +463,7 @@ class GroupCoordinator:
                 return [], HeartbeatResponse(E.ILLEGAL_GENERATION)
         elif g.state == S.PREPARING_REBALANCE and not m.joined:
             err = E.REBALANCE_IN_PROGRESS
-        record = self._record(K.HEARTBEAT, now_ms, member_id=member_id, generation=generation)
+        record = heartbeat_record(now_ms=now_ms, member_id=member_id, generation=generation)
         return [record], HeartbeatResponse(err)
 
     def leave(
@@ -480,13 +475,12 @@ class GroupCoordinator:
             return [], LeaveResponse(err)
         scratch = _Scratch(self._group)
         scratch.add(
-            self._record(
-                K.LEAVE,
-                now_ms,
+            leave_record(
+                now_ms=now_ms,
                 member_id=member_id,
                 instance_id=m.instance_id,
                 generation=self._group.generation,
-                payload={"reason": reason or "member left"},
+                reason=reason or "member left",
             )
         )
         self._maybe_complete_join(scratch, now_ms, writer=None)
@@ -542,16 +536,14 @@ class GroupCoordinator:
             else:
                 errors[tp] = E.NONE
                 records.append(
-                    self._record(
-                        K.COMMIT,
-                        now_ms,
+                    commit_record(
+                        now_ms=now_ms,
                         member_id=member_id,
                         instance_id=instance_id,
                         generation=generation,
-                        topic=tp.topic,
-                        partition=tp.partition,
+                        partition=tp,
                         offset=int(offset),
-                        payload={"metadata": md},
+                        metadata=md,
                     )
                 )
         if revoke and member_id is not None:
@@ -580,7 +572,7 @@ class GroupCoordinator:
         record = self._revoke_record(member_id, tps, now_ms)
         if record is None:
             return [], RevokeResponse(E.NONE)
-        released = tuple(TopicPartition(t, p) for t, p in record.payload["partitions"])
+        released = tuple(sorted(RevokePayload.of(record).partitions))
         return [record], RevokeResponse(E.NONE, released)
 
     def _revoke_record(
@@ -593,15 +585,12 @@ class GroupCoordinator:
             return None
         snap = g.assignment_snapshot or {}
         wanted = any(0 <= tp.partition < snap.get(tp.topic, 0) for tp in released)
-        return self._record(
-            K.REVOKE,
-            now_ms,
+        return revoke_record(
+            now_ms=now_ms,
             member_id=member_id,
             generation=g.generation,
-            payload={
-                "partitions": tp_list(released),
-                "rebalance": g.state == S.STABLE and wanted,
-            },
+            partitions=released,
+            rebalance=g.state == S.STABLE and wanted,
         )
 
     def fetch_offsets(
@@ -646,12 +635,12 @@ class GroupCoordinator:
             rebalance = False
             if relevant == (g.latest_metadata or {}):
                 return [], MetadataResponse(E.NONE)
-        record = self._record(
-            K.METADATA,
-            now_ms,
+        record = metadata_record(
+            now_ms=now_ms,
             member_id=member_id,
             generation=g.generation,
-            payload={"snapshot": relevant, "rebalance": rebalance},
+            snapshot=relevant,
+            rebalance=rebalance,
         )
         return [record], MetadataResponse(E.NONE, rebalance)
 
@@ -701,23 +690,19 @@ class GroupCoordinator:
             scratch.add(self._expire(s.members[leader], now_ms, "sync_timeout"))
         s = scratch.group
         if s.state == S.STABLE and any(d.until_ms <= now_ms for d in s.scheduled.values()):
-            scratch.add(
-                self._record(
-                    K.REBALANCE, now_ms, payload={"reason": "scheduled rebalance delay expired"}
-                )
-            )
+            scratch.add(rebalance_record(now_ms=now_ms, reason="scheduled rebalance delay expired"))
         return scratch.records
 
     def _expire(self, m: MemberMetadata, now_ms: int, reason: str) -> GroupRecord:
         delay = self.config.scheduled_rebalance_max_delay_ms
         until = now_ms + delay if delay > 0 and m.instance_id and m.assignment else None
-        return self._record(
-            K.EXPIRE,
-            now_ms,
+        return expire_record(
+            now_ms=now_ms,
             member_id=m.member_id,
             instance_id=m.instance_id,
             generation=self._group.generation,
-            payload={"reason": reason, "delay_until_ms": until},
+            reason=reason,
+            delay_until_ms=until,
         )
 
     # ------------------------------------------------------------------ admin
@@ -729,7 +714,7 @@ class GroupCoordinator:
             return [], DeleteResponse(err)
         if self._group.state != S.EMPTY:
             return [], DeleteResponse(E.NON_EMPTY_GROUP)
-        return [self._record(K.DELETE, now_ms)], DeleteResponse(E.NONE)
+        return [delete_record(now_ms=now_ms)], DeleteResponse(E.NONE)
 
     def describe(
         self,

@@ -207,7 +207,8 @@ class GroupMetadata:
     #: JOIN from members of this generation (see replay's _prepare_rebalance).
     rejoin_implicitly: bool = False
     rebalance_reason: str | None = None
-    #: Topic -> partition count the leader's last assignment used (seed 000).
+    #: Topic -> partition count the leader's last assignment used (Kafka's
+    #: ``ConsumerCoordinator.assignmentSnapshot``).
     assignment_snapshot: dict[str, int] | None = None
     #: The newest metadata any member reported (METADATA) or the leader used (SYNC).
     latest_metadata: dict[str, int] | None = None

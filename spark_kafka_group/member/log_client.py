@@ -5,9 +5,10 @@ member's behalf, the CLI) goes through :meth:`GroupLogClient.transact`: fold the
 its latest version N, let a pure ``decide`` function produce records from the folded state
 (through the handlers of :class:`GroupCoordinator`), append them as version N+1, and on a
 compare-and-swap conflict fold what the others wrote, wait a random backoff and decide again
-(DESIGN section 3). The two halves of a write are public (:meth:`GroupLogClient.prepare`,
-:meth:`GroupLogClient.complete`) so that the simulation can interleave many members' writes
-with simulated store latency; :meth:`GroupLogClient.transact` runs them in a loop.
+(docs/design.md, "The group log"). The two halves of a write are public
+(:meth:`GroupLogClient.prepare`, :meth:`GroupLogClient.complete`) so that the simulation can
+interleave many members' writes with simulated store latency; :meth:`GroupLogClient.transact`
+runs them in a loop.
 
 The log is any :class:`~spark_kafka_group.store.log_store.LogStore`: the Delta group log, or
 the in-memory log of the simulation and the property tests.

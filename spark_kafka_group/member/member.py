@@ -406,7 +406,7 @@ class GroupMember:
     def adopt(
         self, previous_member: str, generation: int, positions: Mapping[TP, int]
     ) -> frozenset[TP]:
-        """Resume a restarted query's checkpoint (DESIGN section 5, step 1).
+        """Resume a restarted query's checkpoint (docs/design.md, "Fetch positions", step 1).
 
         ``positions`` are the ends of the last batch the query's previous incarnation
         planned. For each partition this member holds again and nobody else committed since

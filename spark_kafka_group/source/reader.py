@@ -2,7 +2,8 @@
 
 Lives in Spark's long-lived streaming-source Python process on the driver (one per query);
 the group member and its heartbeat thread live here too. ``read()`` runs on executors and
-only uses the pickled :class:`KafkaInputPartition` (DESIGN sections 2 and 6).
+only uses the pickled :class:`KafkaInputPartition` (docs/design.md, "The shape"
+and "Spark facts that shape the reader").
 
 Per trigger (``latestOffset``):
 

@@ -12,6 +12,7 @@ import pytest
 
 import spark_kafka_group
 from spark_kafka_group.group import GroupMetadata, GroupRecord, TopicPartition, apply
+from spark_kafka_group.group.payloads import GenerationPayload
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from tests.delivery import Batch, check_delivery, collected_batches
 from tests.processes import wait_until
@@ -184,7 +185,7 @@ def test_rolling_upgrade_from_range_to_cooperative_sticky(
     # checked above); once the group is cooperative, nothing is read twice.
     cooperative_since = min(
         r.timestamp_ms / 1000 for r in records
-        if r.kind == "GENERATION" and r.payload.get("protocol") == CS
+        if r.kind == "GENERATION" and GenerationPayload.of(r).protocol == CS
     )  # fmt: skip
     reads: dict[tuple[int, int], list[float]] = {}
     for b in batches:

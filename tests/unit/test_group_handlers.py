@@ -17,6 +17,7 @@ from spark_kafka_group.group import (
     TopicPartition,
     replay,
 )
+from spark_kafka_group.group.payloads import ExpirePayload
 from spark_kafka_group.group.records import GroupRecord
 
 E = GroupError
@@ -187,7 +188,7 @@ def test_session_expiry_and_rebalance_timeout_are_records() -> None:
     grp.do(c.heartbeat("b", gen, 9_000))
     records = grp.do((c.tick(10_001), None)) or grp.log[-1:]
     assert grp.log[-1].kind == "EXPIRE" and grp.log[-1].member_id == "c"
-    assert grp.log[-1].payload["reason"] == "session_timeout"
+    assert ExpirePayload.of(grp.log[-1]).reason == "session_timeout"
     del records
     # a rejoins, b never does: b is dropped at the rebalance timeout
     grp.join("a", 10_002)
@@ -197,7 +198,7 @@ def test_session_expiry_and_rebalance_timeout_are_records() -> None:
     assert grp.coord.tick(deadline - 1) == []
     grp.do((c.tick(deadline), None))
     assert [r.kind for r in grp.log[-2:]] == ["EXPIRE", "GENERATION"]
-    assert grp.log[-2].payload["reason"] == "rebalance_timeout"
+    assert ExpirePayload.of(grp.log[-2]).reason == "rebalance_timeout"
     assert list(c.group.members) == ["a"] and c.group.state == GroupState.COMPLETING_REBALANCE
 
 
@@ -209,7 +210,8 @@ def test_leader_that_never_syncs_is_dropped() -> None:
     grp.join("a", 1, rebalance_timeout_ms=5_000)
     assert grp.coord.group.state == GroupState.COMPLETING_REBALANCE
     grp.do((grp.coord.tick(1 + 5_000), None))
-    assert grp.log[-1].payload["reason"] == "sync_timeout" and "a" not in grp.coord.group.members
+    assert ExpirePayload.of(grp.log[-1]).reason == "sync_timeout"
+    assert "a" not in grp.coord.group.members
 
 
 # ------------------------------------------------------------------ static membership
@@ -434,6 +436,6 @@ def test_a_returned_static_instance_does_not_strand_the_partitions_it_no_longer_
     g.static_members["i1"] = "back"
     g.scheduled["i1"] = ScheduledDelay(frozenset(TopicPartition("t", p) for p in range(4)), 100)
     payload = sync_payload(g, BUILTIN_ASSIGNORS["cooperative-sticky"], {"t": 4}, now_ms=200)
-    assigned = [tp for tps in payload["assignment"].values() for tp in tps]
+    assigned = [tp for tps in payload.assignment.values() for tp in tps]
     assert sorted(map(tuple, assigned)) == [("t", p) for p in range(4)]
-    assert len(payload["assignment"]["back"]) == 2
+    assert len(payload.assignment["back"]) == 2

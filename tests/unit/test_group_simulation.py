@@ -10,6 +10,7 @@ import pytest
 
 from spark_kafka_group.group import GroupConfig, GroupRecord, ManualClock, apply, replay
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.payloads import SyncPayload
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
 from tests.group_sim import SimMember, append, converged, simulate
 
@@ -130,12 +131,13 @@ def test_cooperative_members_never_stop_unmoved_partitions() -> None:
     for r in log.records[len(before_log) :]:
         apply(state, r)
         if r.kind == "SYNC":
-            for _mid, parts in r.payload["revoking"].items():
-                for t, p in parts:
-                    revoked.add(TopicPartition(t, p))
-                    revoked_at.setdefault(TopicPartition(t, p), r.generation)
-            for t, p in r.payload["assignment"].get("c", []):
-                given_to_c.setdefault(TopicPartition(t, p), r.generation)
+            sync = SyncPayload.of(r)
+            for parts in sync.revoking.values():
+                for tp in parts:
+                    revoked.add(tp)
+                    revoked_at.setdefault(tp, r.generation)
+            for tp in sync.assignment.get("c", ()):
+                given_to_c.setdefault(tp, r.generation)
         held = [tp for m in state.members.values() for tp in m.held]
         assert len(held) == len(set(held))
     assert revoked == moved

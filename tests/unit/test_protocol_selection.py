@@ -4,6 +4,8 @@ a member with nothing in common, and the eager-to-cooperative upgrade that follo
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +25,8 @@ from spark_kafka_group.group import (
 )
 from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS
 from spark_kafka_group.group.metadata import MemberMetadata
+from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload
+from spark_kafka_group.group.record_helpers import generation_record
 from spark_kafka_group.store.memory import InMemoryLog
 from tests.group_sim import SimMember, converged
 
@@ -123,16 +127,18 @@ def test_rolling_upgrade_from_range_to_cooperative_sticky() -> None:
     # b2's join was decided under range (eager); the generation it completed picked cs.
     assert grp.coord.group.protocol == CS
     eager_rejoins = [r for r in grp.log[mark:] if r.kind == RecordKind.JOIN]
-    assert any(r.member_id == "a2" and r.payload["owned"] == [] for r in eager_rejoins)
+    assert any(
+        r.member_id == "a2" and JoinPayload.of(r).owned == frozenset() for r in eager_rejoins
+    )
 
     # Second bounce: every rebalance is cooperative; a partition that stays is never dropped.
     mark = len(grp.log)
     restart("a2", "a3", (CS,))
     restart("b2", "b3", (CS,))
     assert grp.coord.group.protocol == CS
-    kept = [r for r in grp.log[mark:] if r.kind == RecordKind.JOIN and r.payload["owned"]]
+    kept = [r for r in grp.log[mark:] if r.kind == RecordKind.JOIN and JoinPayload.of(r).owned]
     assert kept, "cooperative rejoins keep what they hold"
-    assert all(r.payload["owned"] != [] for r in kept)
+    assert all(JoinPayload.of(r).owned != frozenset() for r in kept)
     assert replay(grp.log, "g") == grp.coord.group
 
 
@@ -169,12 +175,11 @@ def test_replay_refuses_a_generation_whose_protocol_is_not_the_vote() -> None:
     grp = Group()
     grp.join("a", (CS, RANGE))
     generation = next(r for r in grp.log if r.kind == RecordKind.GENERATION)
-    forged = GroupRecord(
-        kind=generation.kind,
-        timestamp_ms=generation.timestamp_ms,
-        member_id=generation.member_id,
-        generation=generation.generation,
-        payload={**generation.payload, "protocol": RANGE},
+    forged = generation_record(
+        now_ms=generation.timestamp_ms,
+        writer=generation.member_id,
+        generation=int(generation.generation or 0),
+        payload=dataclasses.replace(GenerationPayload.of(generation), protocol=RANGE),
     )
     with pytest.raises(GroupProtocolBug, match="vote selects 'cooperative-sticky'"):
         replay([*grp.log[:-1], forged], "g")
