@@ -19,6 +19,7 @@ from spark_kafka_group.group.assignors import RebalanceProtocol
 from spark_kafka_group.group.config import GroupConfig
 from spark_kafka_group.group.description import GroupDescription, MemberDescription
 from spark_kafka_group.group.errors import GroupError
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
     CommitResponse,
     DeleteResponse,
@@ -729,7 +730,7 @@ class GroupCoordinator:
         :meth:`tick` would expire it at ``now_ms``: the one rule for liveness."""
         g = self._group
         err = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
-        expiring = {r.member_id for r in self.tick(now_ms, leases) if r.kind == K.EXPIRE}
+        expiring = {r.member_id for r in self.tick(now_ms, leases) if r.kind == RecordKind.EXPIRE}
         return GroupDescription(
             error=err,
             group_id=g.group_id,
