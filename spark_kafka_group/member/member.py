@@ -613,7 +613,13 @@ class GroupMember:
                 )
                 for m in self._client.coordinator.group.members.values()
             ):
-                self._lease_cache = dict(self._leases.read())
+                # Never forget a renewal: a member missing from one listing keeps what an
+                # earlier one showed (its next renewal comes within a heartbeat interval).
+                fresh = dict(self._leases.read())
+                for member_id, renewed in cached.items():
+                    if renewed > fresh.get(member_id, -1):
+                        fresh[member_id] = renewed
+                self._lease_cache = fresh
                 self._leases_read_ms = now
         return self._lease_cache
 
