@@ -54,6 +54,13 @@ TOPIC = "t"
 def _settings(args: argparse.Namespace, group: str, storage_options: Mapping[str, str]) -> Any:
     from spark_kafka_group.options import GroupSettings
 
+    strategy: Any = "cooperative-sticky"
+    try:  # a release whose settings hold assignor objects
+        from spark_kafka_group.group.assignors import load_assignor
+
+        strategy = (load_assignor(strategy),)
+    except ImportError:
+        pass
     values = {
         "group_id": group,
         "store": args.store_uri,
@@ -61,7 +68,7 @@ def _settings(args: argparse.Namespace, group: str, storage_options: Mapping[str
         "heartbeat_interval_ms": args.heartbeat_ms,
         "session_timeout_ms": args.session_timeout_ms,
         "rebalance_timeout_ms": args.rebalance_timeout_ms,
-        "assignment_strategy": "cooperative-sticky",
+        "assignment_strategy": strategy,
         "instance_id": None,
         "scheduled_rebalance_max_delay_ms": 0,
         "rebalance_listener": None,

@@ -183,7 +183,8 @@ display(
 from spark_kafka_group.ops.lag import describe_with_lag
 
 report = describe_with_lag(group_store, group_id, bootstrap_servers=bootstrap_servers)
-print(f"{report.state}, generation {report.generation}, total lag {report.total_lag}")
+group = report.group
+print(f"{group.state.value}, generation {group.generation}, total lag {report.total_lag}")
 display(spark.createDataFrame([p.__dict__ for p in report.partitions]))
 
 # COMMAND ----------

@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-# Python workers must run this interpreter (DESIGN section 6).
+# Python workers must run this interpreter (docs/design.md, "Spark facts that shape the reader").
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 

@@ -5,20 +5,24 @@ and the progress listener. Every change goes through the protocol's handlers, li
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
-from spark_kafka_group.errors import KafkaGroupError
+from spark_kafka_group.errors import GroupStoreError, KafkaGroupError
 from spark_kafka_group.group import (
     GroupCoordinator,
+    GroupDescription,
     GroupError,
+    GroupMetadata,
     GroupRecord,
+    GroupState,
+    SystemClock,
     TopicPartition,
 )
 from spark_kafka_group.member.in_flight import offsets_to_write
 from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri
+from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
 
 log = logging.getLogger(__name__)
 
@@ -29,38 +33,6 @@ class GroupNotEmptyError(KafkaGroupError):
     """The operation needs a group without live members (as Kafka's offset reset does)."""
 
 
-@dataclass(frozen=True)
-class MemberInfo:
-    member_id: str
-    instance_id: str | None
-    client_host: str
-    generation: int
-    last_seen_ms: int
-    assignment: tuple[TP, ...]
-    revoking: tuple[TP, ...]
-    session_timeout_ms: int = 0
-    client_id: str = ""
-
-
-@dataclass(frozen=True)
-class GroupInfo:
-    group_id: str
-    uri: str
-    version: int
-    state: str
-    generation: int
-    protocol: str | None
-    leader: str | None
-    members: tuple[MemberInfo, ...] = ()
-    committed: Mapping[TP, int] = field(default_factory=dict)
-    #: When each committed offset was committed (writer's clock, epoch ms).
-    committed_at: Mapping[TP, int] = field(default_factory=dict)
-    #: Topic -> partition count the leader's last assignment used (None before any).
-    assignment_snapshot: Mapping[str, int] | None = None
-    #: Timestamp of the newest record folded (epoch ms; 0 for a missing log).
-    last_record_ms: int = 0
-
-
 def _client(
     store: str, group_id: str, storage_options: Mapping[str, str] | None, *, create: bool
 ) -> GroupLogClient:
@@ -68,50 +40,57 @@ def _client(
 
 
 def describe_group(
-    store: str, group_id: str, *, storage_options: Mapping[str, str] | None = None
-) -> GroupInfo:
-    """The group as its log says now (read only). A group without a log is described as
-    ``Dead`` with ``version`` -1, as Kafka describes an unknown group."""
+    store: str,
+    group_id: str,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+    now_ms: int | None = None,
+) -> GroupDescription:
+    """The group as its log says at ``now_ms`` (default: now; read only). A group without a
+    log is described as ``Dead`` with ``version`` -1, as Kafka describes an unknown group."""
+    now = SystemClock().now_ms() if now_ms is None else int(now_ms)
     uri = group_log_uri(store, group_id)
     try:
         client = _client(store, group_id, storage_options, create=False)
     except GroupLogNotFoundError:
-        # Like Kafka describing an unknown group: no members, no offsets (version -1).
-        return GroupInfo(group_id, uri, -1, "Dead", 0, None, None)
-    group = client.fold().group
-    members = tuple(
-        MemberInfo(
-            member_id=m.member_id,
-            instance_id=m.instance_id,
-            client_host=m.client_host,
-            generation=m.generation,
-            last_seen_ms=m.last_seen_ms,
-            assignment=tuple(sorted((tp.topic, tp.partition) for tp in m.assignment)),
-            revoking=tuple(sorted((tp.topic, tp.partition) for tp in m.revoking)),
-            session_timeout_ms=m.session_timeout_ms,
-            client_id=m.client_id,
+        dead = GroupCoordinator(group_id, group=GroupMetadata(group_id, state=GroupState.DEAD))
+        return dead.describe(now, uri=uri, version=-1)
+    group = client.fold()
+    return group.describe(now, leases=client.read_leases(), uri=uri, version=client.version)
+
+
+def describe_existing_group(
+    store: str,
+    group_id: str,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+    now_ms: int | None = None,
+) -> GroupDescription:
+    """:func:`describe_group`, but a group without a log is an error that says so."""
+    description = describe_group(store, group_id, storage_options=storage_options, now_ms=now_ms)
+    if description.version < 0:
+        try:
+            known = list_groups(store, storage_options=storage_options)
+        except GroupStoreError:
+            known = []
+        shown = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")
+        raise GroupLogNotFoundError(
+            f"There is no group log for group {group_id!r} at {description.uri}. Groups in "
+            f"store {store!r}: {shown or 'none'}. Check --store and --group (the query's "
+            "groupStore and groupId options)."
         )
-        for m in group.members.values()
-    )
-    return GroupInfo(
-        group_id=group_id,
-        uri=uri,
-        version=client.version,
-        state=group.state.value,
-        generation=group.generation,
-        protocol=group.protocol,
-        leader=group.leader,
-        members=members,
-        committed={(tp.topic, tp.partition): o.offset for tp, o in sorted(group.offsets.items())},
-        committed_at={
-            (tp.topic, tp.partition): o.commit_timestamp_ms
-            for tp, o in sorted(group.offsets.items())
-        },
-        assignment_snapshot=(
-            None if group.assignment_snapshot is None else dict(group.assignment_snapshot)
-        ),
-        last_record_ms=group.last_record_ms,
-    )
+    return description
+
+
+def describe_groups(
+    store: str, *, storage_options: Mapping[str, str] | None = None
+) -> list[GroupDescription]:
+    """Every group with a log under ``store`` (as ``kafka-consumer-groups --list --state``).
+    Raises :class:`GroupStoreError` if the store cannot be listed."""
+    return [
+        describe_group(store, group_id, storage_options=storage_options)
+        for group_id in list_groups(store, storage_options=storage_options)
+    ]
 
 
 def reset_offsets(
@@ -129,10 +108,12 @@ def reset_offsets(
     except GroupLogNotFoundError:  # a plan for a group without a log: nothing is committed
         return {tp: (None, int(o)) for tp, o in sorted(offsets.items())}
 
+    leases = client.read_leases()
+
     def decide(
         work: GroupCoordinator, now: int
     ) -> tuple[list[GroupRecord], dict[TP, tuple[int | None, int]]]:
-        records = work.tick(now)  # members past their session timeout are not live
+        records = work.tick(now, leases)  # members past their session timeout are not live
         work.apply_all(records)
         group = work.group
         if group.members:
@@ -234,45 +215,7 @@ def leave_for_member(
     left = client.transact(decide)
     if left:
         log.info("Member %s left group %s", member_id, group_id)
+        if client.leases is not None:
+            with contextlib.suppress(GroupStoreError):  # a leftover lease is only a file
+                client.leases.drop(member_id)
     return left
-
-
-@dataclass(frozen=True)
-class ListedGroupInfo:
-    """One line of ``kafka-group list``."""
-
-    group_id: str
-    uri: str
-    state: str
-    generation: int
-    protocol: str | None
-    members: int
-    partitions_committed: int
-    version: int
-    last_record_ms: int
-
-
-def list_groups_with_state(
-    store: str, *, storage_options: Mapping[str, str] | None = None
-) -> list[ListedGroupInfo]:
-    """Every group with a log under ``store``, with its state (as ``kafka-consumer-groups
-    --list --state``). Raises :class:`GroupStoreError` if the store cannot be listed."""
-    from spark_kafka_group.store import list_groups
-
-    out = []
-    for group_id in list_groups(store, storage_options=storage_options):
-        info = describe_group(store, group_id, storage_options=storage_options)
-        out.append(
-            ListedGroupInfo(
-                group_id=group_id,
-                uri=info.uri,
-                state=info.state,
-                generation=info.generation,
-                protocol=info.protocol,
-                members=len(info.members),
-                partitions_committed=len(info.committed),
-                version=info.version,
-                last_record_ms=info.last_record_ms,
-            )
-        )
-    return out

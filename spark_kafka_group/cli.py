@@ -9,7 +9,8 @@
 
 ``--json`` prints a machine-readable result instead of text. Exit codes: 0 success, 1 the
 operation failed (the message says why), 2 wrong usage. The logic lives in
-:mod:`spark_kafka_group.admin` and :mod:`spark_kafka_group.ops`.
+:mod:`spark_kafka_group.admin`, :mod:`spark_kafka_group.ops` and
+:mod:`spark_kafka_group.kafka.consumer_group_offsets`.
 """
 
 from __future__ import annotations
@@ -108,32 +109,23 @@ def _emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from spark_kafka_group.admin import list_groups_with_state
+    from spark_kafka_group.admin import describe_groups
 
-    groups = list_groups_with_state(args.store, storage_options=_storage_options(args))
-    data = {
-        "store": args.store,
-        "groups": [
-            {
-                "group": g.group_id,
-                "state": g.state,
-                "members": g.members,
-                "generation": g.generation,
-                "protocol": g.protocol,
-                "partitions_committed": g.partitions_committed,
-                "version": g.version,
-                "last_record_ms": g.last_record_ms,
-                "uri": g.uri,
-            }
-            for g in groups
-        ],
-    }
+    groups = describe_groups(args.store, storage_options=_storage_options(args))
+    data = {"store": args.store, "groups": [g.summary_json() for g in groups]}
 
     def text() -> str:
         if not groups:
             return f"No groups in store {args.store}"
         rows = [
-            [g.group_id, g.state, g.members, g.generation, g.protocol, _iso(g.last_record_ms)]
+            [
+                g.group_id,
+                g.state.value,
+                len(g.members),
+                g.generation,
+                g.protocol,
+                _iso(g.last_record_ms),
+            ]
             for g in groups
         ]
         header = ["GROUP", "STATE", "MEMBERS", "GENERATION", "PROTOCOL", "LAST RECORD (UTC)"]
@@ -153,26 +145,27 @@ def cmd_describe(args: argparse.Namespace) -> int:
         client_conf=_client_conf(args),
         storage_options=_storage_options(args),
     )
+    group = report.group
 
     def text() -> str:
         lines = [
-            f"Group {report.group_id} ({report.uri}, log version {report.version})",
-            f"  state {report.state}, generation {report.generation}, protocol "
-            f"{report.protocol or '-'}, leader {report.leader or '-'}",
+            f"Group {group.group_id} ({group.uri}, log version {group.version})",
+            f"  state {group.state.value}, generation {group.generation}, protocol "
+            f"{group.protocol or '-'}, leader {group.leader or '-'}",
             "",
         ]
-        if report.members:
+        if group.members:
             rows = [
                 [
                     m.member_id,
                     m.instance_id,
                     m.client_host or None,
                     m.generation,
-                    _age(m.last_heartbeat_age_ms) + ("" if m.live else " (expired)"),
-                    ",".join(_tp(tp) for tp in m.assigned) or None,
+                    _age(m.heartbeat_age_ms(group.now_ms)) + ("" if m.live else " (expired)"),
+                    ",".join(_tp(tp) for tp in m.assignment) or None,
                     ",".join(_tp(tp) for tp in m.revoking) or None,
                 ]
-                for m in report.members
+                for m in group.members
             ]
             header = ["MEMBER", "INSTANCE", "HOST", "GEN", "LAST HEARTBEAT", "ASSIGNED", "REVOKING"]
             lines += [_table(rows, header), ""]
@@ -270,10 +263,10 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from spark_kafka_group.ops.kafka_offsets import commit_to_kafka_group
-    from spark_kafka_group.ops.lag import group_info_or_fail
+    from spark_kafka_group.admin import describe_existing_group
+    from spark_kafka_group.kafka.consumer_group_offsets import commit_to_kafka_group
 
-    info = group_info_or_fail(args.store, args.group, _storage_options(args))
+    info = describe_existing_group(args.store, args.group, storage_options=_storage_options(args))
     offsets = dict(info.committed)
     if args.topic:
         topics = set(args.topic)
@@ -309,7 +302,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from spark_kafka_group.admin import reset_offsets
-    from spark_kafka_group.ops.kafka_offsets import kafka_group_offsets
+    from spark_kafka_group.kafka.consumer_group_offsets import kafka_group_offsets
 
     kafka_group = args.kafka_group or args.group
     offsets = kafka_group_offsets(args.bootstrap_servers, _client_conf(args), kafka_group)

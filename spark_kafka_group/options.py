@@ -22,16 +22,21 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from spark_kafka_group.errors import OptionError
+from spark_kafka_group.group.assignors import (
+    Assignor,
+    AssignorLookupError,
+    builtin_assignors,
+    load_assignor,
+)
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.java_settings import translate_java_settings
+from spark_kafka_group.store.paths import default_group_store, validate_group_id
 
 OffsetMode = Literal["earliest", "latest", "none", "group", "json"]
 
 #: Kafka's special ListOffsets timestamps, also used by Spark's per-partition JSON.
 EARLIEST = -2
 LATEST = -1
-
-ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
 # librdkafka settings the source decides itself, with the reason shown to the user.
 _OWNED_KAFKA_KEYS: dict[str, str] = {
@@ -85,7 +90,9 @@ OPTION_SPECS: tuple[_Spec, ...] = (
         "An empty group's first rebalance waits this long for more members to join.",
     ),
     _Spec(
-        "assignmentStrategy", "cooperative-sticky", "range|roundrobin|sticky|cooperative-sticky."
+        "assignmentStrategy",
+        "cooperative-sticky",
+        "Assignors in order of preference: built-in names or module:Class, comma-separated.",
     ),
     _Spec("groupInstanceId", None, "Static member id (KIP-345): keep partitions across restarts."),
     _Spec(
@@ -113,7 +120,6 @@ OPTION_SPECS: tuple[_Spec, ...] = (
 )
 
 _SPECS_BY_KEY = {spec.name.lower(): spec for spec in OPTION_SPECS}
-_GROUP_ID_RE = re.compile(r"^[A-Za-z0-9._\-]{1,200}$")
 
 
 @dataclass(frozen=True)
@@ -168,13 +174,25 @@ class GroupSettings:
     heartbeat_interval_ms: int  # heartbeat.interval.ms
     session_timeout_ms: int  # session.timeout.ms
     rebalance_timeout_ms: int  # max.poll.interval.ms
-    assignment_strategy: str  # partition.assignment.strategy
+    #: The assignors this member supports, most preferred first; the group uses the one
+    #: every member supports (partition.assignment.strategy).
+    assignment_strategy: tuple[Assignor, ...]
     instance_id: str | None  # group.instance.id
     scheduled_rebalance_max_delay_ms: int  # scheduled.rebalance.max.delay.ms
     rebalance_listener: str | None
     #: group.initial.rebalance.delay.ms (a broker setting in Kafka; here the group's first
     #: member's, as it starts the rebalance).
     initial_rebalance_delay_ms: int = 3000
+
+    @property
+    def protocol_names(self) -> tuple[str, ...]:
+        """The protocols this member sends when it joins, most preferred first."""
+        return tuple(a.name for a in self.assignment_strategy)
+
+    @property
+    def assignors(self) -> dict[str, Assignor]:
+        """Every assignor this member can run as the leader: the built-ins and its own."""
+        return {**builtin_assignors(), **{a.name: a for a in self.assignment_strategy}}
 
 
 @dataclass(frozen=True)
@@ -267,11 +285,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
             "Option 'groupId' is required: every query with the same groupId shares the topic "
             "as one consumer group, e.g. .option('groupId', 'orders-ingest')."
         )
-    if not _GROUP_ID_RE.match(group_id):
-        raise OptionError(
-            f"Option 'groupId' = {group_id!r} is not valid: use 1-200 characters from "
-            "letters, digits, '.', '_' and '-' (it names a directory in the group store)."
-        )
+    validate_group_id(group_id)  # the store's rule: the group id names the log's directory
 
     heartbeat = _positive_int("heartbeatIntervalMs", get("heartbeatIntervalMs"))
     session = _positive_int("sessionTimeoutMs", get("sessionTimeoutMs"))
@@ -281,12 +295,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
             f"{session} (Kafka recommends at most a third of it), or the member expires between "
             "two heartbeats."
         )
-    strategy = (get("assignmentStrategy") or "").strip().lower()
-    if strategy not in ASSIGNMENT_STRATEGIES:
-        raise OptionError(
-            f"Option 'assignmentStrategy' = {strategy!r} is not one of "
-            f"{', '.join(ASSIGNMENT_STRATEGIES)}{_suggestion(strategy, ASSIGNMENT_STRATEGIES)}."
-        )
+    strategy = _assignment_strategy(get("assignmentStrategy") or "")
     listener = get("rebalanceListener")
     if listener is not None and not re.match(r"^[\w.]+:[\w.]+$", listener.strip()):
         raise OptionError(
@@ -299,7 +308,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
 
     group = GroupSettings(
         group_id=group_id,
-        store=(get("groupStore") or "").strip() or _default_store(),
+        store=(get("groupStore") or "").strip() or default_group_store(),
         storage_options=storage_options,
         heartbeat_interval_ms=heartbeat,
         session_timeout_ms=session,
@@ -386,12 +395,6 @@ def check_batch_options(options: SourceOptions) -> None:
             logging.getLogger(__name__).warning("Option %r is ignored in batch reads.", name)
 
 
-def _default_store() -> str:
-    from spark_kafka_group.store import default_group_store
-
-    return default_group_store()
-
-
 def _unknown_option_message(key: str) -> str:
     lower = key.lower()
     if lower in ("group.id", "groupid ", "consumer.group.id"):
@@ -404,6 +407,29 @@ def _unknown_option_message(key: str) -> str:
         f"Unknown option {key!r}.{hint} Valid options: {', '.join(names)}; "
         "plus 'kafka.*' (passed to the Kafka consumer) and 'groupStore.*' (storage options)."
     )
+
+
+def _assignment_strategy(value: str) -> tuple[Assignor, ...]:
+    """``assignmentStrategy``: a comma-separated list, most preferred first."""
+    entries = [e.strip() for e in value.split(",") if e.strip()]
+    if not entries:
+        raise OptionError(
+            f"Option 'assignmentStrategy' = {value!r} names no assignor: give one or more, most "
+            "preferred first, e.g. 'cooperative-sticky' or 'cooperative-sticky,range'."
+        )
+    assignors: list[Assignor] = []
+    for entry in entries:
+        try:
+            assignor = load_assignor(entry)
+        except AssignorLookupError as exc:
+            raise OptionError(f"Option 'assignmentStrategy' = {value!r}: {exc}") from None
+        if any(a.name == assignor.name for a in assignors):
+            raise OptionError(
+                f"Option 'assignmentStrategy' = {value!r} lists the assignor {assignor.name!r} "
+                "twice: list each once, most preferred first."
+            )
+        assignors.append(assignor)
+    return tuple(assignors)
 
 
 def _suggestion(value: str, choices: tuple[str, ...]) -> str:

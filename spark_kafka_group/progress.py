@@ -1,12 +1,12 @@
 """Offsets from Spark's query progress, committed from the user's driver process.
 
 The group member commits every batch itself from ``latestOffset``/``commit()``, but Spark
-does not always give it the chance for the last batch (DESIGN section 6: with pyspark 4.0 /
-4.1 and Trigger.AvailableNow nothing is called after the single batch; after
-``query.stop()`` the last batch's ``commit()`` never comes). Spark's query progress does
-carry every completed batch's end offset, which for this source names the group, the store,
-the member and the generation (:class:`~spark_kafka_group.source.offsets.SourceOffset`).
-So:
+does not always give it the chance for the last batch (docs/design.md, "Spark facts that
+shape the reader": with pyspark 4.0 / 4.1 and Trigger.AvailableNow nothing is called after
+the single batch; after ``query.stop()`` the last batch's ``commit()`` never comes). Spark's
+query progress does carry every completed batch's end offset, which for this source names the
+group, the store, the member and the generation
+(:class:`~spark_kafka_group.source.offsets.SourceOffset`). So:
 
 * :class:`GroupProgressListener`, added by :func:`spark_kafka_group.register`, commits each
   completed batch's offsets on the member's behalf (idempotent: whatever the member already

@@ -17,9 +17,17 @@ from tests.spark_apps import SPARK_MASTER_ENV
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Python workers must run this interpreter (DESIGN section 6).
+# Python workers must run this interpreter (docs/design.md, "Spark facts that shape the reader").
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# Spark's Python workers (and so the streaming source) import the test modules a test names in
+# an option, e.g. assignmentStrategy=tests.custom_assignors:OneAndRestAssignor, as a user's
+# driver imports their own: from PYTHONPATH, set before Spark starts.
+_REPO = str(Path(__file__).resolve().parent.parent)
+if _REPO not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (_REPO, os.environ.get("PYTHONPATH")) if p
+    )
 
 
 @pytest.fixture(scope="session")

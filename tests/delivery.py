@@ -2,7 +2,7 @@
 
 Kafka's system tests (consumer bounce, static bounce, fencing, valid assignment) and Jepsen's
 Kafka checker check these invariants; this one checks them on what our members journaled
-(``jobs/member.py`` writes one JSON line per micro-batch) against the group log:
+(``tests/member_app.py`` writes one JSON line per micro-batch) against the group log:
 
 - nothing produced is missing (``lost``), nothing read that was never produced;
 - within one incarnation (process) of a member, the offsets it read of a partition are
@@ -35,6 +35,7 @@ from typing import Any
 
 from spark_kafka_group.group import GroupMetadata, GroupProtocolBug, GroupRecord, apply
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.payloads import JoinPayload, SyncPayload
 
 #: Journal time vs commit timestamp: both are this host's wall clock; a batch is journaled
 #: before it can be committed, so only clock resolution needs slack.
@@ -57,7 +58,8 @@ class Batch:
 
 
 def journal_batches(member: str, lines: Iterable[Mapping[str, Any]]) -> list[Batch]:
-    """Batches from ``jobs/member.py`` journal lines (``MemberProcess.batches()``), in order."""
+    """Batches from ``tests/member_app.py`` journal lines (``MemberProcess.batches()``), in
+    order."""
     return [
         Batch(
             member=member,
@@ -415,11 +417,12 @@ def _check_group_log(
                 )
         if kind == "SYNC":
             seen: dict[tuple[str, int], str] = {}
-            p = rec.payload
-            for member in set(p.get("assignment") or {}) | set(p.get("revoking") or {}):
-                held = [*p["assignment"].get(member, []), *p["revoking"].get(member, [])]
-                for t, part in held:
-                    key = (str(t), int(part))
+            sync = SyncPayload.of(rec)
+            for member in set(sync.assignment) | set(sync.revoking):
+                held = sync.assignment.get(member, frozenset())
+                held |= sync.revoking.get(member, frozenset())
+                for tp in sorted(held):
+                    key = (tp.topic, tp.partition)
                     if key in seen and seen[key] != member:
                         result.double_owned.append(
                             f"{where}: {key} given to {seen[key]} and {member}"
@@ -435,7 +438,7 @@ def _check_group_log(
             # A removed member id stays removed: a member that rejoins after its EXPIRE must
             # do so as a new member id (Kafka: UNKNOWN_MEMBER_ID, then a fresh id), so any
             # later COMMIT under the old id is counted as a zombie commit.
-            replaces = rec.payload.get("replaces")
+            replaces = JoinPayload.of(rec).replaces
             if replaces:
                 gone[str(replaces)] = "replacement (static member restarted)"
         try:

@@ -25,6 +25,7 @@ from spark_kafka_group.group import (
     ManualClock,
     TopicPartition,
 )
+from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.group.metadata import IMPLICIT_REJOIN, LEASES
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
@@ -48,7 +49,7 @@ def member_settings(
         heartbeat_interval_ms=heartbeat_interval_ms,
         session_timeout_ms=session_timeout_ms,
         rebalance_timeout_ms=rebalance_timeout_ms,
-        assignment_strategy=strategy,
+        assignment_strategy=tuple(load_assignor(e) for e in strategy.split(",")),
         instance_id=instance_id,
         scheduled_rebalance_max_delay_ms=0,
         rebalance_listener=None,
@@ -84,7 +85,7 @@ class SimMember:
         self.pattern = pattern
         self.member = GroupMember(
             member_settings(
-                strategy=protocols[0],
+                strategy=",".join(protocols),
                 instance_id=instance_id,
                 session_timeout_ms=session_timeout_ms,
                 rebalance_timeout_ms=rebalance_timeout_ms,
@@ -428,7 +429,7 @@ def simulate(
     steady_ms: int = 60_000,
     heartbeat_interval_ms: int = 3_000,
     session_timeout_ms: int = 45_000,
-    rebalance_timeout_ms: int = 300_000,
+    rebalance_timeout_ms: int = 60_000,
     initial_delay_ms: int = 3_000,
     converge_limit_ms: int = 900_000,
     seed: int = 0,
@@ -466,14 +467,16 @@ def simulate(
         members, partitions, append_ms, leases, implicit_rejoin, initial_delay_ms, strategy
     )
 
+    starts = [sim.rng.randint(0, start_spread_ms) for _ in range(members)]
+
     def start_all() -> None:
-        for _ in range(members):
-            sim.start(sim.make(), sim.rng.randint(0, start_spread_ms))
+        for t in starts:
+            sim.start(sim.make(), t)
 
     join = sim.measure("join", start_all, limit_ms=converge_limit_ms)
     # "From all members joining": the clock starts when the last member has started.
     if join.settled_s is not None:
-        join.settled_s = max(0.0, join.settled_s - start_spread_ms / 1000)
+        join.settled_s = max(0.0, join.settled_s - max(starts) / 1000)
     result.phases.append(join)
     if join.settled_s is not None:
         result.phases.append(

@@ -1,4 +1,4 @@
-"""Group members as separate OS processes (jobs/member.py), for kill / pause / restart tests."""
+"""Group members as separate OS processes (tests/member_app.py): kill / pause / restart tests."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-MEMBER_JOB = REPO / "jobs" / "member.py"
+#: Run as a module from the repository root, as the tests import it.
+MEMBER_APP = "tests.member_app"
 
 
 class MemberProcess:
-    """One ``jobs/member.py`` process; its journal survives restarts (appended to)."""
+    """One ``tests/member_app.py`` process; its journal survives restarts (appended to)."""
 
     def __init__(
         self,
@@ -36,7 +38,7 @@ class MemberProcess:
         self.journal = workdir / f"{name}.jsonl"
         self.log = workdir / f"{name}.log"
         self.args = [
-            sys.executable, str(MEMBER_JOB),
+            sys.executable, "-m", MEMBER_APP,
             "--bootstrap-servers", bootstrap_servers,
             "--topic", topic,
             "--group-id", group_id,
@@ -107,7 +109,10 @@ class MemberProcess:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
-def wait_until(predicate, timeout_s: float, what: str, *, poll_s: float = 0.25) -> None:
+def wait_until(
+    predicate: Callable[[], object], timeout_s: float, what: str, *, poll_s: float = 0.25
+) -> None:
+    """Poll ``predicate`` until it is true; fail naming ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if predicate():

@@ -115,7 +115,8 @@ def run_python(
 
 def child_env(extra: Mapping[str, str]) -> dict[str, str]:
     """This process's environment plus ``extra``, with this repository (worktree) first on
-    the path and Spark's Python workers on this interpreter (DESIGN section 6)."""
+    the path and Spark's Python workers on this interpreter
+    (docs/design.md, "Spark facts that shape the reader")."""
     env = dict(os.environ, PYTHONPATH=str(REPO), **extra)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

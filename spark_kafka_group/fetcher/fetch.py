@@ -1,4 +1,4 @@
-"""Executor-side fetch of one offset range of one partition into Arrow (seed 004's fetch loop).
+"""Executor-side fetch of one offset range of one partition into Arrow (Kafka's ``Fetcher``).
 
 :func:`fetch` gets everything it needs from a pickled :class:`FetchSpec`; the only state it
 keeps is the per-process consumer pool (:mod:`.pool`). Records in

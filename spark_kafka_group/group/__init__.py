@@ -34,7 +34,9 @@ member is in it). A rejoin while waiting is harmless (no record), so a member ma
 ``join`` until the response is no longer ``pending``. ``snapshot_record(now)`` writes the
 whole state; replay may start at the latest SNAPSHOT record.
 
-Record kinds and payloads: :class:`~spark_kafka_group.group.kinds.RecordKind`.
+Record kinds: :class:`~spark_kafka_group.group.kinds.RecordKind`; their payloads:
+:mod:`~spark_kafka_group.group.payloads`; the factories that build them:
+:mod:`~spark_kafka_group.group.record_helpers`.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from spark_kafka_group.group.assignors import (
 )
 from spark_kafka_group.group.config import GroupConfig
 from spark_kafka_group.group.coordinator import GroupCoordinator
+from spark_kafka_group.group.description import GroupDescription, MemberDescription
 from spark_kafka_group.group.errors import (
     GroupError,
     GroupProtocolBug,
@@ -60,7 +63,6 @@ from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
     CommitResponse,
     FetchOffsetsResponse,
-    GroupDescription,
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
@@ -106,6 +108,7 @@ __all__ = [
     "LeaveResponse",
     "ListedGroup",
     "ManualClock",
+    "MemberDescription",
     "MemberMetadata",
     "MemberSubscription",
     "MemberView",

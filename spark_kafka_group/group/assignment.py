@@ -7,9 +7,10 @@ On top of the chosen assignor, three rules hold whatever the assignor does:
   the holder's revocation ack assigns it (KIP-429; with eager assignors nothing is held,
   since joining gave everything up);
 * partitions of a departed static member wait for it while a scheduled rebalance delay runs
-  (KIP-415); with a cooperative assignor nothing moves during the delay (seed 001), and when
-  it expires a returned instance is treated as owning them again, so it gets them back;
-* the assignment records the metadata snapshot it used (seed 000's ``assignmentSnapshot``).
+  (KIP-415); with a cooperative assignor nothing moves during the delay, and when it
+  expires a returned instance is treated as owning them again, so it gets them back;
+* the assignment records the metadata snapshot it used (Kafka's
+  ``ConsumerCoordinator.assignmentSnapshot``).
 """
 
 from __future__ import annotations
@@ -19,18 +20,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_kafka_group.group.assignors import Assignor, MemberSubscription, RebalanceProtocol
-from spark_kafka_group.group.metadata import (
-    GroupMetadata,
-    TopicPartition,
-    scheduled_to_payload,
-    tp_list,
-)
+from spark_kafka_group.group.metadata import GroupMetadata, TopicPartition
+from spark_kafka_group.group.payloads import SyncPayload
 
 
 def sync_payload(
     group: GroupMetadata, assignor: Assignor, metadata: Mapping[str, int], now_ms: int
-) -> dict[str, Any]:
-    """The payload of the leader's SYNC record (see :class:`~.kinds.RecordKind`)."""
+) -> SyncPayload:
+    """The payload of the leader's SYNC record."""
     snapshot = group.relevant_metadata(metadata)
     topics_of = {mid: m.subscription.resolve(snapshot) for mid, m in group.members.items()}
     active = {i: s for i, s in group.scheduled.items() if s.until_ms > now_ms}
@@ -87,21 +84,21 @@ def sync_payload(
                     given.add(tp)
             target[mid] = mine
     holder = group.holders()
-    assignment: dict[str, list[list[Any]]] = {}
-    revoking: dict[str, list[list[Any]]] = {}
+    assignment: dict[str, frozenset[TopicPartition]] = {}
+    revoking: dict[str, frozenset[TopicPartition]] = {}
     for mid, m in group.members.items():
-        mine = {tp for tp in target[mid] if holder.get(tp, mid) == mid}
-        assignment[mid] = tp_list(mine)
-        revoking[mid] = tp_list(m.held - mine)
+        kept = frozenset(tp for tp in target[mid] if holder.get(tp, mid) == mid)
+        assignment[mid] = kept
+        revoking[mid] = m.held - kept
     delay_ms = min((s.until_ms for s in active.values()), default=now_ms) - now_ms
-    return {
-        "protocol": group.protocol,
-        "assignment": assignment,
-        "revoking": revoking,
-        "snapshot": snapshot,
-        "delay_ms": delay_ms,
-        "scheduled": scheduled_to_payload(active),
-    }
+    return SyncPayload(
+        protocol=group.protocol,
+        assignment=assignment,
+        revoking=revoking,
+        snapshot=snapshot,
+        delay_ms=delay_ms,
+        scheduled=active,
+    )
 
 
 def _frozen_assignment(

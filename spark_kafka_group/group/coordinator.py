@@ -12,25 +12,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from spark_kafka_group.group import replay
 from spark_kafka_group.group.assignment import sync_payload
 from spark_kafka_group.group.assignors import RebalanceProtocol
 from spark_kafka_group.group.config import GroupConfig
+from spark_kafka_group.group.description import GroupDescription, MemberDescription
 from spark_kafka_group.group.errors import GroupError
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
     CommitResponse,
     DeleteResponse,
     FetchOffsetsResponse,
-    GroupDescription,
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
     LeaveResponse,
     ListedGroup,
-    MemberDescription,
     MemberView,
     MetadataResponse,
     RevokeResponse,
@@ -38,19 +36,33 @@ from spark_kafka_group.group.messages import (
 )
 from spark_kafka_group.group.metadata import (
     IMPLICIT_REJOIN,
+    LEASES,
     GroupMetadata,
     MemberMetadata,
     OffsetAndMetadata,
     Subscription,
     TopicPartition,
-    tp_list,
+)
+from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload, RevokePayload
+from spark_kafka_group.group.record_helpers import (
+    commit_record,
+    delete_record,
+    expire_record,
+    generation_record,
+    heartbeat_record,
+    join_record,
+    leave_record,
+    metadata_record,
+    rebalance_record,
+    revoke_record,
+    snapshot_record,
+    sync_record,
 )
 from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.group.state import GroupState
 
 S = GroupState
 E = GroupError
-K = RecordKind
 
 #: An offset to commit: the offset alone, or (offset, metadata).
 CommitValue = int | tuple[int, str | None]
@@ -143,13 +155,7 @@ class GroupCoordinator:
 
     def snapshot_record(self, now_ms: int) -> GroupRecord:
         """A SNAPSHOT record holding the complete state; replay may start from it."""
-        g = self._group
-        return GroupRecord(
-            kind=K.SNAPSHOT.value,
-            timestamp_ms=now_ms,
-            generation=g.generation,
-            payload=g.to_payload(),
-        )
+        return snapshot_record(now_ms=now_ms, group=self._group)
 
     def rebalance_protocol(self) -> RebalanceProtocol | None:
         """Eager or cooperative, for the group's current protocol (None: no protocol yet)."""
@@ -187,9 +193,6 @@ class GroupCoordinator:
         if instance_id is not None and member.instance_id != instance_id:
             return E.FENCED_INSTANCE_ID, None
         return E.NONE, member
-
-    def _record(self, kind: RecordKind, now_ms: int, **kw: Any) -> GroupRecord:
-        return GroupRecord(kind=kind.value, timestamp_ms=now_ms, **kw)
 
     # ------------------------------------------------------------------ join
 
@@ -265,7 +268,7 @@ class GroupCoordinator:
         state = g.state
         if replaces is not None:
             if state == S.STABLE:
-                rebalance = changed or replaces == g.leader  # seed 001: the leader's rejoin
+                rebalance = changed or replaces == g.leader  # KIP-345: the leader's rejoin
             elif state == S.COMPLETING_REBALANCE:
                 rebalance = changed
             else:
@@ -282,29 +285,30 @@ class GroupCoordinator:
                 return [], self._join_response(g, mid)
 
         joining_rebalance = rebalance or state == S.PREPARING_REBALANCE
-        owned: list[list[Any]] | None
+        owned: frozenset[TopicPartition] | None
         if joining_rebalance and self.rebalance_protocol() is RebalanceProtocol.EAGER:
-            owned = []  # the eager protocol: a member gives up everything when it rejoins
+            owned = frozenset()  # the eager protocol: a member gives up everything on rejoining
         elif replaces is not None or request.owned is None:
             owned = None
         else:
-            owned = tp_list(TopicPartition(t, int(p)) for t, p in request.owned)
+            owned = frozenset(TopicPartition(t, int(p)) for t, p in request.owned)
         join_delay_until = self._join_delay_until(
             g, state, existing is None and not replaces, request, now_ms
         )
-        payload: dict[str, Any] = {
-            "client_id": request.client_id,
-            "client_host": request.client_host,
-            "session_timeout_ms": request.session_timeout_ms,
-            "rebalance_timeout_ms": request.rebalance_timeout_ms,
-            "protocol_type": request.protocol_type,
-            "protocols": [[n, md] for n, md in protocols],
-            "topics": list(subscription.topics),
-            "pattern": subscription.pattern,
-            "owned": owned,
-            "replaces": replaces,
-            "rebalance": rebalance,
-            "reason": request.reason
+        payload = JoinPayload(
+            client_id=request.client_id,
+            client_host=request.client_host,
+            session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            protocol_type=request.protocol_type,
+            protocols=protocols,
+            subscription=subscription,
+            owned=owned,
+            replaces=replaces,
+            rebalance=rebalance,
+            features=frozenset(request.features),
+            join_delay_until_ms=join_delay_until,
+            reason=request.reason
             or (
                 ("static member rejoined" if request.instance_id else "restarted member rejoined")
                 if replaces
@@ -312,16 +316,11 @@ class GroupCoordinator:
                 if existing is None
                 else "member metadata changed"
             ),
-        }
-        if join_delay_until is not None:
-            payload["join_delay_until_ms"] = join_delay_until
-        if request.features:  # absent for members of older releases, as before
-            payload["features"] = sorted(set(request.features))
+        )
         scratch = _Scratch(g)
         scratch.add(
-            self._record(
-                K.JOIN,
-                now_ms,
+            join_record(
+                now_ms=now_ms,
                 member_id=mid,
                 instance_id=request.instance_id,
                 generation=g.generation,
@@ -384,21 +383,20 @@ class GroupCoordinator:
             order.insert(0, leader)
         members = [s.members[mid] for mid in order]
         protocol = s.select_protocol(members)
-        payload = {
-            "leader": leader,
-            "protocol": protocol,
-            "members": order,
-            "deadline_ms": now_ms + s.max_rebalance_timeout_ms() if members else None,
-        }
         assignor = self.config.assignors.get(protocol) if protocol else None
         cooperative = assignor is not None and (
             assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE
         )
-        if cooperative and s.all_have(IMPLICIT_REJOIN):
-            payload["rejoin_implicitly"] = True
+        payload = GenerationPayload(
+            leader=leader,
+            protocol=protocol,
+            members=tuple(order),
+            deadline_ms=now_ms + s.max_rebalance_timeout_ms() if members else None,
+            rejoin_implicitly=cooperative and s.all_have(IMPLICIT_REJOIN),
+        )
         scratch.add(
-            self._record(
-                K.GENERATION, now_ms, member_id=writer, generation=s.generation + 1, payload=payload
+            generation_record(
+                now_ms=now_ms, writer=writer, generation=s.generation + 1, payload=payload
             )
         )
 
@@ -435,9 +433,7 @@ class GroupCoordinator:
         payload = sync_payload(g, assignor, snapshot, now_ms)
         scratch = _Scratch(g)
         scratch.add(
-            self._record(
-                K.SYNC, now_ms, member_id=member_id, generation=g.generation, payload=payload
-            )
+            sync_record(now_ms=now_ms, leader=member_id, generation=g.generation, payload=payload)
         )
         return scratch.records, self._sync_response(scratch.group, member_id)
 
@@ -468,7 +464,7 @@ class GroupCoordinator:
                 return [], HeartbeatResponse(E.ILLEGAL_GENERATION)
         elif g.state == S.PREPARING_REBALANCE and not m.joined:
             err = E.REBALANCE_IN_PROGRESS
-        record = self._record(K.HEARTBEAT, now_ms, member_id=member_id, generation=generation)
+        record = heartbeat_record(now_ms=now_ms, member_id=member_id, generation=generation)
         return [record], HeartbeatResponse(err)
 
     def leave(
@@ -480,13 +476,12 @@ class GroupCoordinator:
             return [], LeaveResponse(err)
         scratch = _Scratch(self._group)
         scratch.add(
-            self._record(
-                K.LEAVE,
-                now_ms,
+            leave_record(
+                now_ms=now_ms,
                 member_id=member_id,
                 instance_id=m.instance_id,
                 generation=self._group.generation,
-                payload={"reason": reason or "member left"},
+                reason=reason or "member left",
             )
         )
         self._maybe_complete_join(scratch, now_ms, writer=None)
@@ -542,16 +537,14 @@ class GroupCoordinator:
             else:
                 errors[tp] = E.NONE
                 records.append(
-                    self._record(
-                        K.COMMIT,
-                        now_ms,
+                    commit_record(
+                        now_ms=now_ms,
                         member_id=member_id,
                         instance_id=instance_id,
                         generation=generation,
-                        topic=tp.topic,
-                        partition=tp.partition,
+                        partition=tp,
                         offset=int(offset),
-                        payload={"metadata": md},
+                        metadata=md,
                     )
                 )
         if revoke and member_id is not None:
@@ -580,7 +573,7 @@ class GroupCoordinator:
         record = self._revoke_record(member_id, tps, now_ms)
         if record is None:
             return [], RevokeResponse(E.NONE)
-        released = tuple(TopicPartition(t, p) for t, p in record.payload["partitions"])
+        released = tuple(sorted(RevokePayload.of(record).partitions))
         return [record], RevokeResponse(E.NONE, released)
 
     def _revoke_record(
@@ -593,15 +586,12 @@ class GroupCoordinator:
             return None
         snap = g.assignment_snapshot or {}
         wanted = any(0 <= tp.partition < snap.get(tp.topic, 0) for tp in released)
-        return self._record(
-            K.REVOKE,
-            now_ms,
+        return revoke_record(
+            now_ms=now_ms,
             member_id=member_id,
             generation=g.generation,
-            payload={
-                "partitions": tp_list(released),
-                "rebalance": g.state == S.STABLE and wanted,
-            },
+            partitions=released,
+            rebalance=g.state == S.STABLE and wanted,
         )
 
     def fetch_offsets(
@@ -646,12 +636,12 @@ class GroupCoordinator:
             rebalance = False
             if relevant == (g.latest_metadata or {}):
                 return [], MetadataResponse(E.NONE)
-        record = self._record(
-            K.METADATA,
-            now_ms,
+        record = metadata_record(
+            now_ms=now_ms,
             member_id=member_id,
             generation=g.generation,
-            payload={"snapshot": relevant, "rebalance": rebalance},
+            snapshot=relevant,
+            rebalance=rebalance,
         )
         return [record], MetadataResponse(E.NONE, rebalance)
 
@@ -674,8 +664,14 @@ class GroupCoordinator:
             m = s.members.get(mid)
             if m is None:
                 continue
-            if s.state == S.COMPLETING_REBALANCE or (s.state == S.PREPARING_REBALANCE and m.joined):
-                continue  # awaiting join / sync keeps a member alive (as in Kafka)
+            waiting = s.state == S.COMPLETING_REBALANCE or (
+                s.state == S.PREPARING_REBALANCE and m.joined
+            )
+            if waiting and LEASES not in m.features:
+                # Awaiting join / sync keeps a member alive (as in Kafka, whose members do
+                # not heartbeat while a JoinGroup is pending). A member on a lease keeps
+                # renewing it meanwhile, and may have "rejoined" implicitly while dead.
+                continue
             if now_ms - last_seen_ms(m, leases) > m.session_timeout_ms:
                 scratch.add(self._expire(m, now_ms, "session_timeout"))
         s = scratch.group
@@ -695,23 +691,19 @@ class GroupCoordinator:
             scratch.add(self._expire(s.members[leader], now_ms, "sync_timeout"))
         s = scratch.group
         if s.state == S.STABLE and any(d.until_ms <= now_ms for d in s.scheduled.values()):
-            scratch.add(
-                self._record(
-                    K.REBALANCE, now_ms, payload={"reason": "scheduled rebalance delay expired"}
-                )
-            )
+            scratch.add(rebalance_record(now_ms=now_ms, reason="scheduled rebalance delay expired"))
         return scratch.records
 
     def _expire(self, m: MemberMetadata, now_ms: int, reason: str) -> GroupRecord:
         delay = self.config.scheduled_rebalance_max_delay_ms
         until = now_ms + delay if delay > 0 and m.instance_id and m.assignment else None
-        return self._record(
-            K.EXPIRE,
-            now_ms,
+        return expire_record(
+            now_ms=now_ms,
             member_id=m.member_id,
             instance_id=m.instance_id,
             generation=self._group.generation,
-            payload={"reason": reason, "delay_until_ms": until},
+            reason=reason,
+            delay_until_ms=until,
         )
 
     # ------------------------------------------------------------------ admin
@@ -723,32 +715,53 @@ class GroupCoordinator:
             return [], DeleteResponse(err)
         if self._group.state != S.EMPTY:
             return [], DeleteResponse(E.NON_EMPTY_GROUP)
-        return [self._record(K.DELETE, now_ms)], DeleteResponse(E.NONE)
+        return [delete_record(now_ms=now_ms)], DeleteResponse(E.NONE)
 
-    def describe(self) -> GroupDescription:
-        """DescribeGroups."""
+    def describe(
+        self,
+        now_ms: int,
+        *,
+        leases: Mapping[str, int] | None = None,
+        uri: str = "",
+        version: int = -1,
+    ) -> GroupDescription:
+        """DescribeGroups, as of ``now_ms``; ``leases`` as for :meth:`tick`; ``uri`` and
+        ``version``: where the caller folded the group from. A member is live unless
+        :meth:`tick` would expire it at ``now_ms``: the one rule for liveness."""
         g = self._group
         err = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
+        expiring = {r.member_id for r in self.tick(now_ms, leases) if r.kind == RecordKind.EXPIRE}
         return GroupDescription(
-            err,
-            g.group_id,
-            g.state,
-            g.protocol_type,
-            g.protocol,
-            g.generation,
-            g.leader,
-            tuple(
+            error=err,
+            group_id=g.group_id,
+            state=g.state,
+            protocol_type=g.protocol_type,
+            protocol=g.protocol,
+            generation=g.generation,
+            leader=g.leader,
+            now_ms=now_ms,
+            members=tuple(
                 MemberDescription(
-                    m.member_id,
-                    m.instance_id,
-                    m.client_id,
-                    m.client_host,
-                    m.generation,
-                    tuple(sorted(m.assignment)),
-                    tuple(sorted(m.revoking)),
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    generation=m.generation,
+                    assignment=tuple(sorted(m.assignment)),
+                    revoking=tuple(sorted(m.revoking)),
+                    session_timeout_ms=m.session_timeout_ms,
+                    last_seen_ms=last_seen_ms(m, leases),
+                    live=m.member_id not in expiring,
                 )
                 for m in g.members.values()
             ),
+            offsets=dict(sorted(g.offsets.items())),
+            assignment_snapshot=(
+                None if g.assignment_snapshot is None else dict(g.assignment_snapshot)
+            ),
+            last_record_ms=g.last_record_ms,
+            uri=uri,
+            version=version,
         )
 
     def list_groups(self) -> list[ListedGroup]:

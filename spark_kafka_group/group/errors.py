@@ -36,4 +36,4 @@ class GroupProtocolBug(RuntimeError):
 
 
 class IllegalStateTransitionError(GroupProtocolBug):
-    """A group state change that seed 002's transition table does not allow."""
+    """A group state change that Kafka's ``ClassicGroupState`` does not allow."""

@@ -1,7 +1,9 @@
 """The record kinds of the group log and what their envelope fields mean.
 
 ``member_id`` is the writer of the record (its liveness is refreshed by it), except for
-``EXPIRE`` where it is the member being removed. Payload fields are listed on each kind.
+``EXPIRE`` where it is the member being removed. Each kind's payload is a type of
+:mod:`~spark_kafka_group.group.payloads` (named after the kind: ``JOIN`` -> ``JoinPayload``),
+and its records are built by :mod:`~spark_kafka_group.group.record_helpers`.
 """
 
 from __future__ import annotations
@@ -11,40 +13,29 @@ from enum import Enum
 
 class RecordKind(str, Enum):
     #: A member (re)joins. generation = group generation seen by the writer; instance_id.
-    #: payload: client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
-    #: protocol_type, protocols [[name, metadata]], topics [..], pattern, owned [[t, p]],
-    #: replaces (old member id of the same static instance or null), rebalance (bool: this
-    #: join starts a rebalance), reason.
     JOIN = "JOIN"
-    #: A join phase completes. generation = the new generation.
-    #: payload: leader, protocol, members [ids in join order], deadline_ms (sync deadline).
+    #: A join phase completes. generation = the new generation; member_id = writer or null.
     GENERATION = "GENERATION"
-    #: The leader's assignment. generation. payload: protocol, assignment {member: [[t, p]]},
-    #: revoking {member: [[t, p]]}, snapshot {topic: partitions}, delay_ms,
-    #: scheduled {instance: {"partitions": [[t, p]], "until_ms": int}}.
+    #: The leader's assignment. member_id = leader; generation.
     SYNC = "SYNC"
     #: Liveness only. generation.
     HEARTBEAT = "HEARTBEAT"
-    #: A member leaves the group on purpose. instance_id. payload: reason.
+    #: A member leaves the group on purpose. instance_id; generation.
     LEAVE = "LEAVE"
-    #: A member is removed by whoever noticed. member_id = the removed member.
-    #: payload: reason ("session_timeout" | "rebalance_timeout" | "sync_timeout"),
-    #: delay_until_ms (scheduled rebalance delay for a static member's partitions, or null).
+    #: A member is removed by whoever noticed. member_id = the removed member; instance_id.
     EXPIRE = "EXPIRE"
-    #: An accepted offset commit of one partition: topic, partition, offset, generation.
-    #: payload: metadata (str or null).
+    #: An accepted offset commit of one partition: topic, partition, offset, generation
+    #: (member_id null and generation -1: an admin commit into an Empty group).
     COMMIT = "COMMIT"
-    #: Revocation ack: the member released these partitions. generation.
-    #: payload: partitions [[t, p]].
+    #: Revocation ack: the member released partitions it was giving up. generation.
     REVOKE = "REVOKE"
     #: A member observed topic metadata that differs from the assignment snapshot.
-    #: payload: snapshot {topic: partitions} (only the topics the group subscribes to).
     METADATA = "METADATA"
-    #: A rebalance started for a reason no other record carries. payload: reason.
+    #: A rebalance started for a reason no other record carries.
     REBALANCE = "REBALANCE"
-    #: The group was deleted (Empty -> Dead). No payload.
+    #: The group was deleted (Empty -> Dead).
     DELETE = "DELETE"
-    #: The complete group state; replay may start here. payload: see GroupMetadata.to_payload.
+    #: The complete group state; replay may start here. generation.
     SNAPSHOT = "SNAPSHOT"
 
     def __str__(self) -> str:

@@ -125,29 +125,6 @@ class DeleteResponse:
 
 
 @dataclass(frozen=True)
-class MemberDescription:
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    generation: int
-    assignment: Partitions
-    revoking: Partitions
-
-
-@dataclass(frozen=True)
-class GroupDescription:
-    error: GroupError
-    group_id: str
-    state: GroupState
-    protocol_type: str | None
-    protocol: str | None
-    generation: int
-    leader: str | None
-    members: tuple[MemberDescription, ...] = ()
-
-
-@dataclass(frozen=True)
 class ListedGroup:
     group_id: str
     protocol_type: str | None

@@ -207,7 +207,8 @@ class GroupMetadata:
     #: JOIN from members of this generation (see replay's _prepare_rebalance).
     rejoin_implicitly: bool = False
     rebalance_reason: str | None = None
-    #: Topic -> partition count the leader's last assignment used (seed 000).
+    #: Topic -> partition count the leader's last assignment used (Kafka's
+    #: ``ConsumerCoordinator.assignmentSnapshot``).
     assignment_snapshot: dict[str, int] | None = None
     #: The newest metadata any member reported (METADATA) or the leader used (SYNC).
     latest_metadata: dict[str, int] | None = None
@@ -242,7 +243,9 @@ class GroupMetadata:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def candidate_protocols(self, members: Iterable[MemberMetadata] | None = None) -> set[str]:
-        """Protocols every given member (default: all) supports."""
+        """Protocols every given member (default: all) supports (Kafka's
+        ``ClassicGroup.candidateProtocols``). A member joining a non-empty group must list one
+        of its other members' candidates, or it is refused with INCONSISTENT_GROUP_PROTOCOL."""
         ms = list(self.members.values() if members is None else members)
         if not ms:
             return set()
@@ -252,7 +255,13 @@ class GroupMetadata:
         return common
 
     def select_protocol(self, members: Iterable[MemberMetadata]) -> str | None:
-        """Kafka's vote: each member votes for its most preferred common protocol."""
+        """The group's protocol for a new generation (Kafka's ``ClassicGroup.selectProtocol``):
+        among the protocols every member supports, each member votes for the one it prefers
+        most; the most votes win, a tie goes to the first name in alphabetical order (Kafka
+        leaves it to hash order). Computed when a generation completes, so it follows every
+        change of membership; whether rebalances are eager or cooperative follows it too
+        (KIP-429's upgrade: the group leaves an eager protocol only once every member lists
+        the cooperative one)."""
         ms = list(members)
         candidates = self.candidate_protocols(ms)
         if not candidates:

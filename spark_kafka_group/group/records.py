@@ -3,7 +3,9 @@
 The protocol (``spark_kafka_group.group``) decides which records to write and how replaying
 them changes the group; the store (``spark_kafka_group.store``) only persists envelopes, in
 order, and hands them back. Typed columns carry what operators query with SQL (who, which
-generation, which partition, which offset); everything else goes in ``payload`` as JSON.
+generation, which partition, which offset); everything else goes in ``payload`` as JSON, whose
+form each kind's type in :mod:`~spark_kafka_group.group.payloads` defines. Records are built by
+:mod:`~spark_kafka_group.group.record_helpers`.
 
 Adding a record kind or a payload field is backward compatible. Changing the meaning of a
 column is not: bump :data:`RECORD_SCHEMA_VERSION` and teach the fold to read both.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import fields
-from typing import Any
 
 from spark_kafka_group.group.errors import GroupProtocolBug
 from spark_kafka_group.group.kinds import RecordKind
@@ -20,10 +19,19 @@ from spark_kafka_group.group.metadata import (
     MemberMetadata,
     OffsetAndMetadata,
     ScheduledDelay,
-    Subscription,
     TopicPartition,
-    scheduled_from_payload,
-    tp_set,
+)
+from spark_kafka_group.group.payloads import (
+    CommitPayload,
+    ExpirePayload,
+    GenerationPayload,
+    JoinPayload,
+    LeavePayload,
+    MetadataPayload,
+    RebalancePayload,
+    RevokePayload,
+    SnapshotPayload,
+    SyncPayload,
 )
 from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.group.state import GroupState
@@ -110,21 +118,16 @@ def _remove_member(group: GroupMetadata, member_id: str, ts: int, reason: str) -
     return m
 
 
-def _rebalance_flag(group: GroupMetadata, record: GroupRecord, reason: str) -> None:
-    if record.payload.get("rebalance"):
-        _prepare_rebalance(group, int(record.timestamp_ms), reason)
-
-
 # ---------------------------------------------------------------------- kinds
 
 
 def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
-    p = record.payload
+    p = JoinPayload.of(record)
     member_id = record.member_id
     if member_id is None:
         raise GroupProtocolBug("JOIN record without member id")
     instance_id = record.instance_id
-    replaces = p.get("replaces")
+    replaces = p.replaces
     if replaces is not None:
         old = group.members.pop(replaces, None)
         if old is None or old.instance_id != instance_id or member_id in group.members:
@@ -152,40 +155,39 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
         elif member.instance_id != instance_id:
             raise GroupProtocolBug(f"JOIN of {member_id!r} changes its instance id")
     member.instance_id = instance_id
-    member.client_id = str(p.get("client_id", ""))
-    member.client_host = str(p.get("client_host", ""))
-    member.session_timeout_ms = int(p["session_timeout_ms"])
-    member.rebalance_timeout_ms = int(p["rebalance_timeout_ms"])
-    member.protocol_type = str(p["protocol_type"])
-    member.protocols = tuple((str(n), md) for n, md in p["protocols"])
-    member.subscription = Subscription(tuple(p.get("topics") or ()), p.get("pattern"))
-    member.features = frozenset(p.get("features", ()))
+    member.client_id = p.client_id
+    member.client_host = p.client_host
+    member.session_timeout_ms = p.session_timeout_ms
+    member.rebalance_timeout_ms = p.rebalance_timeout_ms
+    member.protocol_type = p.protocol_type
+    member.protocols = p.protocols
+    member.subscription = p.subscription
+    member.features = p.features
     member.last_seen_ms = max(member.last_seen_ms, int(record.timestamp_ms))
     if instance_id is not None:
         group.static_members[instance_id] = member_id
-    owned = p.get("owned")
-    if owned is not None:
-        keep = tp_set(owned)
+    if p.owned is not None:
+        keep = p.owned
         member.hold(member.assignment & keep, member.revoking & keep, member.generation)
     if group.protocol_type is None:
         group.protocol_type = member.protocol_type
-    if p.get("rebalance"):
-        _prepare_rebalance(group, int(record.timestamp_ms), str(p.get("reason") or "join"))
+    if p.rebalance:
+        _prepare_rebalance(group, int(record.timestamp_ms), p.reason or "join")
     if group.state == GroupState.EMPTY:
         raise GroupProtocolBug("a JOIN to an Empty group must start a rebalance")
     if group.state == GroupState.PREPARING_REBALANCE:
         member.joined = True
         if member_id not in group.join_order:
             group.join_order.append(member_id)
-        if p.get("join_delay_until_ms") is not None:
-            group.join_delay_until_ms = int(p["join_delay_until_ms"])
+        if p.join_delay_until_ms is not None:
+            group.join_delay_until_ms = p.join_delay_until_ms
 
 
 def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:
-    p = record.payload
+    p = GenerationPayload.of(record)
     if group.state != GroupState.PREPARING_REBALANCE:
         raise GroupProtocolBug(f"GENERATION record while the group is {group.state}")
-    members = list(p["members"])
+    members = list(p.members)
     if set(members) != set(group.members) or not group.all_joined():
         raise GroupProtocolBug(
             f"GENERATION {record.generation} names members {members} but the group has "
@@ -194,6 +196,11 @@ def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:
     if record.generation != group.generation + 1:
         raise GroupProtocolBug(
             f"GENERATION {record.generation} does not follow generation {group.generation}"
+        )
+    if p.protocol != group.select_protocol(group.members.values()):
+        raise GroupProtocolBug(
+            f"GENERATION {record.generation} selects protocol {p.protocol!r}; the members' "
+            f"vote selects {group.select_protocol(group.members.values())!r}"
         )
     group.generation = int(record.generation)
     group.join_order = []
@@ -206,13 +213,13 @@ def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:
         group.leader = None
         group.deadline_ms = None
         return
-    if p["leader"] not in group.members:
-        raise GroupProtocolBug(f"GENERATION leader {p['leader']!r} is not a member")
+    if p.leader not in group.members:
+        raise GroupProtocolBug(f"GENERATION leader {p.leader!r} is not a member")
     _transition(group, GroupState.COMPLETING_REBALANCE)
-    group.leader = p["leader"]
-    group.protocol = p["protocol"]
-    group.rejoin_implicitly = bool(p.get("rejoin_implicitly", False))
-    group.deadline_ms = p.get("deadline_ms")
+    group.leader = p.leader
+    group.protocol = p.protocol
+    group.rejoin_implicitly = p.rejoin_implicitly
+    group.deadline_ms = p.deadline_ms
     # Re-order members by the generation's join order (the leader joined first).
     group.members = {mid: group.members[mid] for mid in members}
     ts = int(record.timestamp_ms)
@@ -223,7 +230,7 @@ def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:
 
 
 def _apply_sync(group: GroupMetadata, record: GroupRecord) -> None:
-    p = record.payload
+    p = SyncPayload.of(record)
     if group.state != GroupState.COMPLETING_REBALANCE:
         raise GroupProtocolBug(f"SYNC record while the group is {group.state}")
     if record.generation != group.generation or record.member_id != group.leader:
@@ -231,26 +238,25 @@ def _apply_sync(group: GroupMetadata, record: GroupRecord) -> None:
             f"SYNC by {record.member_id!r} for generation {record.generation}; the group is at "
             f"generation {group.generation} led by {group.leader!r}"
         )
-    assignment: dict[str, Any] = p["assignment"]
-    revoking: dict[str, Any] = p["revoking"]
+    assignment, revoking = p.assignment, p.revoking
     if not set(assignment) | set(revoking) <= set(group.members):
         raise GroupProtocolBug("SYNC assigns partitions to non-members")
     seen: dict[TopicPartition, str] = {}
     for m in group.members.values():
-        new_revoking = tp_set(revoking.get(m.member_id))
+        new_revoking = revoking.get(m.member_id, frozenset())
         if not new_revoking <= m.held:
             raise GroupProtocolBug(f"SYNC revokes from {m.member_id!r} what it does not hold")
-        m.hold(tp_set(assignment.get(m.member_id)), new_revoking, group.generation)
+        m.hold(assignment.get(m.member_id, frozenset()), new_revoking, group.generation)
         for tp in m.held:
             if tp in seen:
                 raise GroupProtocolBug(f"SYNC gives {tp} to both {seen[tp]!r} and {m.member_id!r}")
             seen[tp] = m.member_id
         if m.assignment & m.revoking:
             raise GroupProtocolBug(f"SYNC both assigns and revokes partitions of {m.member_id!r}")
-    group.assignment_snapshot = {str(k): int(v) for k, v in p["snapshot"].items()}
-    group.latest_metadata = dict(group.assignment_snapshot)
-    group.scheduled = scheduled_from_payload(p.get("scheduled"))
-    group.delay_ms = int(p.get("delay_ms") or 0)
+    group.assignment_snapshot = dict(p.snapshot)
+    group.latest_metadata = dict(p.snapshot)
+    group.scheduled = dict(p.scheduled)
+    group.delay_ms = p.delay_ms
     group.deadline_ms = None
     ts = int(record.timestamp_ms)
     for m in group.members.values():
@@ -264,19 +270,20 @@ def _apply_heartbeat(group: GroupMetadata, record: GroupRecord) -> None:
 
 def _apply_leave(group: GroupMetadata, record: GroupRecord) -> None:
     _require_member(group, record)
-    reason = str(record.payload.get("reason") or "leave")
+    reason = LeavePayload.of(record).reason or "leave"
     _remove_member(group, str(record.member_id), int(record.timestamp_ms), reason)
 
 
 def _apply_expire(group: GroupMetadata, record: GroupRecord) -> None:
     _require_member(group, record)
-    reason = str(record.payload.get("reason") or "expired")
-    m = _remove_member(group, str(record.member_id), int(record.timestamp_ms), reason)
-    until = record.payload.get("delay_until_ms")
-    if until is not None and m.instance_id is not None:
+    p = ExpirePayload.of(record)
+    m = _remove_member(
+        group, str(record.member_id), int(record.timestamp_ms), p.reason or "expired"
+    )
+    if p.delay_until_ms is not None and m.instance_id is not None:
         previous = group.scheduled.get(m.instance_id)
         partitions = m.assignment | (previous.partitions if previous else frozenset())
-        group.scheduled[m.instance_id] = ScheduledDelay(partitions, int(until))
+        group.scheduled[m.instance_id] = ScheduledDelay(partitions, p.delay_until_ms)
 
 
 def _apply_commit(group: GroupMetadata, record: GroupRecord) -> None:
@@ -287,7 +294,7 @@ def _apply_commit(group: GroupMetadata, record: GroupRecord) -> None:
     tp = TopicPartition(record.topic, int(record.partition))
     group.offsets[tp] = OffsetAndMetadata(
         offset=int(record.offset),
-        metadata=record.payload.get("metadata"),
+        metadata=CommitPayload.of(record).metadata,
         commit_timestamp_ms=int(record.timestamp_ms),
         generation=-1 if record.generation is None else int(record.generation),
         member_id=record.member_id,
@@ -296,23 +303,25 @@ def _apply_commit(group: GroupMetadata, record: GroupRecord) -> None:
 
 def _apply_revoke(group: GroupMetadata, record: GroupRecord) -> None:
     m = _require_member(group, record)
-    released = tp_set(record.payload.get("partitions"))
+    p = RevokePayload.of(record)
+    released = p.partitions
     if not released <= m.revoking:
         raise GroupProtocolBug(f"REVOKE of {sorted(released - m.revoking)} not being revoked")
     m.hold(m.assignment, m.revoking - released, m.generation)
-    _rebalance_flag(group, record, "revocation completed")
+    if p.rebalance:
+        _prepare_rebalance(group, int(record.timestamp_ms), "revocation completed")
 
 
 def _apply_metadata(group: GroupMetadata, record: GroupRecord) -> None:
-    snapshot = record.payload["snapshot"]
-    group.latest_metadata = {str(k): int(v) for k, v in snapshot.items()}
-    _rebalance_flag(group, record, "metadata changed")
+    p = MetadataPayload.of(record)
+    group.latest_metadata = dict(p.snapshot)
+    if p.rebalance:
+        _prepare_rebalance(group, int(record.timestamp_ms), "metadata changed")
 
 
 def _apply_rebalance(group: GroupMetadata, record: GroupRecord) -> None:
-    _prepare_rebalance(
-        group, int(record.timestamp_ms), str(record.payload.get("reason") or "rebalance")
-    )
+    reason = RebalancePayload.of(record).reason or "rebalance"
+    _prepare_rebalance(group, int(record.timestamp_ms), reason)
 
 
 def _apply_delete(group: GroupMetadata, record: GroupRecord) -> None:
@@ -324,7 +333,7 @@ def _apply_delete(group: GroupMetadata, record: GroupRecord) -> None:
 
 
 def _apply_snapshot(group: GroupMetadata, record: GroupRecord) -> None:
-    restored = GroupMetadata.from_payload(record.payload)
+    restored = SnapshotPayload.of(record).group
     for f in fields(GroupMetadata):
         setattr(group, f.name, getattr(restored, f.name))
 

@@ -1,4 +1,4 @@
-"""The group state machine of Kafka's group coordinator (seed 002).
+"""The group state machine of Kafka's classic group (``ClassicGroupState``).
 
 Each state names the states it may be entered from; :meth:`GroupState.check_transition` is
 the single place that enforces it. Staying in a state is not a transition.

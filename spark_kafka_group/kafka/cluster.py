@@ -1,4 +1,5 @@
-"""Driver-side access to the Kafka cluster: topic metadata and ListOffsets (seed 004).
+"""Driver-side access to the Kafka cluster: topic metadata and ListOffsets (as Kafka's
+``OffsetFetcher`` does it).
 
 One :class:`KafkaCluster` per stream reader, used as a context manager. Every failure is one
 of our exceptions with the servers, the names and the numbers in it; never a bare librdkafka
@@ -7,7 +8,7 @@ error. A call that gets no answer is retried as Spark's Kafka source does it: up
 (:class:`~spark_kafka_group.kafka.config.OffsetFetchRetry`); one attempt lasts at most
 :data:`ATTEMPT_TIMEOUT_S`. Tansu (the embedded test broker) answers ListOffsets(latest)
 with the last record batch's base offset + 1 and ListOffsets by timestamp unreliably
-(DESIGN section 8).
+(docs/design.md, "Test environment facts").
 """
 
 from __future__ import annotations

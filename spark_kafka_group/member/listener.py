@@ -1,6 +1,6 @@
 """The user's rebalance listener (option ``rebalanceListener = "module:Class"``).
 
-Like Kafka's ``ConsumerRebalanceListener`` (seed 000): ``on_partitions_assigned``,
+Like Kafka's ``ConsumerRebalanceListener``: ``on_partitions_assigned``,
 ``on_partitions_revoked`` and ``on_partitions_lost`` run on the driver, in the query's
 streaming-source process, with a sorted list of ``(topic, partition)``. Every method is
 optional. An exception in the listener is logged, never fatal to the query.

@@ -5,9 +5,10 @@ member's behalf, the CLI) goes through :meth:`GroupLogClient.transact`: fold the
 its latest version N, let a pure ``decide`` function produce records from the folded state
 (through the handlers of :class:`GroupCoordinator`), append them as version N+1, and on a
 compare-and-swap conflict fold what the others wrote, wait a random backoff and decide again
-(DESIGN section 3). The two halves of a write are public (:meth:`GroupLogClient.prepare`,
-:meth:`GroupLogClient.complete`) so that the simulation can interleave many members' writes
-with simulated store latency; :meth:`GroupLogClient.transact` runs them in a loop.
+(docs/design.md, "The group log"). The two halves of a write are public
+(:meth:`GroupLogClient.prepare`, :meth:`GroupLogClient.complete`) so that the simulation can
+interleave many members' writes with simulated store latency; :meth:`GroupLogClient.transact`
+runs them in a loop.
 
 The log is any :class:`~spark_kafka_group.store.log_store.LogStore`: the Delta group log, or
 the in-memory log of the simulation and the property tests.
@@ -31,7 +32,8 @@ from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.store import AppendConflict, GroupLog, group_log_uri
-from spark_kafka_group.store.log_store import LogStore
+from spark_kafka_group.store.leases import LeaseFiles
+from spark_kafka_group.store.log_store import LeaseStore, LogStore
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +77,11 @@ class GroupLogClient:
         clock: Clock | None = None,
         create: bool = True,
         log: LogStore | None = None,
+        leases: LeaseStore | None = None,
         random_seed: int | None = None,
     ) -> None:
-        """``log``: the group log itself, instead of opening the Delta table under ``store``."""
+        """``log`` and ``leases``: the group log itself and the members' leases, instead of
+        the Delta table under ``store`` and its lease files."""
         self.group_id = group_id
         self.clock: Clock = clock or SystemClock()
         self._config = config or GroupConfig()
@@ -86,9 +90,12 @@ class GroupLogClient:
             self._log: LogStore = GroupLog.open(
                 self.uri, storage_options=storage_options, create=create
             )
+            leases = LeaseFiles(self.uri, storage_options=storage_options)
         else:
             self.uri = getattr(log, "uri", store)
             self._log = log
+        #: The members' leases (None: liveness is in the log's records only).
+        self.leases: LeaseStore | None = leases
         self._random = random.Random(random_seed)
         #: Seconds one append took lately (the unit of the conflict backoff).
         self.append_s = MIN_BACKOFF_BASE_S
@@ -117,6 +124,10 @@ class GroupLogClient:
             self._records_since_snapshot += len(piece.records)
         self.version = piece.version
         return self.coordinator
+
+    def read_leases(self) -> Mapping[str, int] | None:
+        """Every member's latest lease renewal (None when the log has no leases)."""
+        return None if self.leases is None else self.leases.read()
 
     def prepare(self, decide: Decide[T], *, fold: bool = True) -> Attempt[T]:
         """Fold (unless the caller just did), and let ``decide(coordinator, now_ms)`` decide

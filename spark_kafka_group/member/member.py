@@ -61,7 +61,6 @@ from spark_kafka_group.member.listener import RebalanceListenerRunner
 from spark_kafka_group.member.log_client import Attempt, GroupLogClient
 from spark_kafka_group.member.topic_metadata import TopicMetadataCache
 from spark_kafka_group.options import GroupSettings
-from spark_kafka_group.store.leases import LeaseFiles
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
 
 log = logging.getLogger(__name__)
@@ -155,14 +154,14 @@ class GroupMember:
             config=config
             or GroupConfig(
                 scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
+                assignors=settings.assignors,
                 initial_rebalance_delay_ms=settings.initial_rebalance_delay_ms,
             ),
             clock=clock,
             log=log,
+            leases=leases,
         )
-        if log is None:
-            leases = LeaseFiles(self._client.uri, storage_options=settings.storage_options)
-        self._leases = leases
+        self._leases = leases = self._client.leases
         if features is None:
             features = FEATURES if leases is not None else (IMPLICIT_REJOIN,)
         self._features = tuple(sorted(features))
@@ -402,7 +401,7 @@ class GroupMember:
     def adopt(
         self, previous_member: str, generation: int, positions: Mapping[TP, int]
     ) -> frozenset[TP]:
-        """Resume a restarted query's checkpoint (DESIGN section 5, step 1).
+        """Resume a restarted query's checkpoint (docs/design.md, "Fetch positions", step 1).
 
         ``positions`` are the ends of the last batch the query's previous incarnation
         planned. For each partition this member holds again and nobody else committed since
@@ -718,7 +717,7 @@ class GroupMember:
         """This member's join request (what it owns is filled in when it joins)."""
         return JoinRequest(
             member_id=self.member_id,
-            protocols=(self.settings.assignment_strategy,),
+            protocols=self.settings.protocol_names,
             topics=self._subscription.topics,
             pattern=self._subscription.pattern,
             instance_id=self.settings.instance_id,
@@ -738,11 +737,16 @@ class GroupMember:
                 "it must be between 6000 and 1800000 ms (Kafka's group.min/max.session.timeout.ms)."
             )
         elif error is GroupError.INCONSISTENT_GROUP_PROTOCOL:
-            protocol = self._client.coordinator.group.protocol
+            group = self._client.coordinator.group
+            supported = sorted(group.candidate_protocols())
             self._fatal = OptionError(
-                f"Group {group_id!r} uses assignmentStrategy {protocol!r}, and this query asks "
-                f"for {self.settings.assignment_strategy!r}: members of one group need an "
-                "assignment strategy in common. Use the same assignmentStrategy for every query."
+                f"Group {group_id!r} refused this query: its members all support only "
+                f"{', '.join(supported) or '(none)'} (it uses {group.protocol!r}), and this "
+                f"query's assignmentStrategy {','.join(self.settings.protocol_names)!r} has none "
+                "of them. Members of one group need an assignor in common. To move a running "
+                "group to another assignor, restart each query with the new one first and the "
+                "old one second (e.g. 'cooperative-sticky,range'), then each again with the new "
+                "one alone."
             )
         elif error not in (GroupError.NONE, GroupError.REBALANCE_IN_PROGRESS):
             log.warning("group %s: join answered %s; retrying", group_id, error)

@@ -8,14 +8,13 @@ topics in the leader's last assignment snapshot.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from spark_kafka_group.admin import GroupInfo, MemberInfo, describe_group
-from spark_kafka_group.errors import GroupStoreError, TopicNotFoundError
-from spark_kafka_group.store import GroupLogNotFoundError
+from spark_kafka_group.admin import describe_existing_group
+from spark_kafka_group.errors import TopicNotFoundError
+from spark_kafka_group.group import GroupDescription, TopicPartition
 
 TP = tuple[str, int]
 
@@ -34,80 +33,26 @@ class PartitionLag:
 
 
 @dataclass(frozen=True)
-class MemberReport:
-    member_id: str
-    instance_id: str | None
-    client_host: str
-    client_id: str
-    generation: int
-    last_heartbeat_age_ms: int
-    session_timeout_ms: int
-    live: bool
-    assigned: tuple[TP, ...]
-    revoking: tuple[TP, ...]
+class GroupLag:
+    """A group's description extended with the log end offset and lag of its partitions."""
 
-
-@dataclass(frozen=True)
-class GroupReport:
-    group_id: str
-    uri: str
-    version: int
-    state: str
-    generation: int
-    protocol: str | None
-    leader: str | None
-    now_ms: int
-    members: tuple[MemberReport, ...] = ()
+    group: GroupDescription
     partitions: tuple[PartitionLag, ...] = ()
     #: Sum of the known lags (None if no log end offsets were asked for).
     total_lag: int | None = None
     #: Topics the cluster does not have any more (log end unknown).
-    missing_topics: tuple[str, ...] = field(default_factory=tuple)
+    missing_topics: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        for m in d["members"]:
-            m["assigned"] = [f"{t}-{p}" for t, p in m["assigned"]]
-            m["revoking"] = [f"{t}-{p}" for t, p in m["revoking"]]
-        d["missing_topics"] = list(d["missing_topics"])
-        return d
-
-
-def group_info_or_fail(
-    store: str, group_id: str, storage_options: Mapping[str, str] | None = None
-) -> GroupInfo:
-    """:func:`describe_group`, but a group without a log is an error that says so."""
-    info = describe_group(store, group_id, storage_options=storage_options)
-    if info.version < 0:
-        from spark_kafka_group.store import list_groups
-
-        try:
-            known = list_groups(store, storage_options=storage_options)
-        except GroupStoreError:
-            known = []
-        shown = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")
-        raise GroupLogNotFoundError(
-            f"There is no group log for group {group_id!r} at {info.uri}. Groups in store "
-            f"{store!r}: {shown or 'none'}. Check --store and --group (the query's "
-            "groupStore and groupId options)."
-        )
-    return info
-
-
-def _member_report(m: MemberInfo, now_ms: int) -> MemberReport:
-    age = max(0, now_ms - m.last_seen_ms)
-    return MemberReport(
-        member_id=m.member_id,
-        instance_id=m.instance_id,
-        client_host=m.client_host,
-        client_id=m.client_id,
-        generation=m.generation,
-        last_heartbeat_age_ms=age,
-        session_timeout_ms=m.session_timeout_ms,
-        live=m.session_timeout_ms <= 0 or age <= m.session_timeout_ms,
-        assigned=tuple(m.assignment),
-        revoking=tuple(m.revoking),
-    )
+        """What ``kafka-group describe --json`` prints: the group's JSON form, whose committed
+        offsets are shown in the partition rows here (with their lag)."""
+        group = {k: v for k, v in self.group.to_json().items() if k != "committed"}
+        return {
+            **group,
+            "partitions": [asdict(p) for p in self.partitions],
+            "total_lag": self.total_lag,
+            "missing_topics": list(self.missing_topics),
+        }
 
 
 def describe_with_lag(
@@ -118,20 +63,19 @@ def describe_with_lag(
     client_conf: Mapping[str, str] | None = None,
     storage_options: Mapping[str, str] | None = None,
     now_ms: int | None = None,
-) -> GroupReport:
+) -> GroupLag:
     """The group (members, owners, committed offsets) and, with ``bootstrap_servers``, the log
     end offset and lag of every partition."""
-    info = group_info_or_fail(store, group_id, storage_options)
-    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
-    owners: dict[TP, tuple[str, str]] = {}
-    for m in info.members:
+    group = describe_existing_group(store, group_id, storage_options=storage_options, now_ms=now_ms)
+    owners: dict[TopicPartition, tuple[str, str]] = {}
+    for m in group.members:
         for tp in m.revoking:
             owners[tp] = (m.member_id, "revoking")
         for tp in m.assignment:
             owners[tp] = (m.member_id, "assigned")
-    partitions: set[TP] = set(info.committed) | set(owners)
-    for topic, count in (info.assignment_snapshot or {}).items():
-        partitions.update((topic, p) for p in range(count))
+    partitions: set[TopicPartition] = set(group.offsets) | set(owners)
+    for topic, count in (group.assignment_snapshot or {}).items():
+        partitions.update(TopicPartition(topic, p) for p in range(count))
     log_end: dict[TP, int] = {}
     missing: list[str] = []
     if bootstrap_servers:
@@ -139,31 +83,24 @@ def describe_with_lag(
     rows = []
     for tp in sorted(partitions):
         owner = owners.get(tp)
-        committed = info.committed.get(tp)
+        offset = group.offsets.get(tp)
+        committed = None if offset is None else offset.offset
         end = log_end.get(tp)
         rows.append(
             PartitionLag(
-                topic=tp[0],
-                partition=tp[1],
+                topic=tp.topic,
+                partition=tp.partition,
                 owner=owner[0] if owner else None,
                 owner_state=owner[1] if owner else None,
                 committed=committed,
-                committed_at_ms=info.committed_at.get(tp) if committed is not None else None,
+                committed_at_ms=None if offset is None else offset.commit_timestamp_ms,
                 log_end=end,
                 lag=max(0, end - committed) if end is not None and committed is not None else None,
             )
         )
     total = sum(r.lag for r in rows if r.lag is not None) if bootstrap_servers else None
-    return GroupReport(
-        group_id=info.group_id,
-        uri=info.uri,
-        version=info.version,
-        state=info.state,
-        generation=info.generation,
-        protocol=info.protocol,
-        leader=info.leader,
-        now_ms=now,
-        members=tuple(_member_report(m, now) for m in info.members),
+    return GroupLag(
+        group=group,
         partitions=tuple(rows),
         total_lag=total,
         missing_topics=tuple(missing),
@@ -171,7 +108,7 @@ def describe_with_lag(
 
 
 def log_end_offsets(
-    bootstrap_servers: str, client_conf: Mapping[str, str] | None, partitions: list[TP]
+    bootstrap_servers: str, client_conf: Mapping[str, str] | None, partitions: Sequence[TP]
 ) -> tuple[dict[TP, int], list[str]]:
     """High watermarks; topics that no longer exist are returned as missing, not raised."""
     from spark_kafka_group.kafka.cluster import KafkaCluster

@@ -18,9 +18,22 @@ from typing import Any
 
 from spark_kafka_group.group import GroupMetadata, RecordKind
 from spark_kafka_group.group import apply as apply_record
+from spark_kafka_group.group.payloads import (
+    ExpirePayload,
+    GenerationPayload,
+    JoinPayload,
+    LeavePayload,
+)
 from spark_kafka_group.store import GroupLog, GroupLogNotFoundError, group_log_uri
 
 TP = tuple[str, int]
+
+#: The records that are member events, and their payload types (each has a reason).
+_MEMBER_EVENTS: dict[str, type[JoinPayload] | type[LeavePayload] | type[ExpirePayload]] = {
+    RecordKind.JOIN.value: JoinPayload,
+    RecordKind.LEAVE.value: LeavePayload,
+    RecordKind.EXPIRE.value: ExpirePayload,
+}
 
 
 @dataclass
@@ -197,20 +210,22 @@ def build_timeline(
         if mid and kind != RecordKind.SNAPSHOT and mid not in tl.instance_ids:
             tl.members.append(mid)
             tl.instance_ids[mid] = record.instance_id
-        if kind in (RecordKind.JOIN, RecordKind.LEAVE, RecordKind.EXPIRE) and mid:
-            reason = record.payload.get("reason")
+        event = _MEMBER_EVENTS.get(str(kind))
+        if event is not None and mid:
+            reason = event.of(record).reason or None
             tl.events.append(MemberEvent(str(kind), ts, mid, record.instance_id, reason))
         apply_record(group, record)
         if group.rebalance_reason:
             pending_reason = group.rebalance_reason
         if kind == RecordKind.GENERATION:
+            generation = GenerationPayload.of(record)
             tl.rebalances.append(
                 Rebalance(
                     generation=int(record.generation or 0),
                     timestamp_ms=ts,
                     version=version,
-                    leader=record.payload.get("leader"),
-                    members=tuple(record.payload.get("members") or ()),
+                    leader=generation.leader,
+                    members=generation.members,
                     reason=pending_reason,
                 )
             )

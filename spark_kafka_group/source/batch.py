@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -188,7 +187,7 @@ def _group_committed(options: SourceOptions) -> dict[TopicPartition, int]:
     """The group's committed offsets, read from its log (read only: no join, no commit)."""
     from spark_kafka_group.admin import describe_group
 
-    info: Any = describe_group(
+    info = describe_group(
         options.group.store,
         options.group.group_id,
         storage_options=dict(options.group.storage_options) or None,

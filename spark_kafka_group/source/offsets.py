@@ -7,8 +7,9 @@ Spark stores it as JSON and hands it back as ``start``/``end``; it must be deter
   from Spark's checkpoint or query progress knows which group log it belongs to.
 * ``generation`` and ``member``: the group generation and member id the batch was planned
   in. A rebalance changes the generation, so it always yields a new batch and hence a
-  ``commit()`` of the previous one (DESIGN section 6); the member id lets a commit made on
-  the member's behalf (the StreamingQueryListener path) be checked like the member's own.
+  ``commit()`` of the previous one (docs/design.md, "Spark facts that shape the reader");
+  the member id lets a commit made on the member's behalf (the StreamingQueryListener path)
+  be checked like the member's own.
 * ``offsets``: the end position (exclusive) of every partition planned in the batch.
 * ``starts``: the start position of partitions that are new in this batch (newly assigned or
   newly discovered). Keeping them in the end offset makes ``partitions(start, end)``

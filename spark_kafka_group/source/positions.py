@@ -1,4 +1,4 @@
-"""Fetch positions for newly owned partitions: seed 004's ``updateFetchPositions``.
+"""Fetch positions for newly owned partitions: Kafka's ``updateFetchPositions``.
 
 1. A partition already in the batch's start offset keeps Spark's checkpointed position
    (the reader handles that; this module is only asked about partitions new to the batch).

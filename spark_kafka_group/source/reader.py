@@ -2,7 +2,8 @@
 
 Lives in Spark's long-lived streaming-source Python process on the driver (one per query);
 the group member and its heartbeat thread live here too. ``read()`` runs on executors and
-only uses the pickled :class:`KafkaInputPartition` (DESIGN sections 2 and 6).
+only uses the pickled :class:`KafkaInputPartition` (docs/design.md, "The shape"
+and "Spark facts that shape the reader").
 
 Per trigger (``latestOffset``):
 
@@ -30,7 +31,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from spark_kafka_group.fetcher import FetchSpec, fetch
-from spark_kafka_group.ops.kafka_offsets import seed_from_kafka_group
+from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
 from spark_kafka_group.source.batch import fetch_spec
 from spark_kafka_group.source.lifecycle import stop_on_process_end
@@ -143,7 +144,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                     self._opts.group.group_id, assignment.member_id,
                 )  # fmt: skip
             if self._opts.commit_to_kafka:
-                from spark_kafka_group.ops.kafka_offsets import KafkaOffsetMirror
+                from spark_kafka_group.kafka.consumer_group_offsets import KafkaOffsetMirror
 
                 self._kafka_mirror = KafkaOffsetMirror(
                     self._opts.bootstrap_servers,

@@ -19,10 +19,8 @@ those buffers. The data files of a group log are small (one per append, compacte
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -30,16 +28,7 @@ import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake._internal import DeltaFileSystemHandler
 
-
-def is_local_uri(uri: str) -> bool:
-    """A path or ``file://`` URI (read with pyarrow's native local file system)."""
-    scheme = urlparse(uri).scheme
-    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
-
-
-def local_path(uri: str) -> str:
-    """The file-system path of a local ``uri``."""
-    return unquote(urlparse(uri).path) if uri.startswith("file://") else uri
+from spark_kafka_group.store.paths import is_local_uri, local_path
 
 
 class TableFiles:

@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from spark_kafka_group.admin import describe_group
-from spark_kafka_group.kafka.java_settings import JKS_MAGIC
-from spark_kafka_group.ops.kafka_offsets import (
+from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
+from spark_kafka_group.kafka.consumer_group_offsets import (
     KafkaOffsetMirror,
     commit_to_kafka_group,
     kafka_group_offsets,
     seed_from_kafka_group,
 )
+from spark_kafka_group.kafka.java_settings import JKS_MAGIC
 from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.store.leases import LeaseFiles
 from tests.integration.cli_support import GroupDriver, run_cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -78,6 +79,23 @@ def test_list_and_describe_text_and_json(group_store: str) -> None:
     text = run_cli("describe", "--store", group_store, "--group", group).out
     assert "state Stable, generation 3, protocol range, leader A" in text
     assert "orders" in text and "LAG" in text
+
+
+def test_a_member_silent_in_the_log_but_renewing_its_lease_is_live(group_store: str) -> None:
+    """Members with leases write no heartbeat records: describe and reset-offsets read the
+    leases, or they would take a running member for an expired one."""
+    group = _group()
+    d = GroupDriver(group_store, group, {"t": 2}, session_timeout_ms=30_000, start_ago_ms=60_000)
+    d.rebalance(["A"])  # A's last record is about a minute old, twice its session timeout
+    silent = describe_group(group_store, group)
+    assert [(m.member_id, m.live) for m in silent.members] == [("A", False)]
+
+    LeaseFiles(d.client.uri).renew("A", int(time.time() * 1000))
+    (member,) = describe_group(group_store, group).members
+    assert member.live
+    with pytest.raises(GroupNotEmptyError, match="live members"):
+        reset_offsets(group_store, group, {("t", 0): 0}, execute=True)
+    assert [m.member_id for m in describe_group(group_store, group).members] == ["A"]
 
 
 def test_errors_are_messages_with_exit_codes(group_store: str) -> None:

@@ -1,8 +1,8 @@
 """Fault injection, checked by the delivery checker (tests/delivery.py).
 
 Kafka's consumer bounce / static consumer bounce / fencing system tests and Jepsen's Kafka
-checker on our product: real member processes (``jobs/member.py``), a real broker, the real
-group log. Every scenario prints the checker's one-line summary (run with ``-s`` to see it).
+checker on our product: real member processes (``tests/member_app.py``), a real broker, the
+real group log. Every scenario prints the checker's one-line summary (run with ``-s`` to see it).
 
 The soak version of the bounce scenario is excluded by default; run it with::
 
@@ -29,6 +29,7 @@ import pytest
 import spark_kafka_group
 from spark_kafka_group.embedded import EmbeddedBroker
 from spark_kafka_group.group import GroupCoordinator, GroupError
+from spark_kafka_group.group.payloads import JoinPayload, RevokePayload, SyncPayload
 from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import GroupLog, group_log_uri
@@ -218,34 +219,26 @@ def test_static_bounce(tmp_path, bootstrap_servers, topic_name, group_store) -> 
     result.assert_ok()
     after = [r for r in records if r.timestamp_ms >= stable_ms]
     # Each restart joins as its instance's new incarnation (``replaces`` the old member id).
-    restarts = [
-        (r.member_id, r.payload["replaces"])
-        for r in after
-        if r.kind == "JOIN" and r.payload.get("replaces")
-    ]
+    joins = [(r, JoinPayload.of(r)) for r in after if r.kind == "JOIN"]
+    restarts = [(r.member_id, join.replaces) for r, join in joins if join.replaces]
     assert len(restarts) == 2, restarts
     # Any other JOIN is a known member rejoining a rebalance (a restarted leader starts one),
     # never a new member: no static instance ever lost its place in the group.
     known = {r.member_id for r in records if r.kind == "JOIN" and r.timestamp_ms < stable_ms}
     known |= {mid for mid, _ in restarts}
-    newcomers = [
-        r.member_id
-        for r in after
-        if r.kind == "JOIN" and not r.payload.get("replaces") and r.member_id not in known
-    ]
+    newcomers = [r.member_id for r, join in joins if not join.replaces and r.member_id not in known]
     assert newcomers == [], f"static restarts joined as new members: {newcomers}"
-    # No revocation at all (a restarted leader's rejoin starts a rebalance, seed 001, but
+    # No revocation at all (a restarted leader's rejoin starts a rebalance, KIP-345, but
     # cooperative-sticky gives everyone the same partitions back).
-    revokes = [(r.member_id, r.payload.get("partitions")) for r in after if r.kind == "REVOKE"]
+    revokes = [(r.member_id, RevokePayload.of(r).partitions) for r in after if r.kind == "REVOKE"]
     assert revokes == [], f"static restarts revoked partitions: {revokes}"
     expired = [r.member_id for r in after if r.kind in ("EXPIRE", "LEAVE")]
     assert expired == []
     before = [r for r in records if r.kind == "SYNC" and r.timestamp_ms < stable_ms][-1:]
-    syncs = [r.payload["assignment"] for r in before + after if r.kind == "SYNC"]
+    syncs = [SyncPayload.of(r).assignment for r in before + after if r.kind == "SYNC"]
     by_instance = {r.member_id: r.instance_id for r in records if r.kind == "JOIN"}
     shapes = {
-        frozenset((by_instance[m], tuple(sorted(map(tuple, a)))) for m, a in sync.items())
-        for sync in syncs
+        frozenset((by_instance[m], tuple(sorted(a))) for m, a in sync.items()) for sync in syncs
     }
     assert len(shapes) <= 1, f"static restarts moved partitions: {shapes}"
 

@@ -120,7 +120,7 @@ def test_tombstones_and_headers(bootstrap_servers: str, topic_name: str) -> None
     )
     producer.flush(10)
     producer.produce(topic_name, key=b"k3", value=b"", partition=0, headers=[("c", b"")])
-    producer.flush(10)  # last batch: one record (Tansu high watermark, DESIGN section 8)
+    producer.flush(10)  # last batch: one record (Tansu's high watermark, see docs/design.md)
 
     rows = _read(FetchSpec(topic_name, 0, 0, 4, bootstrap_servers, include_headers=True))
     assert rows.column("key").to_pylist() == [b"k0", None, b"k2", b"k3"]

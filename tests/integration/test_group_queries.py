@@ -12,9 +12,8 @@ import pytest
 import spark_kafka_group
 from spark_kafka_group.progress import group_offsets
 from spark_kafka_group.sample_data import create_topic, produce_sample
-from spark_kafka_group.store import GroupLog, group_log_uri
 from tests.processes import wait_until
-from tests.streaming import Collected, SteadyProducer, source_options, start_query
+from tests.streaming import Collected, SteadyProducer, group_records, source_options, start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -103,7 +102,7 @@ def test_a_third_query_joins_and_only_moved_partitions_pause(
 
     # From the newcomer's JOIN record in the group log to its first record in the sink.
     newcomer = next(group_offsets(qc.lastProgress)).member
-    log = [r for _, r in GroupLog.open(group_log_uri(group_store, "g-three")).read()]
+    log = group_records(group_store, "g-three")
     joined_ms = min(r.timestamp_ms for r in log if r.kind == "JOIN" and r.member_id == newcomer)
     first_ms = c.first_record_time() * 1000.0
     join_to_first_record_s = (first_ms - joined_ms) / 1000.0
@@ -149,6 +148,6 @@ def test_a_third_query_joins_and_only_moved_partitions_pause(
             assert kept <= {p for p, _, _ in rows}, (kept, {p for p, _, _ in rows})
     assert partitions_of(c), "the newcomer got partitions"
     # The target is two trigger intervals + two heartbeat intervals (2 s here), measured by
-    # jobs/bench_join.py (performance is a benchmark's business); here only a bound that
+    # benchmarks/bench_join.py (performance is a benchmark's business); here only a bound that
     # catches a rebalance that waits for a timeout instead of the members.
     assert join_to_first_record_s < 10

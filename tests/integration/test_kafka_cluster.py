@@ -109,7 +109,8 @@ def test_offsets(bootstrap_servers: str, topic_name: str) -> None:
         by_time = cluster.offsets_for_timestamp(tps, 0)
         assert set(by_time) == set(tps)
         assert by_time[tps[0]] == 0  # every record is newer than the epoch
-        # Tansu answers timestamp lookups unreliably (DESIGN section 8): types only.
+        # Tansu answers timestamp lookups unreliably (docs/design.md, "Test environment
+        # facts"): types only.
         future = cluster.offsets_for_timestamp(tps, int(time.time() * 1000) + 3_600_000)
         assert all(v is None or 0 <= v <= counts.get(tp[1], 0) for tp, v in future.items())
         with pytest.raises(TopicNotFoundError):

@@ -1,7 +1,8 @@
 """The end-to-end exactly-once test and a two-query group test again on a real Spark cluster:
 ``local-cluster[2,1,1024]``, a Master and two Workers whose executors are separate JVMs with
 their own Python workers, so ``read()`` runs in other processes than the driver's stream
-reader and gets everything from the pickled input partition (DESIGN section 2)."""
+reader and gets everything from the pickled input partition (docs/design.md,
+"The shape")."""
 
 from __future__ import annotations
 

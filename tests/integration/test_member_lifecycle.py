@@ -3,7 +3,7 @@ its previous incarnation's place at once, and a Trigger.AvailableNow run reads i
 
 Real Spark, a real broker and a real Delta group log. The restart figures are printed; the
 bounds asserted are generous (well below the 45 s session timeout a restart used to wait
-for); ``jobs/bench_restart.py`` measures them. A SIGKILLed driver restarted on its checkpoint
+for); ``benchmarks/bench_restart.py`` measures them. A SIGKILLed driver restarted on its checkpoint
 is in ``test_member_processes.py`` (the restart-from-checkpoint test).
 """
 

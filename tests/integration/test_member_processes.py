@@ -1,6 +1,6 @@
 """Members in separate processes: killed, restarted as a static member, paused as a zombie.
 
-The survivor is a query in the test's SparkSession; the other member is ``jobs/member.py``
+The survivor is a query in the test's SparkSession; the other member is ``tests/member_app.py``
 in its own process (its own Spark driver), as a second spark-submit job would be.
 """
 
@@ -16,6 +16,7 @@ import pytest
 
 import spark_kafka_group
 from spark_kafka_group.group import GroupError, replay
+from spark_kafka_group.group.payloads import JoinPayload, payload_of
 from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic
 from tests.delivery import check_delivery, collected_batches, journal_batches
@@ -153,9 +154,9 @@ def test_static_member_restarted_within_session_timeout_keeps_its_partitions(
     )
     assert static_after is not None, (
         [
-            (r.kind, r.member_id, r.instance_id, r.generation, r.payload.get("reason"))
+            (r.kind, r.member_id, r.instance_id, r.generation, payload_of(r))
             for r in group_records(group_store, group)
-            if r.kind not in ("COMMIT", "HEARTBEAT")
+            if r.kind not in ("COMMIT", "HEARTBEAT", "SNAPSHOT")
         ],
         victim.output()[-3000:],
     )
@@ -245,7 +246,7 @@ def test_restart_from_checkpoint_after_sigkill_takes_over_and_replays_only_the_i
     # It replaced its previous incarnation (named in the checkpoint) instead of waiting for its
     # session timeout to expire it, and that incarnation's late commits are refused.
     records = group_records(group_store, group)
-    assert any(r.kind == "JOIN" and r.payload.get("replaces") == old for r in records)
+    assert any(r.kind == "JOIN" and JoinPayload.of(r).replaces == old for r in records)
     assert not any(r.kind == "EXPIRE" for r in records)
     assert took - killed_at < 30, "the restart waited for the session timeout (45 s)"
     work = GroupLogClient(group_store, group, create=False).fold().fork()

@@ -1,6 +1,6 @@
-"""Two Spark applications in separate processes (``jobs/member.py``, as two spark-submit jobs on
-two machines would be) share one group whose log is on an object-store server: one joins while
-records are produced steadily, the other leaves, and every record is read exactly once."""
+"""Two Spark applications in separate processes (``tests/member_app.py``, as two spark-submit
+jobs on two machines would be) share one group whose log is on an object-store server: one joins
+while records are produced steadily, the other leaves, and every record is read exactly once."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ import pytest
 
 import spark_kafka_group
 from spark_kafka_group.sample_data import create_topic
-from spark_kafka_group.store import GroupLog, group_log_uri
 from tests.delivery import check_delivery, journal_batches
 from tests.object_stores import ObjectStore
 from tests.processes import MemberProcess, wait_until
-from tests.streaming import SteadyProducer
+from tests.streaming import SteadyProducer, group_records
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -82,9 +81,7 @@ def test_two_applications_share_a_group_on_the_store_exactly_once(
     assert set(consumed) == produced, f"lost: {sorted(produced - set(consumed))[:10]}"
     assert max(consumed.values()) == 1, [r for r, n in consumed.items() if n > 1][:10]
     assert {p for p, _ in first.records()} and {p for p, _ in second.records()}
-    records = [
-        r for _, r in GroupLog.open(group_log_uri(root, group), storage_options=options).read()
-    ]
+    records = group_records(root, group, storage_options=options)
     batches = journal_batches("first", first.batches()) + journal_batches(
         "second", second.batches()
     )

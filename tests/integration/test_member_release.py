@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group.admin import commit_for_member
+from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 
@@ -22,6 +23,7 @@ PARTITIONS = [(TOPIC, p) for p in range(4)]
 
 
 def settings(store: str, strategy: str) -> GroupSettings:
+    """``strategy``: an assignmentStrategy list of built-in names."""
     return GroupSettings(
         group_id="g",
         store=store,
@@ -29,10 +31,11 @@ def settings(store: str, strategy: str) -> GroupSettings:
         heartbeat_interval_ms=500,
         session_timeout_ms=30_000,
         rebalance_timeout_ms=30_000,
-        assignment_strategy=strategy,
+        assignment_strategy=tuple(load_assignor(e) for e in strategy.split(",")),
         instance_id=None,
         scheduled_rebalance_max_delay_ms=0,
         rebalance_listener=None,
+        initial_rebalance_delay_ms=0,
     )
 
 

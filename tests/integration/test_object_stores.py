@@ -44,7 +44,7 @@ def test_a_stale_append_is_refused_by_the_store(store: ObjectStore) -> None:
     stale = GroupLog.open(uri, storage_options=store.storage_options)  # snapshot at version 0
     assert first.append(_record(1), expected_version=0) == 1
     with pytest.raises(AppendConflict):
-        stale._table = stale._load(0)  # as if it had not seen version 1 yet
+        stale._log_table.snapshot = stale._log_table.load(0)  # as if it had not seen version 1
         stale.append(_record(2), expected_version=0)
     assert [r.offset for _, r in first.read()] == [0, 1]
 

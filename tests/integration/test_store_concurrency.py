@@ -12,7 +12,7 @@ import pytest
 
 from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.store import AppendConflict, GroupLog
-from spark_kafka_group.store.log import _list_dir
+from spark_kafka_group.store.paths import list_dir
 from tests.object_stores import STORE_KINDS
 
 WRITERS = 4
@@ -94,7 +94,7 @@ def test_processes_racing_to_append(any_store: tuple[str, dict[str, str]]) -> No
     assert [v for v, _ in rows] == sorted(v for v, _ in rows)
     assert sum(c for _, _, c in outcomes) > 0
     # losers leave no temporary commit files behind (orphan data files are vacuumed later)
-    names = sorted(_list_dir(f"{log.uri}/_delta_log", options) or {})
+    names = sorted(list_dir(f"{log.uri}/_delta_log", options) or {})
     assert all(
         re.match(r"^(\d{20}\.(json|checkpoint\.parquet)|_last_checkpoint)$", name) for name in names
     ), names

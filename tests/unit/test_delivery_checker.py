@@ -2,54 +2,61 @@
 
 from __future__ import annotations
 
-from spark_kafka_group.group import GroupRecord
+from spark_kafka_group.group import GroupRecord, Subscription, TopicPartition
+from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload, SyncPayload
+from spark_kafka_group.group.record_helpers import (
+    commit_record,
+    expire_record,
+    generation_record,
+    join_record,
+    sync_record,
+)
 from tests.delivery import Batch, check_delivery, journal_batches
 
 T = "t"
 
 
 def join(member: str, ts: int, *, rebalance: bool) -> GroupRecord:
-    return GroupRecord(
-        "JOIN",
-        ts,
-        member_id=member,
-        generation=0,
-        payload={
-            "session_timeout_ms": 6000,
-            "rebalance_timeout_ms": 10000,
-            "protocol_type": "consumer",
-            "protocols": [["cooperative-sticky", None]],
-            "topics": [T],
-            "rebalance": rebalance,
-            "owned": [],
-        },
+    payload = JoinPayload(
+        session_timeout_ms=6000,
+        rebalance_timeout_ms=10000,
+        protocol_type="consumer",
+        protocols=(("cooperative-sticky", None),),
+        subscription=Subscription((T,)),
+        rebalance=rebalance,
+        owned=frozenset(),
     )
+    return join_record(now_ms=ts, member_id=member, instance_id=None, generation=0, payload=payload)
 
 
-def generation(gen: int, leader: str, ts: int) -> GroupRecord:
-    payload = {"leader": leader, "protocol": "cooperative-sticky", "members": [leader]}
-    return GroupRecord("GENERATION", ts, member_id=leader, generation=gen, payload=payload)
+def generation(gen: int, leader: str, ts: int, members: tuple[str, ...] = ()) -> GroupRecord:
+    payload = GenerationPayload(
+        leader=leader, protocol="cooperative-sticky", members=members or (leader,), deadline_ms=None
+    )
+    return generation_record(now_ms=ts, writer=leader, generation=gen, payload=payload)
 
 
 def sync(gen: int, leader: str, ts: int, assignment: dict[str, list[int]]) -> GroupRecord:
-    return GroupRecord(
-        "SYNC",
-        ts,
-        member_id=leader,
-        generation=gen,
-        payload={
-            "protocol": "cooperative-sticky",
-            "assignment": {m: [[T, p] for p in ps] for m, ps in assignment.items()},
-            "revoking": {m: [] for m in assignment},
-            "snapshot": {T: 2},
-        },
+    payload = SyncPayload(
+        protocol="cooperative-sticky",
+        assignment={m: frozenset(TopicPartition(T, p) for p in ps) for m, ps in assignment.items()},
+        revoking={m: frozenset() for m in assignment},
+        snapshot={T: 2},
     )
+    return sync_record(now_ms=ts, leader=leader, generation=gen, payload=payload)
 
 
 def commit(member: str, gen: int, ts: int, partition: int, offset: int) -> GroupRecord:
-    return GroupRecord(
-        "COMMIT", ts, member_id=member, generation=gen, topic=T, partition=partition,
-        offset=offset, payload={"metadata": None},
+    return commit_record(
+        now_ms=ts, member_id=member, instance_id=None, generation=gen,
+        partition=TopicPartition(T, partition), offset=offset, metadata=None,
+    )  # fmt: skip
+
+
+def expire(member: str, gen: int, ts: int) -> GroupRecord:
+    return expire_record(
+        now_ms=ts, member_id=member, instance_id=None, generation=gen,
+        reason="session_timeout", delay_until_ms=None,
     )  # fmt: skip
 
 
@@ -61,7 +68,7 @@ def handover_log(extra: list[GroupRecord] = ()) -> list[GroupRecord]:
         sync(1, "a", 0, {"a": [0, 1]}),
         commit("a", 1, 2000, 0, 4),
         commit("a", 1, 2000, 1, 4),
-        GroupRecord("EXPIRE", 10_000, member_id="a", payload={"reason": "session_timeout"}),
+        expire("a", 1, 10_000),
         join("b", 10_000, rebalance=False),
         generation(2, "b", 10_000),
         sync(2, "b", 10_000, {"b": [0, 1]}),
@@ -184,13 +191,7 @@ def test_double_ownership_is_caught() -> None:
     log = [
         join("a", 0, rebalance=True),
         join("b", 0, rebalance=False),
-        GroupRecord(
-            "GENERATION",
-            0,
-            member_id="a",
-            generation=1,
-            payload={"leader": "a", "protocol": "cooperative-sticky", "members": ["a", "b"]},
-        ),
+        generation(1, "a", 0, members=("a", "b")),
         sync(1, "a", 0, {"a": [0, 1], "b": [1]}),
     ]
     result = check_delivery(PRODUCED, good_batches()[:1], log, topic=T)

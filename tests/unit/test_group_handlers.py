@@ -17,6 +17,7 @@ from spark_kafka_group.group import (
     TopicPartition,
     replay,
 )
+from spark_kafka_group.group.payloads import ExpirePayload
 from spark_kafka_group.group.records import GroupRecord
 
 E = GroupError
@@ -156,10 +157,14 @@ def test_admin_commit_only_into_an_empty_group_and_delete() -> None:
 def test_describe_and_list() -> None:
     grp = Group()
     grp.stable(["a", "b"])
-    d = grp.coord.describe()
+    d = grp.coord.describe(0, uri="store/g", version=7)
     assert d.state == GroupState.STABLE and d.leader == "a" and d.protocol == "cooperative-sticky"
     assert sorted(m.member_id for m in d.members) == ["a", "b"]
     assert sum(len(m.assignment) for m in d.members) == 6
+    assert (d.uri, d.version, d.now_ms) == ("store/g", 7, 0)
+    row = d.summary_json()
+    assert (row["group"], row["state"], row["members"], row["version"]) == ("g", "Stable", 2, 7)
+    assert d.to_json()["members"][0]["assigned"] == [f"t-{p}" for p in range(3)]
     [listed] = grp.coord.list_groups()
     assert listed.group_id == "g" and listed.state == GroupState.STABLE
 
@@ -183,7 +188,7 @@ def test_session_expiry_and_rebalance_timeout_are_records() -> None:
     grp.do(c.heartbeat("b", gen, 9_000))
     records = grp.do((c.tick(10_001), None)) or grp.log[-1:]
     assert grp.log[-1].kind == "EXPIRE" and grp.log[-1].member_id == "c"
-    assert grp.log[-1].payload["reason"] == "session_timeout"
+    assert ExpirePayload.of(grp.log[-1]).reason == "session_timeout"
     del records
     # a rejoins, b never does: b is dropped at the rebalance timeout
     grp.join("a", 10_002)
@@ -193,7 +198,7 @@ def test_session_expiry_and_rebalance_timeout_are_records() -> None:
     assert grp.coord.tick(deadline - 1) == []
     grp.do((c.tick(deadline), None))
     assert [r.kind for r in grp.log[-2:]] == ["EXPIRE", "GENERATION"]
-    assert grp.log[-2].payload["reason"] == "rebalance_timeout"
+    assert ExpirePayload.of(grp.log[-2]).reason == "rebalance_timeout"
     assert list(c.group.members) == ["a"] and c.group.state == GroupState.COMPLETING_REBALANCE
 
 
@@ -205,7 +210,8 @@ def test_leader_that_never_syncs_is_dropped() -> None:
     grp.join("a", 1, rebalance_timeout_ms=5_000)
     assert grp.coord.group.state == GroupState.COMPLETING_REBALANCE
     grp.do((grp.coord.tick(1 + 5_000), None))
-    assert grp.log[-1].payload["reason"] == "sync_timeout" and "a" not in grp.coord.group.members
+    assert ExpirePayload.of(grp.log[-1]).reason == "sync_timeout"
+    assert "a" not in grp.coord.group.members
 
 
 # ------------------------------------------------------------------ static membership
@@ -377,6 +383,40 @@ def test_protocol_metadata_must_be_json_and_is_stored_canonically() -> None:
     assert replay(grp.log, "g") == grp.coord.group
 
 
+def test_describe_says_live_exactly_when_tick_would_not_expire() -> None:
+    grp = Group()
+    grp.stable(["a", "b"])  # session timeout 10 s, everything at t=0
+    grp.do(grp.coord.heartbeat("b", grp.coord.group.generation, 8_000))
+    gen = grp.coord.group.generation
+    grp.do(grp.coord.commit_offsets("a", gen, {("t", 0): 4}, 1_000))
+    at_limit = grp.coord.describe(11_000)  # a: silent 10 s = its session timeout, still live
+    assert [(m.member_id, m.live) for m in at_limit.members] == [("a", True), ("b", True)]
+    assert at_limit.committed == {("t", 0): 4} and at_limit.offsets[("t", 0)].offset == 4
+    later = grp.coord.describe(11_001)
+    assert {m.member_id: m.live for m in later.members} == {"a": False, "b": True}
+    assert {r.member_id for r in grp.coord.tick(11_001) if r.kind == RecordKind.EXPIRE} == {"a"}
+    member = later.to_json()["members"][0]
+    assert (member["live"], member["last_heartbeat_age_ms"]) == (False, 10_001)
+
+
+def test_describe_keeps_a_member_awaiting_sync_live_past_its_session() -> None:
+    grp = Group()
+    grp.join("a", 0)
+    grp.join("a", 0)  # the join phase completes: CompletingRebalance, waiting for a's sync
+    assert grp.coord.group.state == GroupState.COMPLETING_REBALANCE
+    (member,) = grp.coord.describe(20_000).members  # past the session, before the sync deadline
+    assert member.live and not grp.coord.tick(20_000)
+
+
+def test_describe_counts_a_lease_as_a_sign_of_life() -> None:
+    grp = Group()
+    grp.stable(["a"])  # session timeout 10 s, its last record at t=0
+    (leased,) = grp.coord.describe(20_000, leases={"a": 15_000}).members
+    assert leased.live and leased.last_seen_ms == 15_000
+    (silent,) = grp.coord.describe(20_000).members
+    assert not silent.live and silent.last_seen_ms == 0
+
+
 def test_a_returned_static_instance_does_not_strand_the_partitions_it_no_longer_gets() -> None:
     """After a scheduled delay expired, the returned instance counts as owning its old
     partitions (so it gets them back); what the cooperative assignor moves away from it is
@@ -396,6 +436,6 @@ def test_a_returned_static_instance_does_not_strand_the_partitions_it_no_longer_
     g.static_members["i1"] = "back"
     g.scheduled["i1"] = ScheduledDelay(frozenset(TopicPartition("t", p) for p in range(4)), 100)
     payload = sync_payload(g, BUILTIN_ASSIGNORS["cooperative-sticky"], {"t": 4}, now_ms=200)
-    assigned = [tp for tps in payload["assignment"].values() for tp in tps]
+    assigned = [tp for tps in payload.assignment.values() for tp in tps]
     assert sorted(map(tuple, assigned)) == [("t", p) for p in range(4)]
-    assert len(payload["assignment"]["back"]) == 2
+    assert len(payload.assignment["back"]) == 2

@@ -10,6 +10,7 @@ import pytest
 
 from spark_kafka_group.group import GroupConfig, GroupRecord, ManualClock, apply, replay
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.payloads import SyncPayload
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
 from tests.group_sim import SimMember, append, converged, simulate
 
@@ -130,12 +131,13 @@ def test_cooperative_members_never_stop_unmoved_partitions() -> None:
     for r in log.records[len(before_log) :]:
         apply(state, r)
         if r.kind == "SYNC":
-            for _mid, parts in r.payload["revoking"].items():
-                for t, p in parts:
-                    revoked.add(TopicPartition(t, p))
-                    revoked_at.setdefault(TopicPartition(t, p), r.generation)
-            for t, p in r.payload["assignment"].get("c", []):
-                given_to_c.setdefault(TopicPartition(t, p), r.generation)
+            sync = SyncPayload.of(r)
+            for parts in sync.revoking.values():
+                for tp in parts:
+                    revoked.add(tp)
+                    revoked_at.setdefault(tp, r.generation)
+            for tp in sync.assignment.get("c", ()):
+                given_to_c.setdefault(tp, r.generation)
         held = [tp for m in state.members.values() for tp in m.held]
         assert len(held) == len(set(held))
     assert revoked == moved
@@ -220,3 +222,33 @@ def test_simulation_shows_log_heartbeats_break_on_a_slow_store() -> None:
     )
     join = result.phase("join")
     assert join.false_expiries > 0 and join.settled_s is None
+
+
+def test_a_dead_leader_that_rejoined_implicitly_is_expired_by_its_session_timeout() -> None:
+    """A cooperative group's members count as rejoined at a rebalance, the dead too: a
+    crashed leader must then be expired by its lease's session timeout (30 s), not hold the
+    rebalance until its rebalance timeout (60 s) runs out as an unsynced leader."""
+    clock = ManualClock(1_000)
+    log = InMemoryLog()
+    leases = InMemoryLeases()
+    meta = {"t": 4}
+
+    def member(name: str) -> SimMember:
+        return SimMember(
+            name, log, clock, lambda: meta, session_timeout_ms=30_000,
+            rebalance_timeout_ms=60_000, heartbeat_interval_ms=500, leases=leases,
+        )  # fmt: skip
+
+    victim = member("victim")
+    for _ in range(20):
+        victim.step()
+        clock.advance(100)
+    assert converged(victim.coord, meta)
+    crashed_at = clock.now_ms()  # the victim never steps again
+    newcomer = member("newcomer")
+    while not converged(newcomer.coord, meta) and clock.now_ms() < crashed_at + 120_000:
+        newcomer.step()
+        clock.advance(100)
+    assert converged(newcomer.coord, meta)
+    assert set(newcomer.coord.group.members) == {"newcomer"}
+    assert clock.now_ms() - crashed_at < 35_000

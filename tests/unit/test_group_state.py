@@ -1,4 +1,4 @@
-"""The group state machine: seed 002's table, encoded once and enforced."""
+"""The group state machine: Kafka's ``ClassicGroupState`` table, encoded once and enforced."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ PREVIOUS = {
 }
 
 
-def test_previous_states_match_seed_002() -> None:
+def test_previous_states_match_kafkas_classic_group_state() -> None:
     for state, previous in PREVIOUS.items():
         assert state.valid_previous_states == previous
 

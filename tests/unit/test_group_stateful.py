@@ -26,11 +26,12 @@ from spark_kafka_group.group import (
     latest_snapshot_index,
     replay,
 )
+from spark_kafka_group.group.payloads import JoinPayload
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
 from tests.group_sim import SimMember, append, converged
 
 S = GroupState
-LEGAL = {  # seed 002, written out independently of state.py
+LEGAL = {  # Kafka's ClassicGroupState, written out independently of state.py
     S.DEAD: {S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD},
     S.COMPLETING_REBALANCE: {S.PREPARING_REBALANCE},
     S.STABLE: {S.COMPLETING_REBALANCE},
@@ -263,8 +264,8 @@ class GroupMachine(RuleBasedStateMachine):
                         continue
                     if previous is not None:
                         assert since == previous, (mid, tp, previous, since)
-                    elif r.kind == "JOIN" and r.payload.get("replaces"):
-                        old = since_before[r.payload["replaces"]]
+                    elif r.kind == "JOIN" and JoinPayload.of(r).replaces:
+                        old = since_before[str(JoinPayload.of(r).replaces)]
                         assert since == old[tp]  # a static member's new incarnation inherits
                     else:
                         assert since == self.checker.generation, (r.kind, mid, tp, since)

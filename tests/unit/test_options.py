@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from spark_kafka_group.errors import OptionError
@@ -14,6 +17,7 @@ from spark_kafka_group.options import (
     check_stream_options,
     parse_options,
 )
+from spark_kafka_group.store import group_log_uri
 
 BASE = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "groupId": "g", "groupStore": "/s"}
 
@@ -68,6 +72,9 @@ BAD_OPTION_SETS = [
     ("assign empty", without("subscribe", assign="{}"), ["non-empty JSON object"]),
     ("missing groupId", without("groupId"), ["'groupId' is required"]),
     ("groupId with slash", without(groupId="a/b"), ["groupId", "not valid"]),
+    # the store's rule (the group id names the log's directory), not a looser one of its own
+    ("hidden groupId", without(groupId=".g"), ["groupId", "not valid", "not starting with '.'"]),
+    ("groupId too long", without(groupId="g" * 256), ["groupId", "not valid", "1-255"]),
     ("kafka.group.id", without(**{"kafka.group.id": "g"}), ["kafka.group.id", "groupId"]),
     (
         "kafka.auto.offset.reset",
@@ -314,7 +321,7 @@ def test_defaults() -> None:
     assert opts.fail_on_data_loss is True
     assert opts.include_headers is False
     assert opts.max_offsets_per_trigger is None
-    assert opts.group.assignment_strategy == "cooperative-sticky"
+    assert opts.group.protocol_names == ("cooperative-sticky",)
     assert opts.group.heartbeat_interval_ms == 3000
     assert opts.group.session_timeout_ms == 45000
     assert opts.group.store == "/s"
@@ -420,3 +427,65 @@ def test_stream_and_batch_refuse_what_spark_refuses(kind, options, expected) -> 
     other = check_batch_options if kind == "stream" else check_stream_options
     if "group" not in str(options.get("startingOffsets")):
         other(parsed)  # the same options are fine for the other kind of query
+
+
+def test_group_id_is_checked_by_the_store_rule() -> None:
+    long_id = "g" * 255  # the longest directory name the group store accepts
+    assert parse_options(lower(without(groupId=long_id))).group.group_id == long_id
+    assert group_log_uri("/s", long_id) == f"/s/{long_id}"
+
+
+def test_options_check_group_ids_without_loading_the_store() -> None:
+    code = (
+        "import sys, spark_kafka_group.options; "
+        "print(sorted({'deltalake', 'pyarrow'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_assignment_strategy_is_a_preference_list_of_built_ins_and_classes() -> None:
+    opts = parse_options(
+        lower(
+            without(
+                assignmentStrategy=" Cooperative-Sticky , "
+                "tests.custom_assignors:OneAndRestAssignor,range"
+            )
+        )
+    )
+    assert opts.group.protocol_names == ("cooperative-sticky", "one-and-rest", "range")
+    # The leader can run every built-in and this member's own assignors.
+    assert set(opts.group.assignors) == {
+        "cooperative-sticky", "one-and-rest", "range", "roundrobin", "sticky",
+    }  # fmt: skip
+    by_class = parse_options(
+        lower(without(assignmentStrategy="spark_kafka_group.group.assignors.range:RangeAssignor"))
+    )
+    assert by_class.group.protocol_names == ("range",)
+    assert parse_options(lower(BASE)) == parse_options(lower(BASE))  # settings compare equal
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("cooperative_sticky", ["'cooperative_sticky' is not a built-in", "did you mean"]),
+        (" , ", ["names no assignor", "cooperative-sticky,range"]),
+        ("range,Range", ["lists the assignor 'range' twice"]),
+        ("no_such_module_xyz:Cls", ["cannot import module 'no_such_module_xyz'", "PYTHONPATH"]),
+        ("tests.custom_assignors:Missing", ["has no 'Missing'"]),
+        ("tests.custom_assignors:NotAnAssignor", ["is not an assignor", "subclass"]),
+        ("spark_kafka_group.group.assignors:Assignor", ["is not an assignor"]),
+        ("tests.custom_assignors:RangeLookalike", ["name = 'range'", "of its own"]),
+        ("tests.custom_assignors:NeedsArguments", ["no constructor arguments"]),
+        ("my module:Cls", ["is not 'module:Class'"]),
+    ],
+)
+def test_assignment_strategy_errors_name_the_value_and_the_fix(
+    value: str, expected: list[str]
+) -> None:
+    with pytest.raises(OptionError) as err:
+        parse_options(lower(without(assignmentStrategy=value)))
+    message = str(err.value)
+    assert f"Option 'assignmentStrategy' = {value!r}" in message
+    for fragment in expected:
+        assert fragment in message, f"{fragment!r} not in {message!r}"

@@ -23,7 +23,9 @@ from spark_kafka_group.store import (
     group_log_uri,
     list_groups,
 )
-from spark_kafka_group.store.log import LOG_TABLE_NAME, SCHEMA, _to_arrow
+from spark_kafka_group.store.codec import SCHEMA, to_arrow
+from spark_kafka_group.store.leases import LeaseFiles
+from spark_kafka_group.store.table import LOG_TABLE_NAME
 
 
 def hb(member: str = "m1", ts: int = 0) -> GroupRecord:
@@ -122,6 +124,15 @@ def test_round_trip(tmp_path: Path) -> None:
     assert table.metadata().name == LOG_TABLE_NAME
     assert table.metadata().configuration["delta.appendOnly"] == "true"
     assert table.to_pyarrow_table()["schema_version"].to_pylist() == [RECORD_SCHEMA_VERSION] * 4
+
+
+def test_member_leases_written_before_the_log_do_not_block_its_creation(tmp_path: Path) -> None:
+    uri = str(tmp_path / "g")
+    log = GroupLog.open(uri)
+    LeaseFiles(uri).renew("m1", 1_000)  # a member renews its lease before the first append
+    assert log.append([hb()], expected_version=-1) == 0
+    assert [r.member_id for _, r in GroupLog.open(uri).read()] == ["m1"]
+    assert LeaseFiles(uri).read() == {"m1": 1_000}
 
 
 def test_open_without_create_refuses_a_missing_log(tmp_path: Path) -> None:
@@ -318,7 +329,7 @@ def test_newer_record_schema_is_refused(tmp_path: Path) -> None:
     uri = str(tmp_path / "g")
     log = GroupLog.open(uri)
     log.append([hb()], expected_version=-1)
-    newer = _to_arrow([hb("future")], 1).set_column(
+    newer = to_arrow([hb("future")], 1).set_column(
         2, pa.field("schema_version", pa.int32(), nullable=False), pa.array([99], pa.int32())
     )
     write_deltalake(DeltaTable(uri), newer, mode="append")

@@ -1,4 +1,5 @@
-"""Partition assignors, one per module, and the registry of the built-in ones."""
+"""Partition assignors, one per module; a new module with a concrete :class:`Assignor` is a new
+built-in (see :mod:`.registry`, which finds them)."""
 
 from __future__ import annotations
 
@@ -10,23 +11,28 @@ from spark_kafka_group.group.assignors.abstract import (
 )
 from spark_kafka_group.group.assignors.cooperative_sticky import CooperativeStickyAssignor
 from spark_kafka_group.group.assignors.range import RangeAssignor
+from spark_kafka_group.group.assignors.registry import (
+    AssignorLookupError,
+    builtin_assignors,
+    load_assignor,
+)
 from spark_kafka_group.group.assignors.roundrobin import RoundRobinAssignor
 from spark_kafka_group.group.assignors.sticky import StickyAssignor
 
 #: The built-in assignors by protocol name.
-BUILTIN_ASSIGNORS: dict[str, Assignor] = {
-    a.name: a
-    for a in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor(), CooperativeStickyAssignor())
-}
+BUILTIN_ASSIGNORS: dict[str, Assignor] = builtin_assignors()
 
 __all__ = [
     "BUILTIN_ASSIGNORS",
     "Assignment",
     "Assignor",
+    "AssignorLookupError",
     "CooperativeStickyAssignor",
     "MemberSubscription",
     "RangeAssignor",
     "RebalanceProtocol",
     "RoundRobinAssignor",
     "StickyAssignor",
+    "builtin_assignors",
+    "load_assignor",
 ]

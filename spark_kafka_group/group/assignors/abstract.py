@@ -50,6 +50,25 @@ class Assignor(ABC):
     ) -> Assignment:
         """Member id -> the partitions it gets (every member appears, maybe with [])."""
 
+    # An assignor is a pure function of its arguments: instances of one class are the same
+    # strategy (so settings holding them compare equal).
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        # Settings holding assignors travel pickled to the query's streaming-source process;
+        # unpickling there goes through the registry, so an assignor whose module that process
+        # cannot import fails with the registry's message (what to install where).
+        from spark_kafka_group.group.assignors.registry import assignor_entry, load_assignor
+
+        return load_assignor, (assignor_entry(self),)
+
 
 def member_order(subscriptions: Mapping[str, MemberSubscription]) -> list[str]:
     """Members sorted by instance id (static members keep their place), then member id."""

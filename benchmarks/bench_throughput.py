@@ -18,8 +18,8 @@ Each reader runs ``--rounds`` times (alternating) and the best run counts: the b
 the cores with the readers, and anything else running on the machine makes one run noisy.
 On a real cluster the two benchmark topics are deleted at the end.
 
-    python jobs/bench_throughput.py                      # embedded Tansu broker
-    python jobs/bench_throughput.py --bootstrap-servers broker:9092 --records 10000000
+    python -m benchmarks.bench_throughput                # embedded Tansu broker
+    python -m benchmarks.bench_throughput --bootstrap-servers broker:9092 --records 10000000
 
 The last line is machine-readable ``key=value`` pairs (``source_rps``, ``baseline_rps``,
 ``ratio`` = best source / best baseline, ``round_ratios`` = source / baseline of each round,
@@ -34,7 +34,6 @@ import math
 import multiprocessing as mp
 import os
 import resource
-import shutil
 import sys
 import tempfile
 import threading
@@ -43,11 +42,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from benchmarks.harness import add_broker_argument, fresh_topic, print_result, spark_session
 from spark_kafka_group.embedded import bootstrap_or_embedded
-
-# Python workers must run this interpreter (DESIGN section 6).
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 KEY_BYTES = 8
 
@@ -68,11 +64,10 @@ FETCH_TUNING_KEYS = (
 
 def prefill(servers: str, topic: str, records: int, partitions: int, value_bytes: int) -> int:
     """Produce ``records`` records (8-byte keys, ``value_bytes`` values) round-robin over the
-    partitions; the last produce batch of each partition holds one record (DESIGN section 8).
-    Returns the number of records in the topic."""
-    from spark_kafka_group.sample_data import create_topic, produce
+    partitions of ``topic``; the last produce batch of each partition holds one record
+    (docs/design.md, "Test environment facts"). Returns the number of records in the topic."""
+    from spark_kafka_group.sample_data import produce
 
-    create_topic(servers, topic, partitions)
     value = b"v" * value_bytes
     body = max(0, records - partitions)  # sample_data adds one final record per partition
 
@@ -303,28 +298,13 @@ class SourceBench:
         self.rss = PythonWorkerRss()
         self.error: str | None = None
         self.spark: Any = None
-        try:
-            import spark_kafka_group
-            from spark_kafka_group.source.datasource import KafkaGroupDataSource  # noqa: F401
-        except Exception as exc:
-            self.error = f"not available yet ({type(exc).__name__}: {exc})"
-            return
-        from pyspark.sql import SparkSession
-
-        builder = SparkSession.builder
-        for key, value in (spark_conf or {}).items():
-            builder = builder.config(key, value)
-        self.spark = (
-            builder.master(f"local[{cores}]")
-            .appName("kafka-group bench_throughput")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", str(cores))
-            .config("spark.driver.memory", "2g")
-            .getOrCreate()
+        conf = {"spark.sql.shuffle.partitions": str(cores), "spark.driver.memory": "2g"}
+        self.spark = spark_session(
+            "bench_throughput",
+            master=f"local[{cores}]",
+            conf={**conf, **(spark_conf or {})},
+            log_level="WARN",
         )
-        self.spark.sparkContext.setLogLevel("WARN")
-        spark_kafka_group.register(self.spark)
         self.rss.__enter__()
 
     def run(
@@ -483,17 +463,6 @@ def _source_rate(progress: list[dict[str, Any]]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- main
 
 
-def _delete_topics(servers: str, topics: list[str]) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": servers, "log_level": 0})
-    for topic, future in admin.delete_topics(topics, request_timeout=30).items():
-        try:
-            future.result(timeout=30)
-        except Exception as exc:
-            print(f"warning: could not delete benchmark topic {topic}: {exc}")
-
-
 def _fmt(x: float | str) -> str:
     if isinstance(x, (int, str)):
         return str(x)
@@ -504,7 +473,7 @@ def _fmt(x: float | str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap-servers", help="a real Kafka cluster (default: embedded)")
+    add_broker_argument(parser)
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--value-bytes", type=int, default=100)
@@ -541,126 +510,122 @@ def main(argv: list[str] | None = None) -> int:
 
     from spark_kafka_group.kafka import KafkaCluster
 
-    work = tempfile.mkdtemp(prefix="kafka-group-bench-")
-    topic = f"bench-{uuid.uuid4().hex[:8]}"
-    warmup = f"{topic}-warmup"
-    try:
-        with bootstrap_or_embedded(args.bootstrap_servers) as servers:
-            t0 = time.perf_counter()
-            total = prefill(servers, topic, args.records, args.partitions, args.value_bytes)
-            prefill_s = time.perf_counter() - t0
-            # The warm-up query starts the Python workers and warms the JVM's Arrow path.
-            warmup_records = max(20_000, min(200_000, args.records // 10))
-            prefill(servers, warmup, warmup_records, args.partitions, args.value_bytes)
-            with KafkaCluster(servers) as cluster:
-                tps = [(topic, p) for p in range(args.partitions)]
-                ends = {p: off for (_, p), off in cluster.latest_offsets(tps).items()}
-            print(
-                f"prefill: {total} records ({args.value_bytes}-byte values) in {prefill_s:.1f}s "
-                f"over {args.partitions} partitions; high watermarks sum {sum(ends.values())}",
-                flush=True,
-            )
-            if sum(ends.values()) != total:
-                print("warning: high watermarks do not add up to the records produced")
-            bytes_per_record = KEY_BYTES + args.value_bytes
+    delete = bool(args.bootstrap_servers)  # the embedded broker's topics go with it
+    with (
+        tempfile.TemporaryDirectory(prefix="kafka-group-bench-") as work,
+        bootstrap_or_embedded(args.bootstrap_servers) as servers,
+        fresh_topic(servers, "bench", args.partitions, delete=delete) as topic,
+        fresh_topic(servers, "bench-warmup", args.partitions, delete=delete) as warmup,
+    ):
+        t0 = time.perf_counter()
+        total = prefill(servers, topic, args.records, args.partitions, args.value_bytes)
+        prefill_s = time.perf_counter() - t0
+        # The warm-up query starts the Python workers and warms the JVM's Arrow path.
+        warmup_records = max(20_000, min(200_000, args.records // 10))
+        prefill(servers, warmup, warmup_records, args.partitions, args.value_bytes)
+        with KafkaCluster(servers) as cluster:
+            tps = [(topic, p) for p in range(args.partitions)]
+            ends = {p: off for (_, p), off in cluster.latest_offsets(tps).items()}
+        print(
+            f"prefill: {total} records ({args.value_bytes}-byte values) in {prefill_s:.1f}s "
+            f"over {args.partitions} partitions; high watermarks sum {sum(ends.values())}",
+            flush=True,
+        )
+        if sum(ends.values()) != total:
+            print("warning: high watermarks do not add up to the records produced")
+        bytes_per_record = KEY_BYTES + args.value_bytes
 
-            from spark_kafka_group.fetcher.pool import FETCH_DEFAULTS
+        from spark_kafka_group.fetcher.pool import FETCH_DEFAULTS
 
-            baseline_conf = (
-                {}
-                if args.baseline_defaults
-                else {k: FETCH_DEFAULTS[k] for k in FETCH_TUNING_KEYS if k in FETCH_DEFAULTS}
+        baseline_conf = (
+            {}
+            if args.baseline_defaults
+            else {k: FETCH_DEFAULTS[k] for k in FETCH_TUNING_KEYS if k in FETCH_DEFAULTS}
+        )
+        source = None
+        if not args.skip_spark:
+            source = SourceBench(
+                servers, args.cores, work, args.max_offsets_per_trigger, spark_conf
             )
-            source = None
-            if not args.skip_spark:
-                source = SourceBench(
-                    servers, args.cores, work, args.max_offsets_per_trigger, spark_conf
+            source.run("warmup", warmup)  # starts the Python workers, warms the JVM
+        bases: list[dict[str, float]] = []
+        fets: list[dict[str, float]] = []
+        srcs: list[dict[str, Any]] = []
+        var_rps: dict[str, list[float]] = {v: [] for v in variants}
+        ceilings: list[float] = []
+        for round_no in range(1, args.rounds + 1):
+            # Interleaved, best of each kept: the broker shares the cores.
+            bases.append(
+                run_processes(baseline_worker, servers, topic, ends, args.cores, baseline_conf)
+            )
+            fets.append(run_processes(fetch_worker, servers, topic, ends, args.cores))
+            line = (
+                f"round {round_no}: baseline {bases[-1]['rps']:.0f} rec/s "
+                f"({bases[-1]['seconds']:.2f}s), fetch {fets[-1]['rps']:.0f} rec/s "
+                f"({fets[-1]['seconds']:.2f}s)"
+            )
+            measured = (
+                source.run(f"measure{round_no}", topic, args.max_offsets_per_trigger)
+                if source
+                else None
+            )
+            if measured is not None:
+                srcs.append(measured)
+                line += (
+                    f", source {measured['rps']:.0f} rec/s ({measured['rows']} rows in "
+                    f"{measured['batches']} batch(es), {measured['seconds']:.2f}s of trigger "
+                    f"execution, {measured['wall']:.2f}s query wall; ms per phase: "
+                    f"{measured['phases']})"
                 )
-                source.run("warmup", warmup)  # starts the Python workers, warms the JVM
-            bases: list[dict[str, float]] = []
-            fets: list[dict[str, float]] = []
-            srcs: list[dict[str, Any]] = []
-            var_rps: dict[str, list[float]] = {v: [] for v in variants}
-            ceilings: list[float] = []
-            for round_no in range(1, args.rounds + 1):
-                # Interleaved, best of each kept: the broker shares the cores.
-                bases.append(
-                    run_processes(baseline_worker, servers, topic, ends, args.cores, baseline_conf)
+            if source is not None and measured is not None:
+                ceilings.append(
+                    source.ceiling(args.partitions, total // args.partitions, args.value_bytes)
                 )
-                fets.append(run_processes(fetch_worker, servers, topic, ends, args.cores))
-                line = (
-                    f"round {round_no}: baseline {bases[-1]['rps']:.0f} rec/s "
-                    f"({bases[-1]['seconds']:.2f}s), fetch {fets[-1]['rps']:.0f} rec/s "
-                    f"({fets[-1]['seconds']:.2f}s)"
-                )
-                measured = (
-                    source.run(f"measure{round_no}", topic, args.max_offsets_per_trigger)
+                line += f", ceiling {ceilings[-1]:.0f} rec/s"
+            for vname, settings in variants.items():
+                got = (
+                    source.run(f"{vname}{round_no}", topic, args.max_offsets_per_trigger, settings)
                     if source
                     else None
                 )
-                if measured is not None:
-                    srcs.append(measured)
+                if got is not None:
+                    var_rps[vname].append(got["rps"])
                     line += (
-                        f", source {measured['rps']:.0f} rec/s ({measured['rows']} rows in "
-                        f"{measured['batches']} batch(es), {measured['seconds']:.2f}s of trigger "
-                        f"execution, {measured['wall']:.2f}s query wall; ms per phase: "
-                        f"{measured['phases']})"
+                        f"\n  variant {vname} {settings}: {got['rps']:.0f} rec/s "
+                        f"({got['batches']} batch(es), ms per phase: {got['phases']})"
                     )
-                if source is not None and measured is not None:
-                    ceilings.append(
-                        source.ceiling(args.partitions, total // args.partitions, args.value_bytes)
-                    )
-                    line += f", ceiling {ceilings[-1]:.0f} rec/s"
-                for vname, settings in variants.items():
-                    got = (
-                        source.run(
-                            f"{vname}{round_no}", topic, args.max_offsets_per_trigger, settings
-                        )
-                        if source
-                        else None
-                    )
-                    if got is not None:
-                        var_rps[vname].append(got["rps"])
-                        line += (
-                            f"\n  variant {vname} {settings}: {got['rps']:.0f} rec/s "
-                            f"({got['batches']} batch(es), ms per phase: {got['phases']})"
-                        )
-                print(line, flush=True)
-            nan = float("nan")
-            worker_rss = source.stop() if source is not None else nan
-            if source is not None and source.error:
-                print(f"source: {source.error}")
-            base = max(bases, key=lambda r: r["rps"])
-            fet = max(fets, key=lambda r: r["rps"])
-            src_rps = max((r["rps"] for r in srcs), default=nan)
-            src = {"rps": src_rps, "mbps": src_rps * bytes_per_record / 1e6}
-            tuning = "librdkafka defaults" if args.baseline_defaults else "same fetch tuning"
-            print(
-                f"baseline (raw confluent-kafka -> Arrow, {args.cores} processes, {tuning}): "
-                f"{base['rows']} rows in {base['seconds']:.2f}s = {base['rps']:.0f} rec/s, "
-                f"{base['mbps']:.1f} MB/s, peak RSS {base['peak_rss_mb']:.0f} MB/process"
-            )
-            print(
-                f"fetch (spark_kafka_group.fetcher.fetch, {args.cores} processes): "
-                f"{fet['rows']} rows in {fet['seconds']:.2f}s = {fet['rps']:.0f} rec/s, "
-                f"{fet['mbps']:.1f} MB/s, peak RSS {fet['peak_rss_mb']:.0f} MB/process"
-            )
-            print(
-                f"source (format('kafka-group'), local[{args.cores}], noop sink): "
-                f"{_fmt(src['rps'])} rec/s, {_fmt(src['mbps'])} MB/s, Python worker "
-                f"peak RSS {_fmt(worker_rss)} MB",
-                flush=True,
-            )
-            ceiling_rps = max(ceilings, default=nan)
-            print(
-                f"ceiling (a do-nothing Python data source yielding ready-made Arrow batches "
-                f"of the same shape, local[{args.cores}], noop sink): {_fmt(ceiling_rps)} rec/s",
-                flush=True,
-            )
-            if args.bootstrap_servers:
-                _delete_topics(servers, [topic, warmup])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+            print(line, flush=True)
+        nan = float("nan")
+        worker_rss = source.stop() if source is not None else nan
+        if source is not None and source.error:
+            print(f"source: {source.error}")
+        base = max(bases, key=lambda r: r["rps"])
+        fet = max(fets, key=lambda r: r["rps"])
+        src_rps = max((r["rps"] for r in srcs), default=nan)
+        src = {"rps": src_rps, "mbps": src_rps * bytes_per_record / 1e6}
+        tuning = "librdkafka defaults" if args.baseline_defaults else "same fetch tuning"
+        print(
+            f"baseline (raw confluent-kafka -> Arrow, {args.cores} processes, {tuning}): "
+            f"{base['rows']} rows in {base['seconds']:.2f}s = {base['rps']:.0f} rec/s, "
+            f"{base['mbps']:.1f} MB/s, peak RSS {base['peak_rss_mb']:.0f} MB/process"
+        )
+        print(
+            f"fetch (spark_kafka_group.fetcher.fetch, {args.cores} processes): "
+            f"{fet['rows']} rows in {fet['seconds']:.2f}s = {fet['rps']:.0f} rec/s, "
+            f"{fet['mbps']:.1f} MB/s, peak RSS {fet['peak_rss_mb']:.0f} MB/process"
+        )
+        print(
+            f"source (format('kafka-group'), local[{args.cores}], noop sink): "
+            f"{_fmt(src['rps'])} rec/s, {_fmt(src['mbps'])} MB/s, Python worker "
+            f"peak RSS {_fmt(worker_rss)} MB",
+            flush=True,
+        )
+        ceiling_rps = max(ceilings, default=nan)
+        print(
+            f"ceiling (a do-nothing Python data source yielding ready-made Arrow batches "
+            f"of the same shape, local[{args.cores}], noop sink): {_fmt(ceiling_rps)} rec/s",
+            flush=True,
+        )
 
     summary = {
         "source_rps": src["rps"],
@@ -685,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         "partitions": args.partitions,
         "cores": args.cores,
     }
-    print(" ".join(f"{k}={_fmt(v)}" for k, v in summary.items()))
+    print_result(summary, format_value=_fmt)
     return 0
 
 

@@ -18,10 +18,10 @@ starts: ``--runs`` samples per configuration.
    trigger interval, Spark runs batches back to back ("falling behind") and the trigger
    interval no longer bounds anything.
 
-    python jobs/bench_join.py                         # embedded Tansu broker, ~6 min
-    python jobs/bench_join.py --trigger-ms 500,10000 --runs 7
-    python jobs/bench_join.py --bootstrap-servers broker:9092
-    python jobs/bench_join.py --store s3://bucket/prefix --store-option AWS_REGION=eu-west-1
+    python -m benchmarks.bench_join                   # embedded Tansu broker, ~6 min
+    python -m benchmarks.bench_join --trigger-ms 500,10000 --runs 7
+    python -m benchmarks.bench_join --bootstrap-servers broker:9092
+    python -m benchmarks.bench_join --store s3://bucket/prefix --store-option AWS_REGION=eu-west-1
                                                       # the group log on an object store
 
 The last line is ``key=value`` pairs: per trigger interval ``T``, ``join_T<T>_p50_s`` /
@@ -33,8 +33,6 @@ over Kafka, median against median).
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -42,24 +40,21 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-# Python workers must run this interpreter (DESIGN section 6).
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-
-from jobs.bench_rebalance import Journal, KafkaConsumerMember, SparkGroup, steady_topic
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(0.1)
-
+from benchmarks.harness import (
+    FirstRecord,
+    Journal,
+    KafkaConsumerMember,
+    SparkGroup,
+    add_broker_argument,
+    add_store_arguments,
+    group_records,
+    print_result,
+    steady_topic,
+    store_from_args,
+    wait_until,
+)
 
 # ---------------------------------------------------------------------------- Kafka
 
@@ -110,8 +105,9 @@ class SparkRuns:
         self, servers: str, topic: str, work: str, store: str | None, options: dict[str, str]
     ) -> None:
         self.spark_group = SparkGroup(
-            servers, topic, work, trigger_ms=1000, store=store, storage_options=options
-        )
+            servers, topic, work, app="bench_join", trigger_ms=1000, store=store,
+            storage_options=options,
+        )  # fmt: skip
         self.store = self.spark_group.store
         self.options = options
 
@@ -119,15 +115,15 @@ class SparkRuns:
         """Join-to-first-record of the newcomer per run; the owners' median batch time (ms)."""
         import spark_kafka_group
         from spark_kafka_group.progress import group_offsets
-        from spark_kafka_group.store import GroupLog, group_log_uri
 
         group = f"bench-join-{trigger_ms}-{uuid.uuid4().hex[:6]}"
         store = self.store
 
         def query(name: str, sink: Callable[[Any, int], None]) -> Any:
             return self.spark_group.query(
-                name, sink, group=group, trigger_ms=trigger_ms, heartbeat_ms=heartbeat_ms
-            )
+                name, sink, group=group, trigger_ms=trigger_ms,
+                options={"heartbeatIntervalMs": str(heartbeat_ms)},
+            )  # fmt: skip
 
         owner_rows: dict[str, int] = {}
         lock = threading.Lock()
@@ -156,15 +152,10 @@ class SparkRuns:
             for run in range(runs):
                 wait_until(lambda: settled(2), 60, "two settled members")
                 time.sleep(2 * trigger_ms / 1000)  # the owners are in their steady cadence
-                first: list[float] = []
-
-                def newcomer_sink(frame: Any, batch_id: int, first: list[float] = first) -> None:
-                    if not first and frame.count() > 0:
-                        first.append(time.time())
-
-                newcomer = query(f"{group}-new{run}", newcomer_sink)
+                first = FirstRecord(clock=time.time)  # compared with the log's timestamps
+                newcomer = query(f"{group}-new{run}", first)
                 try:
-                    wait_until(lambda first=first: bool(first), 120, "the newcomer's record")
+                    first_at = first.wait(120, "the newcomer's record")
                     # Its member id is in its progress, reported once that batch completed.
                     wait_until(
                         lambda q=newcomer: q.lastProgress is not None, 60, "the newcomer's progress"
@@ -172,12 +163,11 @@ class SparkRuns:
                 finally:
                     newcomer.stop()
                 member = next(group_offsets(newcomer.lastProgress)).member
-                uri = group_log_uri(store, group)
-                log = GroupLog.open(uri, storage_options=self.options).read()
+                log = group_records(store, group, storage_options=self.options)
                 joined_ms = min(
-                    r.timestamp_ms for _, r in log if r.kind == "JOIN" and r.member_id == member
+                    r.timestamp_ms for r in log if r.kind == "JOIN" and r.member_id == member
                 )
-                figure = first[0] - joined_ms / 1000
+                figure = first_at - joined_ms / 1000
                 figures.append(figure)
                 print(f"kafka-group T={trigger_ms}ms run {run}: first record {figure:.2f}s "
                       "after its JOIN", flush=True)  # fmt: skip
@@ -201,7 +191,7 @@ class SparkRuns:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap-servers", help="a real Kafka cluster (default: embedded)")
+    add_broker_argument(parser)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--produce-interval-ms", type=int, default=100)
     parser.add_argument(
@@ -211,33 +201,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--heartbeat-ms", type=int, default=500)
     parser.add_argument("--runs", type=int, default=5, help="newcomers per configuration")
-    parser.add_argument(
-        "--store", help="group store URI, e.g. s3://bucket/prefix (default: a local directory)"
+    add_store_arguments(
+        parser, help="group store URI, e.g. s3://bucket/prefix (default: a local directory)"
     )
-    parser.add_argument(
-        "--store-option", action="append", default=[], metavar="KEY=VALUE",
-        help="a delta-rs storage option for --store (repeatable)",
-    )  # fmt: skip
     args = parser.parse_args(argv)
-    options = dict(item.partition("=")[::2] for item in args.store_option)
-    store = f"{args.store.rstrip('/')}/bench-join-{uuid.uuid4().hex[:8]}" if args.store else None
+    store, options = store_from_args(args, "bench-join")
     triggers = [int(t) for t in args.trigger_ms.split(",") if t.strip()]
 
-    work = tempfile.mkdtemp(prefix="kafka-group-bench-join-")
     summary: dict[str, Any] = {"runs": args.runs, "heartbeat_s": args.heartbeat_ms / 1000}
     summary["store"] = store.split("://", 1)[0] if store else "local"
-    try:
-        with steady_topic(
+    with (
+        tempfile.TemporaryDirectory(prefix="kafka-group-bench-join-") as work,
+        steady_topic(
             args.bootstrap_servers, "bench-join", args.partitions, args.produce_interval_ms / 1000
-        ) as (servers, topic):
-            kafka = kafka_runs(servers, topic, args.runs, args.heartbeat_ms)
-            spark = SparkRuns(servers, topic, work, store, options)
-            try:
-                ours = {t: spark.runs(t, args.heartbeat_ms, args.runs) for t in triggers}
-            finally:
-                spark.stop()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        ) as (servers, topic),
+    ):
+        kafka = kafka_runs(servers, topic, args.runs, args.heartbeat_ms)
+        spark = SparkRuns(servers, topic, work, store, options)
+        try:
+            ours = {t: spark.runs(t, args.heartbeat_ms, args.runs) for t in triggers}
+        finally:
+            spark.stop()
 
     kafka_p50 = statistics.median(kafka)
     print(f"\nkafka (cooperative-sticky consumers): {', '.join(f'{x:.2f}' for x in kafka)} s")
@@ -260,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         summary[f"within_budget_T{trigger}"] = within
         summary[f"owner_batch_T{trigger}_ms"] = round(batch_ms)
         summary[f"ratio_T{trigger}_p50"] = round(p50 / kafka_p50, 2)
-    print(" ".join(f"{k}={v}" for k, v in summary.items()))
+    print_result(summary)
     return 0
 
 

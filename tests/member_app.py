@@ -1,12 +1,12 @@
 """Run one ``kafka-group`` query as a group member and journal what each batch read.
 
-Every micro-batch appends one JSON line to ``--journal``: the batch id, the member id and
-generation the batch was planned in, the wall-clock time, and the (partition, offset) pairs
-it read. The fault-injection tests and the rebalance benchmark start several of these as
-separate processes, kill, pause and restart them, and check the journals against what was
-produced and against the group log.
+Every micro-batch appends one JSON line to ``--journal``: the batch id, the process id, the
+``--instance-id``, the wall-clock time, and the (partition, offset) pairs it read. The process
+tests (:class:`tests.processes.MemberProcess`) start several of these as separate applications,
+kill, pause and restart them, and check the journals against what was produced and against
+the group log. From the repository root:
 
-    python jobs/member.py --bootstrap-servers B --topic T --group-id G --group-store S \\
+    python -m tests.member_app --bootstrap-servers B --topic T --group-id G --group-store S \\
         --journal /tmp/m1.jsonl --checkpoint /tmp/m1-ckpt [--instance-id m1]
 
 SIGTERM stops the query; its member commits its last batch and leaves the group as the query

@@ -1,6 +1,6 @@
 """Time the cooperative-sticky assignor on large groups.
 
-    python jobs/bench_assignor.py
+    python -m benchmarks.bench_assignor
 
 For each size: a fresh assignment (nobody owns anything) and the rebalance after one more
 member joins a balanced group (everyone owns its share; the cooperative round revokes the
@@ -9,12 +9,11 @@ minimum). The last line holds the figures as ``key=value`` pairs.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from benchmarks.harness import print_result
 from spark_kafka_group.group.assignors import (
     CooperativeStickyAssignor,
     MemberSubscription,
@@ -38,7 +37,8 @@ def bench(members: int, partitions: int, topics: int = 10) -> tuple[float, float
     return fresh, rejoin, revoked
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     figures: dict[str, str] = {}
     for members, partitions, key in ((100, 10_000, "100x10k"), (1_000, 100_000, "1000x100k")):
         fresh, rejoin, revoked = bench(members, partitions)
@@ -50,8 +50,9 @@ def main() -> None:
         figures[f"fresh_ms_{key}"] = f"{fresh * 1000:.1f}"
         figures[f"join_ms_{key}"] = f"{rejoin * 1000:.1f}"
         figures[f"revoked_{key}"] = str(revoked)
-    print(" ".join(f"{k}={v}" for k, v in figures.items()))
+    print_result(figures)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

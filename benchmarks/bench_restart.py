@@ -15,8 +15,8 @@ Before a member left with its query, each of these waited for the previous incar
 session timeout (44-46 s measured; the AvailableNow rerun read nothing at all). The baseline
 is that session timeout: ``ratio_<kind>_p50`` is the median figure over it.
 
-    python jobs/bench_restart.py                  # embedded Tansu broker, ~2 min
-    python jobs/bench_restart.py --runs 5 --trigger-ms 1000
+    python -m benchmarks.bench_restart            # embedded Tansu broker, ~2 min
+    python -m benchmarks.bench_restart --runs 5 --trigger-ms 1000
 
 The last line is ``key=value`` pairs: ``restart_<kind>_p50_s``, ``restart_<kind>_max_s``,
 ``ratio_<kind>_p50`` and ``session_timeout_s``.
@@ -25,114 +25,70 @@ The last line is ``key=value`` pairs: ``restart_<kind>_p50_s``, ``restart_<kind>
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-# Python workers must run this interpreter.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+from benchmarks.harness import (
+    FirstRecord,
+    SparkGroup,
+    add_broker_argument,
+    print_result,
+    steady_topic,
+)
 
-from jobs.bench_rebalance import steady_topic
-
+#: Kafka's default session timeout; the heartbeat and rebalance timeouts are Kafka's defaults
+#: too (the source's defaults).
 SESSION_TIMEOUT_MS = 45_000
 KINDS = ("same", "new", "avnow")
 
 
-class FirstRecord:
-    """A foreachBatch sink that notes when its first non-empty batch arrived."""
-
-    def __init__(self) -> None:
-        self.at: float | None = None
-        self._seen = threading.Event()
-
-    def __call__(self, frame: Any, batch_id: int) -> None:
-        if self.at is None and frame.limit(1).count():
-            self.at = time.monotonic()
-            self._seen.set()
-
-    def wait(self, timeout_s: float) -> float:
-        if not self._seen.wait(timeout_s):
-            raise TimeoutError(f"no record within {timeout_s:.0f}s of the restart")
-        assert self.at is not None
-        return self.at
-
-
 class Restarts:
+    """Restarts of a member query, all in one SparkSession, each in a group of its own."""
+
     def __init__(self, servers: str, topic: str, work: str, trigger_ms: int) -> None:
-        from pyspark.sql import SparkSession
-
-        import spark_kafka_group
-
-        self.servers, self.topic, self.work, self.trigger_ms = servers, topic, work, trigger_ms
-        self.store = os.path.join(work, "groups")
-        self.spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("kafka-group bench_restart")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "1")
-            .getOrCreate()
-        )
-        self.spark.sparkContext.setLogLevel("ERROR")
-        spark_kafka_group.register(self.spark)
-
-    def start(self, group: str, checkpoint: str, sink: FirstRecord, *, available_now: bool) -> Any:
-        reader = self.spark.readStream.format("kafka-group")
-        for key, value in {
-            "kafka.bootstrap.servers": self.servers,
-            "subscribe": self.topic,
-            "groupId": group,
-            "groupStore": self.store,
-            "startingOffsets": "latest",
-            "sessionTimeoutMs": str(SESSION_TIMEOUT_MS),
-        }.items():
-            reader = reader.option(key, value)
-        writer = (
-            reader.load()
-            .writeStream.foreachBatch(sink)
-            .option("checkpointLocation", os.path.join(self.work, checkpoint))
-        )
-        if available_now:
-            return writer.trigger(availableNow=True).start()
-        return writer.trigger(processingTime=f"{self.trigger_ms} milliseconds").start()
+        self.spark_group = SparkGroup(
+            servers, topic, work, app="bench_restart", trigger_ms=trigger_ms,
+            member_options={"sessionTimeoutMs": str(SESSION_TIMEOUT_MS)},
+        )  # fmt: skip
 
     def run(self, kind: str) -> float:
         """One restart of ``kind``: seconds from the restart to the first record."""
         group = f"bench-restart-{kind}-{uuid.uuid4().hex[:6]}"
         available_now = kind == "avnow"
+
+        def start(checkpoint: str, sink: FirstRecord) -> Any:
+            return self.spark_group.query(
+                checkpoint, sink, group=group, available_now=available_now
+            )
+
         first = FirstRecord()
-        query = self.start(group, f"{group}-1", first, available_now=available_now)
+        query = start(f"{group}-1", first)
         if available_now:
             query.awaitTermination(120)
         else:
-            first.wait(120)
+            first.wait(120, "the first incarnation's record")
             query.stop()
         second = FirstRecord()
         restarted = time.monotonic()
-        checkpoint = f"{group}-1" if kind == "same" else f"{group}-2"
-        query = self.start(group, checkpoint, second, available_now=available_now)
+        query = start(f"{group}-1" if kind == "same" else f"{group}-2", second)
         try:
-            return second.wait(120) - restarted
+            return second.wait(120, "a record after the restart") - restarted
         finally:
             if available_now:
                 query.awaitTermination(120)
             query.stop()
 
     def stop(self) -> None:
-        self.spark.stop()
+        self.spark_group.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap-servers", help="a real Kafka cluster (default: embedded)")
+    add_broker_argument(parser)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--trigger-ms", type=int, default=1000)
@@ -169,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         pairs[f"restart_{kind}_max_s"] = f"{max(values):.2f}"
         pairs[f"ratio_{kind}_p50"] = f"{p50 / session_s:.3f}"
     pairs["session_timeout_s"] = f"{session_s:.0f}"
-    print(" ".join(f"{k}={v}" for k, v in pairs.items()))
+    print_result(pairs)
     return 0
 
 

@@ -1,4 +1,6 @@
-"""Seed 001's worked example of incremental cooperative rebalancing with a scheduled delay.
+"""Incremental cooperative rebalancing with a scheduled rebalance delay (KIP-415's
+``scheduled.rebalance.max.delay.ms``, here for a consumer group of static members), in three
+rounds.
 
 C1 -> {P0, P3}, C2 -> {P1}, C3 -> {P2}. C2 goes away for longer than its session timeout.
 Round 1: C1 and C3 rejoin; P1 is lost; the assignment does not change and carries the delay.
@@ -101,7 +103,7 @@ class Round:
             self.join(mid, now)
         g = self.coord.group
         assert g.state == GroupState.COMPLETING_REBALANCE
-        assert g.leader == "C1"  # seed: "C1 依旧被选为Group Leader"
+        assert g.leader == "C1"  # the leader stays the leader in every round
         self.do(self.coord.sync("C1", g.generation, now, metadata={"t": 4}))
         assert self.coord.group.state == GroupState.STABLE
         return {mid: self.do(self.coord.sync(mid, g.generation, now)) for mid in members}

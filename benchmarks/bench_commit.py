@@ -1,6 +1,7 @@
 """Benchmark of offset commits through the group protocol: latency, cold replay, file count.
 
-Run: ``python jobs/bench_commit.py`` (about 2-4 minutes on 2 cores; ``--quick`` for a smoke run).
+Run: ``python -m benchmarks.bench_commit`` (about 2-4 minutes on 2 cores; ``--quick`` for a
+smoke run).
 Everything is written to a temporary local store and deleted afterwards (``--keep`` keeps it).
 
 ``--store s3://bucket/prefix`` (or ``az://``, ``abfss://``, ``gs://``) with ``--store-option
@@ -31,7 +32,7 @@ driver, minus the (unchanged) Spark side.
 
 The log is created with the retentions shortened to 0 s (``delta.logRetentionDuration``,
 ``delta.deletedFileRetentionDuration``) so that a few minutes show the steady state the default
-retentions (see ``spark_kafka_group.store.log.DEFAULT_TABLE_PROPERTIES``) reach after an hour:
+retentions (see ``spark_kafka_group.store.table.DEFAULT_TABLE_PROPERTIES``) reach after an hour:
 with the defaults the directory also holds the commits and compacted-away files of that hour.
 
 The last line is ``key=value`` pairs separated by spaces (``commit_p50_ms``, ``commit_p99_ms``,
@@ -47,12 +48,9 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Mapping
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from benchmarks.harness import add_store_arguments, print_result, store_from_args
 from spark_kafka_group.group import GroupCoordinator, GroupRecord
 from spark_kafka_group.group.errors import GroupError
 from spark_kafka_group.group.messages import JoinRequest
@@ -245,26 +243,20 @@ def run_local(args: argparse.Namespace, last: int) -> dict[str, object]:
             shutil.rmtree(store, ignore_errors=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="up to 10,000 records only")
     parser.add_argument("--partitions", type=int, default=100, help="partitions the member owns")
     parser.add_argument("--batch-partitions", type=int, default=12, help="partitions per commit")
     parser.add_argument("--keep", action="store_true", help="keep the temporary store")
-    parser.add_argument("--store", help="an object-store URI to measure against the local store")
-    parser.add_argument(
-        "--store-option", action="append", default=[], metavar="KEY=VALUE",
-        help="a delta-rs storage option for --store (repeatable)",
-    )  # fmt: skip
-    args = parser.parse_args()
+    add_store_arguments(parser, help="an object-store URI to measure against the local store")
+    args = parser.parse_args(argv)
     last = 10_000 if args.quick else 100_000
 
-    if not args.store:
-        local = summarize(run_local(args, last), args, "local")
-        print(" ".join(f"{k}={v}" for k, v in local.items()))
-        return
-    options = dict(item.partition("=")[::2] for item in args.store_option)
-    store = f"{args.store.rstrip('/')}/bench-commit-{uuid.uuid4().hex[:8]}"
+    store, options = store_from_args(args, "bench-commit")
+    if store is None:
+        print_result(summarize(run_local(args, last), args, "local"))
+        return 0
     print(f"log on {store}", flush=True)
     remote = summarize(
         run(store, args.partitions, min(args.batch_partitions, args.partitions), last, options),
@@ -278,8 +270,9 @@ def main() -> None:
     for key in remote:
         if key.startswith(("commit_", "replay_")) and float(local[key]) > 0:
             pairs[f"{key}_ratio"] = f"{float(remote[key]) / float(local[key]):.2f}"
-    print(" ".join(f"{k}={v}" for k, v in pairs.items()))
+    print_result(pairs)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Keeping a group log cheap to open and read while members append to it.
+
+:func:`maintain` compacts small files (``optimize.compact``, ``dataChange=false``, so records
+keep their ``log_version``), vacuums files compacted away longer ago than
+``delta.deletedFileRetentionDuration`` (and data files of appends that lost the race), writes a
+checkpoint and deletes JSON commits older than ``delta.logRetentionDuration``. Each step that
+loses a race with another writer is skipped and named in the report, never retried in a loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, WriterProperties
+from deltalake.exceptions import DeltaError
+
+from spark_kafka_group.store.table import LogTable
+
+log = logging.getLogger(__name__)
+
+#: maintain() compacts when the table has at least this many files smaller than the target.
+COMPACT_MIN_SMALL_FILES = 16
+#: Target size of compacted files. Files at least this big are never rewritten again.
+COMPACT_TARGET_SIZE = 8 * 1024 * 1024
+#: Rows per Parquet row group in compacted files.
+COMPACT_ROW_GROUP_ROWS = 8192
+
+
+@dataclass
+class MaintenanceReport:
+    """What :meth:`GroupLog.maintain` did. ``skipped`` names steps that lost a race or failed."""
+
+    version_before: int
+    version_after: int
+    files_before: int
+    files_after: int
+    files_compacted: int = 0
+    files_written: int = 0
+    checkpoint_version: int | None = None
+    log_cleanup: bool = False
+    files_vacuumed: int = 0
+    skipped: list[str] = field(default_factory=list)
+    duration_ms: float = 0.0
+    now_ms: int = 0
+
+
+def maintain(table: LogTable, *, now_ms: int | None = None) -> MaintenanceReport:
+    """Compact small files, vacuum old files, checkpoint, delete expired commits.
+
+    Safe to run while others append or maintain: a step that loses a race is skipped and
+    named in the report, never retried in a loop. It works on its own snapshot, so appends
+    through this handle are not blocked meanwhile. Retention is judged by delta-rs against
+    the wall clock; ``now_ms`` is the caller's clock, recorded in the report.
+    """
+    started = time.perf_counter()
+    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    if table.latest_version() < 0:
+        return MaintenanceReport(-1, -1, 0, 0, now_ms=now)
+    snapshot = table.load()
+    report = MaintenanceReport(
+        version_before=snapshot.version(),
+        version_after=snapshot.version(),
+        files_before=len(snapshot.file_uris()),
+        files_after=0,
+        now_ms=now,
+    )
+    snapshot = _compact(table, snapshot, report)
+    snapshot = _vacuum(table, snapshot, report)
+    snapshot = _checkpoint(table, snapshot, report)
+    snapshot = _step(table, report, "log cleanup", snapshot, snapshot.cleanup_metadata)
+    report.log_cleanup = "log cleanup" not in report.skipped
+    snapshot.update_incremental()
+    report.version_after = snapshot.version()
+    report.files_after = len(snapshot.file_uris())
+    report.duration_ms = (time.perf_counter() - started) * 1000
+    return report
+
+
+#: Checkpoints and log cleanup are steps of their own, never side effects of another commit.
+_NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+
+
+def _commit_properties(step: str) -> CommitProperties:
+    """A maintenance commit: it may be rebased over appends (it changes no data)."""
+    return CommitProperties(
+        max_commit_retries=10, custom_metadata={"spark_kafka_group.maintenance": step}
+    )
+
+
+def _step(
+    table: LogTable, report: MaintenanceReport, name: str, snapshot: DeltaTable, fn: Any
+) -> DeltaTable:
+    """Run one maintenance step; on failure note it and return a fresh snapshot."""
+    try:
+        fn()
+        snapshot.update_incremental()
+        return snapshot
+    except (DeltaError, OSError) as exc:
+        report.skipped.append(name)
+        log.info("group log %s: maintenance step %s skipped: %s", table.uri, name, exc)
+        return table.load()
+
+
+def _compact(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) -> DeltaTable:
+    sizes = snapshot.get_add_actions(flatten=True)["size_bytes"].to_pylist()
+    if sum(1 for s in sizes if s < COMPACT_TARGET_SIZE) < COMPACT_MIN_SMALL_FILES:
+        return snapshot
+    metrics: dict[str, Any] = {}
+
+    def compact() -> None:
+        metrics.update(
+            snapshot.optimize.compact(
+                target_size=COMPACT_TARGET_SIZE,
+                max_concurrent_tasks=2,
+                # small row groups: reads after a version or from the latest snapshot
+                # skip the older row groups of a big compacted file by their statistics
+                writer_properties=WriterProperties(
+                    max_row_group_size=COMPACT_ROW_GROUP_ROWS, compression="SNAPPY"
+                ),
+                commit_properties=_commit_properties("compact"),
+                post_commithook_properties=_NO_HOOKS,
+            )
+        )
+
+    snapshot = _step(table, report, "compaction", snapshot, compact)
+    report.files_compacted = int(metrics.get("numFilesRemoved", 0))
+    report.files_written = int(metrics.get("numFilesAdded", 0))
+    return snapshot
+
+
+def _vacuum(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) -> DeltaTable:
+    removed: list[str] = []
+
+    def vacuum() -> None:
+        # full: also deletes data files of appends that lost the CAS race (never
+        # committed) and files whose tombstones a checkpoint already dropped; both only
+        # once older than delta.deletedFileRetentionDuration.
+        removed.extend(
+            snapshot.vacuum(
+                dry_run=False,
+                full=True,
+                commit_properties=_commit_properties("vacuum"),
+                post_commithook_properties=_NO_HOOKS,
+            )
+        )
+
+    snapshot = _step(table, report, "vacuum", snapshot, vacuum)
+    report.files_vacuumed = len(removed)
+    return snapshot
+
+
+def _checkpoint(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) -> DeltaTable:
+    version = snapshot.version()
+    if version <= table.last_checkpoint:
+        return snapshot
+    snapshot = _step(table, report, "checkpoint", snapshot, snapshot.create_checkpoint)
+    if "checkpoint" not in report.skipped:
+        table.last_checkpoint = max(table.last_checkpoint, version)
+        report.checkpoint_version = version
+    return snapshot
