@@ -56,6 +56,7 @@ from spark_kafka_group.member.decide import (
     decide_step,
 )
 from spark_kafka_group.member.heartbeat import HeartbeatThread
+from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
 from spark_kafka_group.member.listener import RebalanceListenerRunner
 from spark_kafka_group.member.log_client import Attempt, GroupLogClient
 from spark_kafka_group.member.topic_metadata import TopicMetadataCache
@@ -175,9 +176,9 @@ class GroupMember:
         # Offsets and releases waiting to be written (the store may be briefly unavailable).
         self._pending_offsets: dict[TP, int] = {}
         self._pending_release: set[TP] = set()
-        # The end offset of the last batch handed to Spark for each held partition: a
-        # partition being revoked is released once a commit reaches it (decide.py).
-        self._reading: dict[TP, int] = {}
+        # The batches handed to Spark: a partition being revoked is released once a commit
+        # reaches the end of its last batch (decide.py).
+        self._in_flight = BatchesInFlight()
         self._fatal: Exception | None = None
         # Earlier incarnations of this query (from its checkpoint) whose batches it resumes.
         self._adopted_members: set[str] = set()
@@ -321,13 +322,7 @@ class GroupMember:
                 group = self._client.fold().group
                 if group.member(self.member_id) is None:
                     return False
-                # Exactly at the end: a higher commit is an older one that a reset by policy
-                # (failOnDataLoss=false) moved back from, not this batch's.
-                uncommitted = {
-                    tp: end
-                    for tp, end in self._reading.items()
-                    if (o := group.offsets.get(TopicPartition(*tp))) is None or o.offset != end
-                }
+                uncommitted = self._in_flight.uncommitted(group.offsets)
             if not uncommitted or time.monotonic() >= deadline:
                 if uncommitted:
                     log.info(
@@ -454,9 +449,14 @@ class GroupMember:
             self._raise_if_fatal()
             assignment = self._assignment
             ours = frozenset(tp for tp in ends if assignment.held_throughout(tp, batch_generation))
-            for tp in ours:
-                self._reading[tp] = ends[tp]
+            batch = PlannedBatch({tp: ends[tp] for tp in ours}, batch_generation, self.member_id)
+            self._in_flight = self._in_flight.begin(batch)
             return ours
+
+    @property
+    def in_flight(self) -> BatchesInFlight:
+        """The batches handed to Spark (:meth:`begin_batch`) and not yet seen committed."""
+        return self._in_flight
 
     def committed_offsets(self) -> dict[TP, int]:
         with self._lock:
@@ -536,7 +536,7 @@ class GroupMember:
             pending = PendingWork(
                 offsets=dict(self._pending_offsets),
                 release=frozenset(self._pending_release),
-                reading=dict(self._reading),
+                in_flight=self._in_flight,
                 held=self._assignment.owned,
                 had_generation=self._assignment.generation >= 0,
             )
@@ -666,7 +666,7 @@ class GroupMember:
         held = frozenset((t, p) for t, p in view.assignment) | frozenset(
             (t, p) for t, p in view.revoking
         )
-        self._reading = {tp: end for tp, end in self._reading.items() if tp in held}
+        self._in_flight = self._in_flight.retain(held)
         # Still a member: what it no longer holds was revoked (released after its final
         # commit, or given up by an eager rejoin), not lost.
         revoked = previous.owned - held
@@ -716,7 +716,7 @@ class GroupMember:
             _names(partitions), why,
         )  # fmt: skip
         self._pending_offsets.clear()
-        self._reading.clear()
+        self._in_flight = BatchesInFlight()
         self._listener.lost(partitions)
 
     def _join_request(self) -> JoinRequest:
