@@ -273,9 +273,17 @@ def run_once(
     for p in procs:
         p.send_signal(signal.SIGTERM)
     reports = []
+    stuck = 0
     for p in procs:
-        out, _ = p.communicate(timeout=120)
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:  # its members did not stop: say so, do not hang
+            p.kill()
+            out, _ = p.communicate()
+            stuck += 1
         reports += [json.loads(line) for line in out.splitlines() if '"done"' in line]
+    if stuck:
+        print(f"    {stuck} of {len(procs)} processes did not stop within 120 s", flush=True)
     polls_c = [d for r in reports for d in r["polls"]["converge"]]
     polls_s = [d for r in reports for d in r["polls"]["steady"]]
     converge_window = (converged_at or time.monotonic()) - launched
