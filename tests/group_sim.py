@@ -79,6 +79,7 @@ class SimMember:
         config: GroupConfig | None = None,
         leases: InMemoryLeases | None = None,
         features: tuple[str, ...] | None = None,
+        random_seed: int | None = None,
     ) -> None:
         self.log = log
         self.instance_id = instance_id
@@ -99,6 +100,7 @@ class SimMember:
             member_id=member_id,
             config=config or GroupConfig(),
             features=features,
+            random_seed=random_seed,
         )
         if replaces:
             self.member.takes_over(replaces)
@@ -277,6 +279,7 @@ class _Simulation:
                 features=tuple(
                     f for f, on in ((LEASES, leases), (IMPLICIT_REJOIN, implicit_rejoin)) if on
                 ),
+                random_seed=seed * 100_003 + self.n,
             )
 
         self.make = make

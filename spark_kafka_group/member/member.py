@@ -134,12 +134,14 @@ class GroupMember:
         member_id: str | None = None,
         config: GroupConfig | None = None,
         features: Iterable[str] | None = None,
+        random_seed: int | None = None,
     ) -> None:
         """``log`` and ``leases``: the group log and the leases (default: the Delta group log
         under ``settings.store`` and its lease files; with ``log`` given, ``leases=None``
         keeps liveness in the log as HEARTBEAT records). ``features``: what the member
         announces beyond Kafka's classic protocol (default: all it can; the simulation turns
-        them off to measure the classic protocol)."""
+        them off to measure the classic protocol). ``random_seed``: of the conflict backoff's jitter
+        (the simulation repeats exactly)."""
         self.settings = settings
         self._subscription = subscription
         self._metadata = TopicMetadataCache(
@@ -160,6 +162,7 @@ class GroupMember:
             clock=clock,
             log=log,
             leases=leases,
+            random_seed=random_seed,
         )
         self._leases = leases = self._client.leases
         if features is None:
