@@ -29,8 +29,6 @@ from spark_kafka_group.group import (
 from spark_kafka_group.group.messages import CommitResponse
 from spark_kafka_group.group.metadata import LEASES
 
-TP = tuple[str, int]
-
 #: How often a member compares topic metadata with the group's assignment snapshot (new
 #: partitions, topics matching a pattern), in heartbeat intervals.
 METADATA_CHECK_EVERY_HEARTBEATS = 10
@@ -44,14 +42,14 @@ class PendingWork:
     """What the member's reader has to say."""
 
     #: End offsets of completed batches, to commit.
-    offsets: Mapping[TP, int] = field(default_factory=dict)
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     #: Revoked partitions whose last batch completed, to release.
-    release: frozenset[TP] = frozenset()
+    release: frozenset[TopicPartition] = frozenset()
     #: The end offset of the last batch handed to Spark for each held partition: a partition
     #: being revoked is released once a commit reaches it.
-    reading: Mapping[TP, int] = field(default_factory=dict)
+    reading: Mapping[TopicPartition, int] = field(default_factory=dict)
     #: Everything the member held after its previous step (what a cooperative rejoin owns).
-    held: frozenset[TP] = frozenset()
+    held: frozenset[TopicPartition] = frozenset()
     #: It held a generation before: if the group no longer knows it (expired), it must not
     #: rejoin under the same id, whose late commits the group keeps rejecting.
     had_generation: bool = False
@@ -94,12 +92,14 @@ class StepContext:
         return self.request.instance_id
 
 
-def committed_offset(work: GroupCoordinator, tp: TP) -> int | None:
-    offset = work.group.offsets.get(TopicPartition(*tp))
+def committed_offset(work: GroupCoordinator, tp: TopicPartition) -> int | None:
+    offset = work.group.offsets.get(tp)
     return None if offset is None else offset.offset
 
 
-def batch_finished(tp: TP, committed: int | None, reading: Mapping[TP, int]) -> bool:
+def batch_finished(
+    tp: TopicPartition, committed: int | None, reading: Mapping[TopicPartition, int]
+) -> bool:
     """No batch of the member still reads ``tp``: none ever did, or a commit (its own, or the
     progress listener's for it) reached the end of the last one."""
     end = reading.get(tp)
@@ -144,7 +144,7 @@ def _commit_and_release(
     fresh = {
         tp: off
         for tp, off in pending.offsets.items()
-        if TopicPartition(*tp) in held and committed_offset(work, tp) != off
+        if tp in held and committed_offset(work, tp) != off
     }
     response = None
     if fresh:
@@ -153,7 +153,7 @@ def _commit_and_release(
         )
         work.apply_all(records)
         out.extend(records)
-    revoking = {(t, p) for t, p in view.revoking}
+    revoking = frozenset(view.revoking)
     # Whose last batch is committed (this write's commit included): released too.
     finished = {
         tp for tp in revoking if batch_finished(tp, committed_offset(work, tp), pending.reading)

@@ -22,8 +22,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_group.errors import KafkaGroupError
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import client_config
-from spark_kafka_group.source.offsets import TopicPartition
 from spark_kafka_group.source.positions import LogBounds
 
 log = logging.getLogger(__name__)
