@@ -28,9 +28,10 @@ import gc
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -67,7 +68,9 @@ _TS_TYPE = {0: -1, 1: 0, 2: 1}
 
 _key = Message.key
 _value = Message.value
-_offset = Message.offset
+# Records consumed without an error always carry an offset (the stub's Optional covers
+# messages being produced).
+_offset = cast(Callable[[Message], int], Message.offset)
 _timestamp = Message.timestamp
 _headers = Message.headers
 _error = Message.error
@@ -277,7 +280,7 @@ class _RangeFetch:
         if code == KafkaError._PARTITION_EOF:
             self.entry.connected = True
             self.last_progress = now
-            if msg.offset() >= spec.until_offset:
+            if _offset(msg) >= spec.until_offset:
                 # Everything below ``until`` has been delivered; the rest were gaps.
                 self.stop = True
                 return max(next_offset, spec.until_offset)

@@ -136,7 +136,7 @@ class ConsumerPool:
         with self._lock:
             self._check_fork()
             now = time.monotonic()
-            keep = []
+            keep: list[PooledConsumer] = []
             for entry in self._idle:
                 (expired if now - entry.idle_since > self.idle_ttl_s else keep).append(entry)
             self._idle = keep

@@ -2,8 +2,9 @@
 
 Like Kafka's ``ConsumerRebalanceListener``: ``on_partitions_assigned``,
 ``on_partitions_revoked`` and ``on_partitions_lost`` run on the driver, in the query's
-streaming-source process, with a sorted list of ``(topic, partition)``. Every method is
-optional. An exception in the listener is logged, never fatal to the query.
+streaming-source process, with a sorted list of ``TopicPartition(topic, partition)`` named
+tuples. Every method is optional. An exception in the listener is logged, never fatal to the
+query.
 """
 
 from __future__ import annotations

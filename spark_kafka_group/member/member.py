@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from spark_kafka_group.errors import (
     GroupJoinTimeoutError,
@@ -60,8 +61,11 @@ from spark_kafka_group.member.listener import RebalanceListenerRunner
 from spark_kafka_group.member.log_client import Attempt, GroupLogClient
 from spark_kafka_group.member.topic_metadata import TopicMetadataCache
 from spark_kafka_group.member.view import MemberAssignment
-from spark_kafka_group.options import GroupSettings
+from spark_kafka_group.options import GroupSettings, SourceOptions
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
+
+if TYPE_CHECKING:
+    from spark_kafka_group.kafka.cluster import KafkaCluster
 
 log = logging.getLogger(__name__)
 
@@ -172,22 +176,17 @@ class GroupMember:
         self._heartbeat = HeartbeatThread(self._background_step, self.next_step_delay_s)
 
     @classmethod
-    def for_source(cls, opts: object, *, cluster: object) -> GroupMember:
-        """The member of a ``kafka-group`` query (``opts``: SourceOptions)."""
-        from spark_kafka_group.options import SourceOptions
-
-        assert isinstance(opts, SourceOptions)
+    def for_source(cls, opts: SourceOptions, *, cluster: KafkaCluster) -> GroupMember:
+        """The member of a ``kafka-group`` query."""
         subscription = SubscriptionSpec(topics=opts.subscribe or (), pattern=opts.subscribe_pattern)
         # Fail fast, with the cluster's own words, when a subscribed topic does not exist.
-        cluster.topic_partitions(  # type: ignore[attr-defined]
-            subscribe=opts.subscribe, pattern=opts.subscribe_pattern
-        )
+        cluster.topic_partitions(subscribe=opts.subscribe, pattern=opts.subscribe_pattern)
         return cls(
             opts.group,
             subscription=subscription,
             # Kafka's client.id names the client in describe output and member ids.
             client_id=opts.kafka_params.get("client.id", "spark-kafka-group"),
-            topic_counts=lambda: cluster.topic_partitions(pattern=".*"),  # type: ignore[attr-defined]
+            topic_counts=lambda: cluster.topic_partitions(pattern=".*"),
         )
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -70,11 +70,12 @@ try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python so
     HAS_ADMISSION_CONTROL = True
 except ImportError:  # pyspark 4.0 / 4.1
     HAS_ADMISSION_CONTROL = False
+    if not TYPE_CHECKING:  # the type checker sees the newest pyspark, which has them
 
-    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
-        """Placeholder so the class statement below works on pyspark < 4.2."""
+        class SupportsTriggerAvailableNow:
+            """Placeholder so the class statement below works on pyspark < 4.2."""
 
-    ReadLimit = Any  # type: ignore[misc,assignment]
+        ReadLimit = Any
 
 
 class KafkaInputPartition(InputPartition):

@@ -147,8 +147,7 @@ class RecordReader:
         reason = f"no answer within {READ_TIMEOUT_S:g}s"
         try:
             message = self._consumer.poll(READ_TIMEOUT_S)
-            while message is not None and message.error() is not None:
-                error = message.error()
+            while message is not None and (error := message.error()) is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     return None
                 reason = error.str()
@@ -157,9 +156,9 @@ class RecordReader:
                 message = self._consumer.poll(READ_TIMEOUT_S)
         except KafkaException as exc:
             message, reason = None, str(exc)
-        if message is None or message.error() is not None:
+        if message is None or message.error() is not None or (found := message.offset()) is None:
             raise KafkaGroupError(
                 f"Reading the record at offset {offset} of {tp[0]}-{tp[1]} from "
                 f"{self._bootstrap_servers!r} to find a timestamp failed ({reason})."
             )
-        return message.offset(), message.timestamp()[1]
+        return found, message.timestamp()[1]
