@@ -27,6 +27,7 @@ from typing import Any
 
 from spark_kafka_group._version import __version__
 from spark_kafka_group.errors import KafkaGroupError, OptionError
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.options import read_properties
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -86,8 +87,8 @@ def _age(ms: int) -> str:
     return f"{s / 3600:.1f}h"
 
 
-def _tp(tp: tuple[str, int]) -> str:
-    return f"{tp[0]}-{tp[1]}"
+def _tp(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
 
 
 def _table(rows: list[list[Any]], header: list[str]) -> str:

@@ -136,7 +136,7 @@ class OffsetLimit:
     a partition the group never committed starts) or ``endingOffsets`` (batch reads).
 
     ``mode`` is earliest / latest / none / group, or ``json`` with ``per_partition`` holding
-    ``{(topic, partition): offset}`` where offset may be :data:`EARLIEST` or :data:`LATEST`.
+    ``{TopicPartition: offset}`` where offset may be :data:`EARLIEST` or :data:`LATEST`.
     Partitions absent from the JSON get ``latest``, as in Spark's Kafka source. The timestamp
     options take precedence, as in Spark: ``timestamp_ms`` (``startingTimestamp``) over
     ``by_timestamp`` (``startingOffsetsByTimestamp``; unlisted partitions follow ``mode``).
