@@ -262,7 +262,10 @@ def run_once(
         watch.fold()
     steady_elapsed = time.monotonic() - steady_started
     steady = watch.records[steady_records_from:]
-    false_expiries = sum(1 for r in steady if r.kind == "EXPIRE")
+    expiries = [r for r in steady if r.kind == "EXPIRE"]
+    false_expiries = len(expiries)
+    for r in expiries:
+        print(f"    EXPIRE of {r.member_id} at {r.timestamp_ms}: {r.payload}", flush=True)
     steady_writes = (watch.client.version - steady_from_version) if watch.client else 0
     generation_changes = (
         watch.client.coordinator.group.generation - generation if watch.client else 0
@@ -270,9 +273,17 @@ def run_once(
     for p in procs:
         p.send_signal(signal.SIGTERM)
     reports = []
+    stuck = 0
     for p in procs:
-        out, _ = p.communicate(timeout=120)
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:  # its members did not stop: say so, do not hang
+            p.kill()
+            out, _ = p.communicate()
+            stuck += 1
         reports += [json.loads(line) for line in out.splitlines() if '"done"' in line]
+    if stuck:
+        print(f"    {stuck} of {len(procs)} processes did not stop within 120 s", flush=True)
     polls_c = [d for r in reports for d in r["polls"]["converge"]]
     polls_s = [d for r in reports for d in r["polls"]["steady"]]
     converge_window = (converged_at or time.monotonic()) - launched
@@ -320,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=45000)
     parser.add_argument("--rebalance-timeout-ms", type=int, default=60000)
     parser.add_argument("--poll-s", type=float, default=1.0, help="a reader's trigger interval")
+    parser.add_argument("--workdir", help="keep the group logs here (default: a temporary dir)")
     # worker mode (internal)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--group", help=argparse.SUPPRESS)

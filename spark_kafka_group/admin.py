@@ -17,10 +17,10 @@ from spark_kafka_group.group import (
     GroupMetadata,
     GroupRecord,
     GroupState,
-    OffsetAndMetadata,
     SystemClock,
     TopicPartition,
 )
+from spark_kafka_group.member.in_flight import offsets_to_write
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
 
@@ -160,11 +160,11 @@ def commit_for_member(
     commit is what lets it release a partition being revoked, see ``GroupMember``), and
     never moving a committed offset backwards (a late progress event must not undo a newer
     commit) unless the batch itself started that partition below the committed offset (a
-    reset by policy). Anything else is the member's own business (it commits itself) or a
+    reset by policy; the rule is :func:`~spark_kafka_group.member.in_flight.offsets_to_write`
+    with ``in_order=False``). Anything else is the member's own business (it commits itself) or a
     zombie's. ``client``: an open client of this group log to reuse (it folds only what is
     new since its last call, instead of replaying from the latest snapshot).
     """
-    starts = starts or {}
     if client is None:
         client = _client(store, group_id, storage_options, create=False)
 
@@ -172,13 +172,8 @@ def commit_for_member(
         member = work.group.member(member_id)
         if member is None:
             return [], 0
-        committed = work.group.offsets
-        fresh = {
-            tp: off
-            for tp, off in offsets.items()
-            if member.held_throughout(tp, generation)
-            and _moves_forward(committed.get(tp), off, starts.get(tp))
-        }
+        held = {tp: off for tp, off in offsets.items() if member.held_throughout(tp, generation)}
+        fresh = offsets_to_write(held, work.group.offsets, in_order=False, starts=starts)
         if not fresh:
             return [], 0
         records, response = work.commit_offsets(
@@ -187,14 +182,6 @@ def commit_for_member(
         return records, len(response.accepted)
 
     return client.transact(decide)
-
-
-def _moves_forward(current: OffsetAndMetadata | None, offset: int, start: int | None) -> bool:
-    if current is None:
-        return True
-    if start is not None and start < current.offset:
-        return offset != current.offset  # the batch restarted the partition: a reset
-    return offset > current.offset
 
 
 def leave_for_member(

@@ -28,6 +28,7 @@ from spark_kafka_group.group import (
 )
 from spark_kafka_group.group.messages import CommitResponse
 from spark_kafka_group.group.metadata import LEASES
+from spark_kafka_group.member.in_flight import BatchesInFlight, offsets_to_write
 
 #: How often a member compares topic metadata with the group's assignment snapshot (new
 #: partitions, topics matching a pattern), in heartbeat intervals.
@@ -45,9 +46,9 @@ class PendingWork:
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     #: Revoked partitions whose last batch completed, to release.
     release: frozenset[TopicPartition] = frozenset()
-    #: The end offset of the last batch handed to Spark for each held partition: a partition
-    #: being revoked is released once a commit reaches it.
-    reading: Mapping[TopicPartition, int] = field(default_factory=dict)
+    #: The batches handed to Spark: a partition being revoked is released once a commit
+    #: reaches the end of its last batch.
+    in_flight: BatchesInFlight = field(default_factory=BatchesInFlight)
     #: Everything the member held after its previous step (what a cooperative rejoin owns).
     held: frozenset[TopicPartition] = frozenset()
     #: It held a generation before: if the group no longer knows it (expired), it must not
@@ -92,20 +93,6 @@ class StepContext:
         return self.request.instance_id
 
 
-def committed_offset(work: GroupCoordinator, tp: TopicPartition) -> int | None:
-    offset = work.group.offsets.get(tp)
-    return None if offset is None else offset.offset
-
-
-def batch_finished(
-    tp: TopicPartition, committed: int | None, reading: Mapping[TopicPartition, int]
-) -> bool:
-    """No batch of the member still reads ``tp``: none ever did, or a commit (its own, or the
-    progress listener's for it) reached the end of the last one."""
-    end = reading.get(tp)
-    return end is None or (committed is not None and committed >= end)
-
-
 def decide_step(
     work: GroupCoordinator, now: int, ctx: StepContext, pending: PendingWork, timers: Timers
 ) -> Decision:
@@ -141,11 +128,8 @@ def _commit_and_release(
     if not view.known or view.fenced:
         return None
     held = set(view.assignment) | set(view.revoking)
-    fresh = {
-        tp: off
-        for tp, off in pending.offsets.items()
-        if tp in held and committed_offset(work, tp) != off
-    }
+    mine = {tp: off for tp, off in pending.offsets.items() if tp in held}
+    fresh = offsets_to_write(mine, work.group.offsets, in_order=True)
     response = None
     if fresh:
         records, response = work.commit_offsets(
@@ -155,9 +139,7 @@ def _commit_and_release(
         out.extend(records)
     revoking = frozenset(view.revoking)
     # Whose last batch is committed (this write's commit included): released too.
-    finished = {
-        tp for tp in revoking if batch_finished(tp, committed_offset(work, tp), pending.reading)
-    }
+    finished = {tp for tp in revoking if pending.in_flight.finished(tp, work.group.offsets)}
     to_release = (pending.release | finished) & revoking
     if to_release:
         records, _ = work.ack_revocation(

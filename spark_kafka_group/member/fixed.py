@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from spark_kafka_group.errors import MemberFencedError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch, offsets_to_write
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.member import new_member_id
 from spark_kafka_group.member.view import MemberAssignment
@@ -38,6 +39,7 @@ class FixedAssignmentMember:
             held_since=dict.fromkeys(held, 0),
             stable=True,
         )
+        self._in_flight = BatchesInFlight()
 
     def start(
         self, *, replacing: str | None = None, must_complete_join: bool = False
@@ -59,7 +61,16 @@ class FixedAssignmentMember:
         self, ends: Mapping[TopicPartition, int], *, batch_generation: int
     ) -> frozenset[TopicPartition]:
         """Fixed partitions are always ours (nothing is ever revoked)."""
-        return frozenset(tp for tp in ends if tp in self._assignment.held)
+        ours = frozenset(tp for tp in ends if tp in self._assignment.held)
+        batch = PlannedBatch({tp: ends[tp] for tp in ours}, batch_generation, self.member_id)
+        self._in_flight = self._in_flight.begin(batch)
+        return ours
+
+    @property
+    def in_flight(self) -> BatchesInFlight:
+        """The batches handed to Spark (nothing waits for their commits: nothing is ever
+        revoked)."""
+        return self._in_flight
 
     def committed_offsets(self) -> dict[TopicPartition, int]:
         offsets = self._client.fold().group.offsets
@@ -76,10 +87,7 @@ class FixedAssignmentMember:
         mine = {tp: o for tp, o in offsets.items() if tp in self._assignment.held}
 
         def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], GroupError]:
-            committed = work.group.offsets
-            fresh = {
-                tp: o for tp, o in mine.items() if tp not in committed or committed[tp].offset != o
-            }
+            fresh = offsets_to_write(mine, work.group.offsets, in_order=True)
             if not fresh:
                 return [], GroupError.NONE
             records, response = work.commit_offsets(None, -1, fresh, now)

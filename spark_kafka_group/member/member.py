@@ -57,6 +57,7 @@ from spark_kafka_group.member.decide import (
     decide_step,
 )
 from spark_kafka_group.member.heartbeat import HeartbeatThread
+from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
 from spark_kafka_group.member.listener import RebalanceListenerRunner
 from spark_kafka_group.member.log_client import Attempt, GroupLogClient
 from spark_kafka_group.member.topic_metadata import TopicMetadataCache
@@ -159,9 +160,9 @@ class GroupMember:
         # Offsets and releases waiting to be written (the store may be briefly unavailable).
         self._pending_offsets: dict[TopicPartition, int] = {}
         self._pending_release: set[TopicPartition] = set()
-        # The end offset of the last batch handed to Spark for each held partition: a
-        # partition being revoked is released once a commit reaches it (decide.py).
-        self._reading: dict[TopicPartition, int] = {}
+        # The batches handed to Spark: a partition being revoked is released once a commit
+        # reaches the end of its last batch (decide.py).
+        self._in_flight = BatchesInFlight()
         self._fatal: Exception | None = None
         # Earlier incarnations of this query (from its checkpoint) whose batches it resumes.
         self._adopted_members: set[str] = set()
@@ -300,13 +301,7 @@ class GroupMember:
                 group = self._client.fold().group
                 if group.member(self.member_id) is None:
                     return False
-                # Exactly at the end: a higher commit is an older one that a reset by policy
-                # (failOnDataLoss=false) moved back from, not this batch's.
-                uncommitted = {
-                    tp: end
-                    for tp, end in self._reading.items()
-                    if (o := group.offsets.get(TopicPartition(*tp))) is None or o.offset != end
-                }
+                uncommitted = self._in_flight.uncommitted(group.offsets)
             if not uncommitted or time.monotonic() >= deadline:
                 if uncommitted:
                     log.info(
@@ -435,9 +430,14 @@ class GroupMember:
             self._raise_if_fatal()
             assignment = self._assignment
             ours = frozenset(tp for tp in ends if assignment.held_throughout(tp, batch_generation))
-            for tp in ours:
-                self._reading[tp] = ends[tp]
+            batch = PlannedBatch({tp: ends[tp] for tp in ours}, batch_generation, self.member_id)
+            self._in_flight = self._in_flight.begin(batch)
             return ours
+
+    @property
+    def in_flight(self) -> BatchesInFlight:
+        """The batches handed to Spark (:meth:`begin_batch`) and not yet seen committed."""
+        return self._in_flight
 
     def committed_offsets(self) -> dict[TopicPartition, int]:
         with self._lock:
@@ -517,7 +517,7 @@ class GroupMember:
             pending = PendingWork(
                 offsets=dict(self._pending_offsets),
                 release=frozenset(self._pending_release),
-                reading=dict(self._reading),
+                in_flight=self._in_flight,
                 held=self._assignment.held,
                 had_generation=self._assignment.generation >= 0,
             )
@@ -594,7 +594,13 @@ class GroupMember:
                 )
                 for m in self._client.coordinator.group.members.values()
             ):
-                self._lease_cache = dict(self._leases.read())
+                # Never forget a renewal: a member missing from one listing keeps what an
+                # earlier one showed (its next renewal comes within a heartbeat interval).
+                fresh = dict(self._leases.read())
+                for member_id, renewed in cached.items():
+                    if renewed > fresh.get(member_id, -1):
+                        fresh[member_id] = renewed
+                self._lease_cache = fresh
                 self._leases_read_ms = now
         return self._lease_cache
 
@@ -639,7 +645,7 @@ class GroupMember:
             return
         self._replacing = None  # joined: the previous incarnation is replaced or gone
         held = frozenset(view.assignment) | frozenset(view.revoking)
-        self._reading = {tp: end for tp, end in self._reading.items() if tp in held}
+        self._in_flight = self._in_flight.retain(held)
         # Still a member: what it no longer holds was revoked (released after its final
         # commit, or given up by an eager rejoin), not lost.
         revoked = previous.held - held
@@ -686,7 +692,7 @@ class GroupMember:
             _names(partitions), why,
         )  # fmt: skip
         self._pending_offsets.clear()
-        self._reading.clear()
+        self._in_flight = BatchesInFlight()
         self._listener.lost(partitions)
 
     def _join_request(self) -> JoinRequest:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.member.in_flight import BatchesInFlight
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ class Member(Protocol):
         self, ends: Mapping[TopicPartition, int], *, batch_generation: int
     ) -> frozenset[TopicPartition]:
         """The partitions of a batch about to run that this member may read."""
+        ...
+
+    @property
+    def in_flight(self) -> BatchesInFlight:
+        """The batches handed to Spark and not yet seen committed."""
         ...
 
     def committed_offsets(self) -> dict[TopicPartition, int]:

@@ -106,8 +106,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # completed (and for partitions assigned later, when first seen).
         self._targets: dict[TopicPartition, int] | None = None
         self._latest_seen: dict[TopicPartition, int] = {}
-        # The last end offset handed to Spark: a revoked partition is released once a
-        # completed batch ends at or after the last batch that contained it.
+        # The last offset handed to Spark: where the next batch continues from when Spark
+        # does not pass it back (pyspark < 4.2). Which batches are in flight, the member
+        # knows (``member.in_flight``).
         self._last_planned: SourceOffset | None = None
         self._reported_lag: int | None = None
         # commitToKafka: copies accepted commits to the Kafka consumer group (best effort).
@@ -184,7 +185,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 # pyspark >= 4.2: ``start`` is the end of the last completed batch and no other
                 # batch is in flight, so every partition being revoked can be released now.
                 assignment = self._commit_completed(
-                    member, done, in_flight=None, revoking=assignment.revoking
+                    member, done, batch_running=False, revoking=assignment.revoking
                 )
             previous = done if done is not None else self._last_planned
             planned = sorted(assignment.held - assignment.revoking)
@@ -306,7 +307,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 self._commit_completed(
                     member,
                     SourceOffset.from_json(end),
-                    in_flight=self._last_planned,
+                    batch_running=True,
                     revoking=member.poll().revoking,
                 )
 
@@ -330,14 +331,16 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         member: Member,
         done: SourceOffset,
         *,
-        in_flight: SourceOffset | None,
+        batch_running: bool,
         revoking: frozenset[TopicPartition],
     ) -> MemberAssignment:
         """Commit a completed batch's end offsets (idempotent) and release the partitions being
         revoked (``revoking``, from the caller's fresh assignment) that no batch still in
-        flight reads: their final offsets are committed now. The assignment after it."""
-        busy = in_flight.offsets if in_flight is not None else {}
-        release = {tp for tp in revoking if tp not in busy}
+        flight reads: their final offsets are committed now. ``batch_running``: the last
+        batch handed to Spark may still run (Spark's ``commit`` of the batch before it).
+        The assignment after it."""
+        in_flight = member.in_flight
+        release = {tp for tp in revoking if not (batch_running and in_flight.reads_last(tp))}
         assignment = member.commit(
             done.offsets,
             batch_generation=done.generation,

@@ -62,8 +62,12 @@ class LeaseFiles:
         return [info.path.rsplit("/", 1)[-1] for info in infos]
 
     def read(self) -> Mapping[str, int]:
+        """Every member's latest renewal. Listed twice: a directory listing may miss an entry
+        created or deleted while it runs (POSIX leaves it unspecified), and a renewal is
+        exactly that (a new name, then the old one deleted); the second listing sees the
+        renewal complete, since a member renews only once a heartbeat interval."""
         latest: dict[str, int] = {}
-        for name in self._names():
+        for name in self._names() + self._names():
             member, _, ms = name.rpartition("@")
             if not member or not ms.isdigit():
                 continue  # not a lease
