@@ -61,7 +61,8 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
         spark.streams.removeListener(current)
     listener = GroupProgressListener(options)
     spark.streams.addListener(listener)
-    spark._kafka_group_listener = listener  # type: ignore[attr-defined]
+    # Kept on the session itself: one listener per session, whoever calls register().
+    spark._kafka_group_listener = listener  # type: ignore[attr-defined]  # our own attribute
 
 
 def __getattr__(name: str) -> object:

@@ -26,8 +26,6 @@ from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_g
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
-
 
 class GroupNotEmptyError(KafkaGroupError):
     """The operation needs a group without live members (as Kafka's offset reset does)."""
@@ -96,11 +94,11 @@ def describe_groups(
 def reset_offsets(
     store: str,
     group_id: str,
-    offsets: Mapping[TP, int],
+    offsets: Mapping[TopicPartition, int],
     *,
     execute: bool = False,
     storage_options: Mapping[str, str] | None = None,
-) -> dict[TP, tuple[int | None, int]]:
+) -> dict[TopicPartition, tuple[int | None, int]]:
     """Set committed offsets; the plan ``{tp: (current, new)}``. Changes nothing unless
     ``execute``. Refused while the group has live members (expired ones are removed first)."""
     try:
@@ -112,7 +110,7 @@ def reset_offsets(
 
     def decide(
         work: GroupCoordinator, now: int
-    ) -> tuple[list[GroupRecord], dict[TP, tuple[int | None, int]]]:
+    ) -> tuple[list[GroupRecord], dict[TopicPartition, tuple[int | None, int]]]:
         records = work.tick(now, leases)  # members past their session timeout are not live
         work.apply_all(records)
         group = work.group
@@ -127,7 +125,7 @@ def reset_offsets(
                 "before resetting offsets."
             )
         plan = {
-            tp: (group.offsets[tp].offset if tp in group.offsets else None, int(new))  # type: ignore[index]
+            tp: (group.offsets[tp].offset if tp in group.offsets else None, int(new))
             for tp, new in sorted(offsets.items())
         }
         if not execute:
@@ -149,9 +147,9 @@ def commit_for_member(
     group_id: str,
     member_id: str,
     generation: int,
-    offsets: Mapping[TP, int],
+    offsets: Mapping[TopicPartition, int],
     *,
-    starts: Mapping[TP, int] | None = None,
+    starts: Mapping[TopicPartition, int] | None = None,
     storage_options: Mapping[str, str] | None = None,
     client: GroupLogClient | None = None,
 ) -> int:
@@ -174,11 +172,7 @@ def commit_for_member(
         member = work.group.member(member_id)
         if member is None:
             return [], 0
-        held = {
-            tp: off
-            for tp, off in offsets.items()
-            if member.held_throughout(TopicPartition(*tp), generation)
-        }
+        held = {tp: off for tp, off in offsets.items() if member.held_throughout(tp, generation)}
         fresh = offsets_to_write(held, work.group.offsets, in_order=False, starts=starts)
         if not fresh:
             return [], 0

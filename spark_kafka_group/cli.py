@@ -27,6 +27,7 @@ from typing import Any
 
 from spark_kafka_group._version import __version__
 from spark_kafka_group.errors import KafkaGroupError, OptionError
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.options import read_properties
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -86,8 +87,8 @@ def _age(ms: int) -> str:
     return f"{s / 3600:.1f}h"
 
 
-def _tp(tp: tuple[str, int]) -> str:
-    return f"{tp[0]}-{tp[1]}"
+def _tp(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
 
 
 def _table(rows: list[list[Any]], header: list[str]) -> str:
@@ -219,7 +220,7 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
     storage = _storage_options(args)
     specs = [parse_topic_spec(t) for t in args.topic]
     mode, value = _reset_mode(args)
-    if mode == "to-offset" and int(value) < 0:  # type: ignore[arg-type]
+    if mode == "to-offset" and args.to_offset < 0:
         raise _UsageError("--to-offset must be >= 0")
     info = describe_group(args.store, args.group, storage_options=storage)
     with KafkaCluster(args.bootstrap_servers, client_conf=_client_conf(args)) as cluster:
@@ -236,22 +237,22 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
         "executed": bool(args.execute),
         "partitions": [
             {
-                "topic": t,
-                "partition": p,
+                "topic": tp.topic,
+                "partition": tp.partition,
                 "current": current,
                 "new": new,
-                **({"requested": target.clamped[(t, p)][0]} if (t, p) in target.clamped else {}),
+                **({"requested": target.clamped[tp][0]} if tp in target.clamped else {}),
             }
-            for (t, p), (current, new) in sorted(plan.items())
+            for tp, (current, new) in sorted(plan.items())
         ],
     }
 
     def text() -> str:
         rows = [
-            [t, p, current, new, "clamped from " + str(target.clamped[(t, p)][0])]
-            if (t, p) in target.clamped
-            else [t, p, current, new, None]
-            for (t, p), (current, new) in sorted(plan.items())
+            [tp.topic, tp.partition, current, new, None]
+            if tp not in target.clamped
+            else [tp.topic, tp.partition, current, new, f"clamped from {target.clamped[tp][0]}"]
+            for tp, (current, new) in sorted(plan.items())
         ]
         head = _table(rows, ["TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "NOTE"])
         if args.execute:

@@ -28,6 +28,7 @@ from spark_kafka_group.group.assignors import (
     builtin_assignors,
     load_assignor,
 )
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.java_settings import translate_java_settings
 from spark_kafka_group.store.paths import default_group_store, validate_group_id
@@ -135,7 +136,7 @@ class OffsetLimit:
     a partition the group never committed starts) or ``endingOffsets`` (batch reads).
 
     ``mode`` is earliest / latest / none / group, or ``json`` with ``per_partition`` holding
-    ``{(topic, partition): offset}`` where offset may be :data:`EARLIEST` or :data:`LATEST`.
+    ``{TopicPartition: offset}`` where offset may be :data:`EARLIEST` or :data:`LATEST`.
     Partitions absent from the JSON get ``latest``, as in Spark's Kafka source. The timestamp
     options take precedence, as in Spark: ``timestamp_ms`` (``startingTimestamp``) over
     ``by_timestamp`` (``startingOffsetsByTimestamp``; unlisted partitions follow ``mode``).
@@ -143,8 +144,8 @@ class OffsetLimit:
     """
 
     mode: OffsetMode
-    per_partition: Mapping[tuple[str, int], int] = field(default_factory=dict)
-    by_timestamp: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    per_partition: Mapping[TopicPartition, int] = field(default_factory=dict)
+    by_timestamp: Mapping[TopicPartition, int] = field(default_factory=dict)
     timestamp_ms: int | None = None
     no_match_latest: bool = False
 
@@ -153,15 +154,16 @@ class OffsetLimit:
         (``none``) or "the group's committed offset" (``group``)."""
         if self.timestamp_ms is not None:
             return AtTimestamp(self.timestamp_ms)
-        if (topic, partition) in self.by_timestamp:
-            return AtTimestamp(self.by_timestamp[(topic, partition)])
+        tp = TopicPartition(topic, partition)
+        if tp in self.by_timestamp:
+            return AtTimestamp(self.by_timestamp[tp])
         if self.mode == "earliest":
             return EARLIEST
         if self.mode == "latest":
             return LATEST
         if self.mode in ("none", "group"):
             return None
-        return self.per_partition.get((topic, partition), LATEST)
+        return self.per_partition.get(tp, LATEST)
 
 
 @dataclass(frozen=True)
@@ -507,7 +509,7 @@ def _starting_offsets(get: Callable[[str], str | None]) -> OffsetLimit:
             f"Option 'startingOffsetsByTimestampStrategy' = {strategy!r} is not valid: use "
             "'error' (fail when no record is at or after the timestamp) or 'latest'."
         )
-    words = ("earliest", "latest", "none", "group")
+    words: tuple[OffsetMode, ...] = ("earliest", "latest", "none", "group")
     return _offset_limit(get, "starting", words, no_match_latest=strategy == "latest")
 
 
@@ -528,7 +530,7 @@ def _ending_offsets(get: Callable[[str], str | None]) -> OffsetLimit | None:
 def _offset_limit(
     get: Callable[[str], str | None],
     which: Literal["starting", "ending"],
-    words: tuple[str, ...],
+    words: tuple[OffsetMode, ...],
     *,
     no_match_latest: bool,
 ) -> OffsetLimit:
@@ -546,12 +548,13 @@ def _offset_limit(
 
 
 def _offsets_json(
-    name: str, value: str, words: tuple[str, ...]
-) -> tuple[OffsetMode, dict[tuple[str, int], int]]:
+    name: str, value: str, words: tuple[OffsetMode, ...]
+) -> tuple[OffsetMode, dict[TopicPartition, int]]:
     """A mode word, or JSON ``{"topic": {"partition": offset}}`` (-2 earliest, -1 latest)."""
     text = value.strip()
-    if text.lower() in words:
-        return text.lower(), {}  # type: ignore[return-value]
+    for word in words:
+        if text.lower() == word:
+            return word, {}
     example = (
         f"{', '.join(words)}, or JSON such as " + '{"orders": {"0": 23, "1": -2}} '
         "(-2 = earliest, -1 = latest)"
@@ -564,7 +567,7 @@ def _offsets_json(
     return "json", _partition_map(name, value, minimum=EARLIEST, example=example)
 
 
-def _timestamps_json(name: str, get: Callable[[str], str | None]) -> dict[tuple[str, int], int]:
+def _timestamps_json(name: str, get: Callable[[str], str | None]) -> dict[TopicPartition, int]:
     value = get(name)
     if value is None:
         return {}
@@ -575,7 +578,7 @@ def _timestamps_json(name: str, get: Callable[[str], str | None]) -> dict[tuple[
 
 def _partition_map(
     name: str, value: str, *, minimum: int, example: str
-) -> dict[tuple[str, int], int]:
+) -> dict[TopicPartition, int]:
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:
@@ -584,7 +587,7 @@ def _partition_map(
         ) from None
     if not isinstance(parsed, dict):
         raise OptionError(f"Option {name!r} = {value!r}: use {example}.")
-    result: dict[tuple[str, int], int] = {}
+    result: dict[TopicPartition, int] = {}
     for topic, numbers in parsed.items():
         if not isinstance(numbers, dict):
             raise OptionError(
@@ -607,7 +610,7 @@ def _partition_map(
                     f"Option {name!r}: {topic!r} partition {partition!r} -> {number!r} is not "
                     f"valid; partitions are numbers >= 0 and {allowed}."
                 )
-            result[(topic, int(partition))] = number
+            result[TopicPartition(topic, int(partition))] = number
     return result
 
 

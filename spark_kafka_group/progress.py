@@ -147,6 +147,9 @@ class GroupProgressListener(StreamingQueryListener):
     """Commits every completed batch of ``kafka-group`` queries (see the module docstring)."""
 
     def __init__(self, storage_options: Mapping[str, str] | None = None) -> None:
+        self._init(storage_options)
+
+    def _init(self, storage_options: Mapping[str, str] | None) -> None:
         self._storage_options = storage_options
         # One client per group log, kept across batches: each commit then folds only the
         # records written since the last one (a new client replays from the latest snapshot,
@@ -162,7 +165,7 @@ class GroupProgressListener(StreamingQueryListener):
         return {"storage_options": self._storage_options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["storage_options"])  # type: ignore[misc]
+        self._init(state["storage_options"])
 
     def onQueryStarted(self, event: Any) -> None:
         pass

@@ -43,7 +43,7 @@ def produce(
     topic: str,
     records: Iterable[tuple[int, bytes | None, bytes | None]],
     *,
-    headers: list[tuple[str, bytes]] | None = None,
+    headers: list[tuple[str, str | bytes | None]] | None = None,
     producer_config: dict[str, str | int] | None = None,
 ) -> dict[int, int]:
     """Produce ``(partition, key, value)`` records; return how many went to each partition.

@@ -135,7 +135,7 @@ class SimMember:
         self.member.refresh_metadata()
         self._attempt = self.member.begin_step()
         assignment = self.member.assignment
-        for t, p in assignment.owned - assignment.revoking:  # "consume" a little
+        for t, p in assignment.held - assignment.revoking:  # "consume" a little
             tp = TopicPartition(t, p)
             self.position[tp] = self.position.get(tp, 0) + 1
 

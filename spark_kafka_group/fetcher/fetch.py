@@ -28,13 +28,15 @@ import gc
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_group.errors import (
     BrokerUnavailableError,
@@ -45,6 +47,7 @@ from spark_kafka_group.errors import (
 )
 from spark_kafka_group.fetcher.pool import PooledConsumer, consumer_pool
 from spark_kafka_group.fetcher.schema import HEADERS_TYPE, TIMESTAMP_TYPE, arrow_schema
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import unreachable_message
 
 log = logging.getLogger(__name__)
@@ -67,7 +70,9 @@ _TS_TYPE = {0: -1, 1: 0, 2: 1}
 
 _key = Message.key
 _value = Message.value
-_offset = Message.offset
+# Records consumed without an error always carry an offset (the stub's Optional covers
+# messages being produced).
+_offset = cast(Callable[[Message], int], Message.offset)
 _timestamp = Message.timestamp
 _headers = Message.headers
 _error = Message.error
@@ -153,7 +158,7 @@ class _RangeFetch:
         self.entry = entry
         self.consumer = entry.consumer
         self.schema = arrow_schema(spec.include_headers)
-        self.tp = TopicPartition(spec.topic, spec.partition)
+        self.tp = KafkaTopicPartition(spec.topic, spec.partition)
         rows = min(max(1, int(spec.max_batch_rows)), 1_000_000)  # consume() allows <= 1M
         self.max_rows = rows
         self._topic_col = pa.repeat(pa.scalar(spec.topic, pa.string()), rows)
@@ -234,8 +239,8 @@ class _RangeFetch:
         return batch, next_offset
 
     def _assign(self, offset: int) -> None:
-        self.consumer.assign([TopicPartition(self.spec.topic, self.spec.partition, offset)])
-        self.entry.assigned = (self.spec.topic, self.spec.partition)
+        self.consumer.assign([KafkaTopicPartition(self.spec.topic, self.spec.partition, offset)])
+        self.entry.assigned = TopicPartition(self.spec.topic, self.spec.partition)
         self.entry.assigns += 1
 
     # ------------------------------------------------------------------ Arrow
@@ -277,7 +282,7 @@ class _RangeFetch:
         if code == KafkaError._PARTITION_EOF:
             self.entry.connected = True
             self.last_progress = now
-            if msg.offset() >= spec.until_offset:
+            if _offset(msg) >= spec.until_offset:
                 # Everything below ``until`` has been delivered; the rest were gaps.
                 self.stop = True
                 return max(next_offset, spec.until_offset)

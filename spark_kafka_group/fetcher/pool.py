@@ -20,6 +20,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import ErrorTracker, client_config
 
 log = logging.getLogger(__name__)
@@ -83,8 +84,8 @@ class PooledConsumer:
         self.consumer = Consumer(consumer_config(key[0], dict(key[1]), self.errors))
         #: The consumer has had an answer from the cluster (not "never connected").
         self.connected = False
-        #: (topic, partition) currently assigned, or None.
-        self.assigned: tuple[str, int] | None = None
+        #: The partition currently assigned, or None.
+        self.assigned: TopicPartition | None = None
         self.idle_since = time.monotonic()
         self.uses = 0
         #: How many times the consumer was assigned a partition.
@@ -136,7 +137,7 @@ class ConsumerPool:
         with self._lock:
             self._check_fork()
             now = time.monotonic()
-            keep = []
+            keep: list[PooledConsumer] = []
             for entry in self._idle:
                 (expired if now - entry.idle_since > self.idle_ttl_s else keep).append(entry)
             self._idle = keep

@@ -493,7 +493,7 @@ class GroupCoordinator:
         self,
         member_id: str | None,
         generation: int,
-        offsets: Mapping[tuple[str, int], CommitValue],
+        offsets: Mapping[TopicPartition, CommitValue],
         now_ms: int,
         *,
         instance_id: str | None = None,
@@ -558,7 +558,7 @@ class GroupCoordinator:
         self,
         member_id: str,
         generation: int,
-        partitions: Iterable[tuple[str, int]],
+        partitions: Iterable[TopicPartition],
         now_ms: int,
         *,
         instance_id: str | None = None,
@@ -595,7 +595,7 @@ class GroupCoordinator:
         )
 
     def fetch_offsets(
-        self, partitions: Sequence[tuple[str, int]] | None = None
+        self, partitions: Sequence[TopicPartition] | None = None
     ) -> FetchOffsetsResponse:
         """OffsetFetch: the last accepted commit of each partition (all when None)."""
         err = self._unavailable()

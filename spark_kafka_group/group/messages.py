@@ -35,7 +35,7 @@ class JoinRequest:
     topics: Sequence[str] = ()
     pattern: str | None = None
     instance_id: str | None = None
-    owned: Sequence[tuple[str, int]] | None = None
+    owned: Sequence[TopicPartition] | None = None
     session_timeout_ms: int = 45_000
     rebalance_timeout_ms: int = 300_000
     client_id: str = ""

@@ -19,7 +19,7 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-def tp_list(partitions: Iterable[tuple[str, int]]) -> list[list[Any]]:
+def tp_list(partitions: Iterable[TopicPartition]) -> list[list[Any]]:
     """Partitions as sorted ``[[topic, partition], ...]`` (the JSON form)."""
     return [[t, p] for t, p in sorted(partitions)]
 

@@ -23,7 +23,8 @@ from concurrent.futures import wait as wait_futures
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
 from spark_kafka_group.errors import (
@@ -32,6 +33,7 @@ from spark_kafka_group.errors import (
     OptionError,
     TopicNotFoundError,
 )
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import (
     CONNECTIVITY_ERRORS,
     ErrorTracker,
@@ -45,7 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 _T = TypeVar("_T")
 
 #: One attempt at a metadata or ListOffsets call waits at most this long for an answer.
@@ -292,15 +293,17 @@ class KafkaCluster:
 
     # ------------------------------------------------------------------ offsets
 
-    def earliest_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+    def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Log start offset of each partition."""
         return {tp: off for tp, (off, _) in self._list_offsets(tps, OffsetSpec.earliest()).items()}
 
-    def latest_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+    def latest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """High watermark (read_uncommitted) or last stable offset (read_committed)."""
         return {tp: off for tp, (off, _) in self._list_offsets(tps, OffsetSpec.latest()).items()}
 
-    def offsets_for_timestamp(self, tps: Iterable[TP], timestamp_ms: int) -> dict[TP, int | None]:
+    def offsets_for_timestamp(
+        self, tps: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, int | None]:
         """Offset of the first record with timestamp >= ``timestamp_ms``, per partition.
 
         ``None`` when no such record exists (the caller decides: latest, or an error).
@@ -309,23 +312,25 @@ class KafkaCluster:
         result = self._list_offsets(tps, OffsetSpec.for_timestamp(int(timestamp_ms)))
         return {tp: (None if off < 0 else off) for tp, (off, _) in result.items()}
 
-    def _list_offsets(self, tps: Iterable[TP], spec: OffsetSpec) -> dict[TP, tuple[int, int]]:
-        wanted = list(dict.fromkeys((str(t), int(p)) for t, p in tps))
+    def _list_offsets(
+        self, tps: Iterable[TopicPartition], spec: OffsetSpec
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        wanted = list(dict.fromkeys(TopicPartition(str(t), int(p)) for t, p in tps))
         if not wanted:
             return {}
 
-        def attempt(start: float, deadline: float) -> dict[TP, tuple[int, int]]:
+        def attempt(start: float, deadline: float) -> dict[TopicPartition, tuple[int, int]]:
             return self._list_offsets_attempt(wanted, spec, start, deadline)
 
         return self._with_retries("ListOffsets", attempt)
 
     def _list_offsets_attempt(
-        self, wanted: list[TP], spec: OffsetSpec, start: float, deadline: float
-    ) -> dict[TP, tuple[int, int]]:
+        self, wanted: list[TopicPartition], spec: OffsetSpec, start: float, deadline: float
+    ) -> dict[TopicPartition, tuple[int, int]]:
         tries = 0
         while True:
             tries += 1
-            request = {TopicPartition(t, p): spec for t, p in wanted}
+            request = {KafkaTopicPartition(t, p): spec for t, p in wanted}
             try:
                 futures = self.admin.list_offsets(
                     request,
@@ -334,7 +339,8 @@ class KafkaCluster:
                 )
                 self._await(list(futures.values()), start, deadline)
                 result = {
-                    (tp.topic, tp.partition): _result(fut, deadline) for tp, fut in futures.items()
+                    TopicPartition(tp.topic, tp.partition): _result(fut, deadline)
+                    for tp, fut in futures.items()
                 }
             except (KafkaException, FutureTimeoutError) as exc:
                 err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
@@ -366,7 +372,7 @@ class KafkaCluster:
             self.admin.poll(0)  # serve error_cb
             self._end_attempt_if_unreachable(start, deadline)
 
-    def _check_partitions_exist(self, tps: Sequence[TP]) -> None:
+    def _check_partitions_exist(self, tps: Sequence[TopicPartition]) -> None:
         md = self.metadata()
         counts = {name: len(meta.partitions) for name, meta in md.topics.items()}
         missing_topics = sorted({t for t, _ in tps if t not in counts})
@@ -387,7 +393,7 @@ def _result(fut: Future[Any], deadline: float) -> tuple[int, int]:
     return int(info.offset), int(info.timestamp)
 
 
-def _describe_tps(tps: Sequence[TP]) -> str:
+def _describe_tps(tps: Sequence[TopicPartition]) -> str:
     shown = ", ".join(f"{t}-{p}" for t, p in tps[:5])
     return shown + (f" and {len(tps) - 5} more" if len(tps) > 5 else "")
 

@@ -26,11 +26,12 @@ from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
-    TopicPartition,
 )
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from spark_kafka_group.errors import BrokerUnavailableError, KafkaGroupError, OptionError
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import (
     CONNECTIVITY_ERRORS,
     ErrorTracker,
@@ -40,7 +41,6 @@ from spark_kafka_group.kafka.config import (
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 
 #: Error codes meaning "this broker does not offer the admin form of the API".
 _UNSUPPORTED = frozenset(
@@ -112,18 +112,22 @@ def kafka_group_offsets(
     bootstrap_servers: str,
     client_conf: Mapping[str, str] | None,
     group: str,
-    partitions: Iterable[TP] | None = None,
+    partitions: Iterable[TopicPartition] | None = None,
     *,
     timeout_s: float = 15.0,
-) -> dict[TP, int]:
+) -> dict[TopicPartition, int]:
     """The committed offsets of Kafka consumer group ``group``: all of them, or only those
     of ``partitions``. Partitions the group never committed are left out."""
-    wanted = None if partitions is None else sorted({(str(t), int(p)) for t, p in partitions})
+    wanted = (
+        None
+        if partitions is None
+        else sorted({TopicPartition(str(t), int(p)) for t, p in partitions})
+    )
     if wanted == []:
         return {}
     admin, errors = _admin(bootstrap_servers, client_conf)
     request = ConsumerGroupTopicPartitions(
-        group, None if wanted is None else [TopicPartition(t, p) for t, p in wanted]
+        group, None if wanted is None else [KafkaTopicPartition(t, p) for t, p in wanted]
     )
     try:
         futures = admin.list_consumer_group_offsets([request], request_timeout=timeout_s)
@@ -142,7 +146,7 @@ def kafka_group_offsets(
             f"Reading the committed offsets of Kafka consumer group {group!r} from "
             f"{bootstrap_servers!r} failed: {_text(exc)}"
         ) from None
-    out: dict[TP, int] = {}
+    out: dict[TopicPartition, int] = {}
     for tp in result.topic_partitions or []:
         if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR:
             if tp.error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
@@ -152,7 +156,7 @@ def kafka_group_offsets(
                 f"{tp.partition} failed: {tp.error.str()}"
             )
         if tp.offset >= 0:
-            out[(tp.topic, tp.partition)] = int(tp.offset)
+            out[TopicPartition(tp.topic, tp.partition)] = int(tp.offset)
     return dict(sorted(out.items()))
 
 
@@ -160,13 +164,15 @@ def commit_to_kafka_group(
     bootstrap_servers: str,
     client_conf: Mapping[str, str] | None,
     group: str,
-    offsets: Mapping[TP, int],
+    offsets: Mapping[TopicPartition, int],
     *,
     timeout_s: float = 15.0,
-) -> dict[TP, int]:
+) -> dict[TopicPartition, int]:
     """Set the committed offsets of Kafka consumer group ``group`` (waits for the answer);
     returns what was committed. Raises :class:`KafkaGroupOffsetsError` naming the failures."""
-    wanted = {(str(t), int(p)): int(o) for (t, p), o in offsets.items() if int(o) >= 0}
+    wanted = {
+        TopicPartition(str(t), int(p)): int(o) for (t, p), o in offsets.items() if int(o) >= 0
+    }
     if not wanted:
         return {}
     admin, errors = _admin(bootstrap_servers, client_conf)
@@ -202,9 +208,11 @@ def commit_to_kafka_group(
     return dict(sorted(wanted.items()))
 
 
-def _alter_request(group: str, offsets: Mapping[TP, int]) -> ConsumerGroupTopicPartitions:
+def _alter_request(
+    group: str, offsets: Mapping[TopicPartition, int]
+) -> ConsumerGroupTopicPartitions:
     return ConsumerGroupTopicPartitions(
-        group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+        group, [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
     )
 
 
@@ -230,32 +238,32 @@ def _consumer_committed(
     bootstrap_servers: str,
     client_conf: Mapping[str, str] | None,
     group: str,
-    wanted: list[TP],
+    wanted: list[TopicPartition],
     timeout_s: float,
-) -> dict[TP, int]:
+) -> dict[TopicPartition, int]:
     consumer = _consumer(bootstrap_servers, client_conf, group)
     try:
-        tps = consumer.committed([TopicPartition(t, p) for t, p in wanted], timeout=timeout_s)
+        tps = consumer.committed([KafkaTopicPartition(t, p) for t, p in wanted], timeout=timeout_s)
     except KafkaException as exc:
         raise KafkaGroupOffsetsError(
             f"Reading the committed offsets of Kafka consumer group {group!r}: {_text(exc)}"
         ) from None
     finally:
         consumer.close()
-    return {(tp.topic, tp.partition): int(tp.offset) for tp in tps if tp.offset >= 0}
+    return {TopicPartition(tp.topic, tp.partition): int(tp.offset) for tp in tps if tp.offset >= 0}
 
 
 def _consumer_commit(
     bootstrap_servers: str,
     client_conf: Mapping[str, str] | None,
     group: str,
-    wanted: Mapping[TP, int],
+    wanted: Mapping[TopicPartition, int],
     timeout_s: float,
-) -> dict[TP, int]:
+) -> dict[TopicPartition, int]:
     consumer = _consumer(bootstrap_servers, client_conf, group)
     try:
         consumer.commit(
-            offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(wanted.items())],
+            offsets=[KafkaTopicPartition(t, p, o) for (t, p), o in sorted(wanted.items())],
             asynchronous=False,
         )
     except KafkaException as exc:
@@ -266,13 +274,13 @@ def _consumer_commit(
 
 
 def seed_from_kafka_group(
-    committed: Mapping[TP, int],
-    partitions: Iterable[TP],
+    committed: Mapping[TopicPartition, int],
+    partitions: Iterable[TopicPartition],
     *,
     bootstrap_servers: str,
     client_conf: Mapping[str, str] | None,
     kafka_group: str | None,
-) -> dict[TP, int]:
+) -> dict[TopicPartition, int]:
     """``committed`` plus, for ``partitions`` it lacks, the Kafka group's committed offsets
     (the ``importFromKafkaGroup`` option; the group log always wins)."""
     out = dict(committed)
@@ -319,7 +327,7 @@ class KafkaOffsetMirror:
         self._client_conf = dict(client_conf or {})
         self._admin: Any = None
         self._lock = threading.Lock()
-        self._sent: dict[TP, int] = {}
+        self._sent: dict[TopicPartition, int] = {}
         self._pending = 0
         self._idle = threading.Condition(self._lock)
         #: Commits Kafka accepted / failed (each call counts once).
@@ -327,14 +335,14 @@ class KafkaOffsetMirror:
         self.failures = 0
         self.last_error: str | None = None
 
-    def commit(self, offsets: Mapping[TP, int]) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Send ``offsets`` to the Kafka group (never raises, never blocks on the broker)."""
         try:
             with self._lock:
                 fresh = {
-                    (str(t), int(p)): int(o)
+                    TopicPartition(str(t), int(p)): int(o)
                     for (t, p), o in offsets.items()
-                    if int(o) >= 0 and self._sent.get((str(t), int(p))) != int(o)
+                    if int(o) >= 0 and self._sent.get(TopicPartition(str(t), int(p))) != int(o)
                 }
                 if not fresh:
                     return
@@ -349,7 +357,7 @@ class KafkaOffsetMirror:
         except Exception as exc:  # never fail the batch
             self._failed(str(exc) or type(exc).__name__)
 
-    def _done(self, future: Future[Any], sent: Mapping[TP, int]) -> None:
+    def _done(self, future: Future[Any], sent: Mapping[TopicPartition, int]) -> None:
         try:
             self._check(future, sent)
         finally:
@@ -357,7 +365,7 @@ class KafkaOffsetMirror:
                 self._pending -= 1
                 self._idle.notify_all()
 
-    def _check(self, future: Future[Any], sent: Mapping[TP, int]) -> None:
+    def _check(self, future: Future[Any], sent: Mapping[TopicPartition, int]) -> None:
         try:
             result = future.result()
             bad = [

@@ -30,8 +30,6 @@ from spark_kafka_group.group.messages import CommitResponse
 from spark_kafka_group.group.metadata import LEASES
 from spark_kafka_group.member.in_flight import BatchesInFlight, offsets_to_write
 
-TP = tuple[str, int]
-
 #: How often a member compares topic metadata with the group's assignment snapshot (new
 #: partitions, topics matching a pattern), in heartbeat intervals.
 METADATA_CHECK_EVERY_HEARTBEATS = 10
@@ -45,14 +43,14 @@ class PendingWork:
     """What the member's reader has to say."""
 
     #: End offsets of completed batches, to commit.
-    offsets: Mapping[TP, int] = field(default_factory=dict)
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     #: Revoked partitions whose last batch completed, to release.
-    release: frozenset[TP] = frozenset()
+    release: frozenset[TopicPartition] = frozenset()
     #: The batches handed to Spark: a partition being revoked is released once a commit
     #: reaches the end of its last batch.
     in_flight: BatchesInFlight = field(default_factory=BatchesInFlight)
     #: Everything the member held after its previous step (what a cooperative rejoin owns).
-    held: frozenset[TP] = frozenset()
+    held: frozenset[TopicPartition] = frozenset()
     #: It held a generation before: if the group no longer knows it (expired), it must not
     #: rejoin under the same id, whose late commits the group keeps rejecting.
     had_generation: bool = False
@@ -130,7 +128,7 @@ def _commit_and_release(
     if not view.known or view.fenced:
         return None
     held = set(view.assignment) | set(view.revoking)
-    mine = {tp: off for tp, off in pending.offsets.items() if TopicPartition(*tp) in held}
+    mine = {tp: off for tp, off in pending.offsets.items() if tp in held}
     fresh = offsets_to_write(mine, work.group.offsets, in_order=True)
     response = None
     if fresh:
@@ -139,7 +137,7 @@ def _commit_and_release(
         )
         work.apply_all(records)
         out.extend(records)
-    revoking = {(t, p) for t, p in view.revoking}
+    revoking = frozenset(view.revoking)
     # Whose last batch is committed (this write's commit included): released too.
     finished = {tp for tp in revoking if pending.in_flight.finished(tp, work.group.offsets)}
     to_release = (pending.release | finished) & revoking

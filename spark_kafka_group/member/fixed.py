@@ -14,52 +14,54 @@ from collections.abc import Iterable, Mapping
 
 from spark_kafka_group.errors import MemberFencedError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch, offsets_to_write
 from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.member.member import Assignment, new_member_id
+from spark_kafka_group.member.member import new_member_id
+from spark_kafka_group.member.view import MemberAssignment
 from spark_kafka_group.options import GroupSettings
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
-
 
 class FixedAssignmentMember:
-    def __init__(self, settings: GroupSettings, partitions: Iterable[TP]) -> None:
+    def __init__(self, settings: GroupSettings, partitions: Iterable[TopicPartition]) -> None:
         self.settings = settings
         self.member_id = f"assign-{new_member_id()}"
         self._client = GroupLogClient(
             settings.store, settings.group_id, storage_options=settings.storage_options
         )
-        owned = frozenset(partitions)
-        self._assignment = Assignment(
+        held = frozenset(partitions)
+        self._assignment = MemberAssignment(
             generation=0,
             member_id=self.member_id,
-            owned=owned,
-            owned_since=dict.fromkeys(owned, 0),
+            held=held,
+            held_since=dict.fromkeys(held, 0),
             stable=True,
         )
         self._in_flight = BatchesInFlight()
 
     def start(
         self, *, replacing: str | None = None, must_complete_join: bool = False
-    ) -> Assignment:
+    ) -> MemberAssignment:
         """Nothing to join: the partitions are fixed (the arguments are the group member's)."""
         self._client.fold()
         return self._assignment
 
-    def poll(self) -> Assignment:
+    def poll(self) -> MemberAssignment:
         return self._assignment
 
     def adopt(
-        self, previous_member: str, generation: int, positions: Mapping[TP, int]
-    ) -> frozenset[TP]:
+        self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
+    ) -> frozenset[TopicPartition]:
         """Fixed partitions are always ours: the checkpointed positions stay."""
-        return frozenset(tp for tp in positions if tp in self._assignment.owned)
+        return frozenset(tp for tp in positions if tp in self._assignment.held)
 
-    def begin_batch(self, ends: Mapping[TP, int], *, batch_generation: int) -> frozenset[TP]:
+    def begin_batch(
+        self, ends: Mapping[TopicPartition, int], *, batch_generation: int
+    ) -> frozenset[TopicPartition]:
         """Fixed partitions are always ours (nothing is ever revoked)."""
-        ours = frozenset(tp for tp in ends if tp in self._assignment.owned)
+        ours = frozenset(tp for tp in ends if tp in self._assignment.held)
         batch = PlannedBatch({tp: ends[tp] for tp in ours}, batch_generation, self.member_id)
         self._in_flight = self._in_flight.begin(batch)
         return ours
@@ -70,19 +72,19 @@ class FixedAssignmentMember:
         revoked)."""
         return self._in_flight
 
-    def committed_offsets(self) -> dict[TP, int]:
+    def committed_offsets(self) -> dict[TopicPartition, int]:
         offsets = self._client.fold().group.offsets
-        return {(tp.topic, tp.partition): o.offset for tp, o in offsets.items()}
+        return {tp: o.offset for tp, o in offsets.items()}
 
     def commit(
         self,
-        offsets: Mapping[TP, int],
+        offsets: Mapping[TopicPartition, int],
         *,
         batch_generation: int,
         batch_member: str,
-        release: Iterable[TP] = (),
-    ) -> Assignment:
-        mine = {tp: o for tp, o in offsets.items() if tp in self._assignment.owned}
+        release: Iterable[TopicPartition] = (),
+    ) -> MemberAssignment:
+        mine = {tp: o for tp, o in offsets.items() if tp in self._assignment.held}
 
         def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], GroupError]:
             fresh = offsets_to_write(mine, work.group.offsets, in_order=True)

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
 
-TP = tuple[str, int]
 #: The group's committed offsets, as folded (``GroupMetadata.offsets``).
 Committed = Mapping[TopicPartition, OffsetAndMetadata]
 
@@ -35,7 +34,7 @@ class PlannedBatch:
     """One batch handed to Spark: its end offset per partition, and the generation and
     member it was planned under."""
 
-    ends: Mapping[TP, int]
+    ends: Mapping[TopicPartition, int]
     generation: int
     member: str
 
@@ -46,7 +45,7 @@ class BatchesInFlight:
     member replaces it at each change and gives it to the pure step as it is)."""
 
     #: The end offset of the last batch that read each partition the member still holds.
-    ends: Mapping[TP, int] = field(default_factory=dict)
+    ends: Mapping[TopicPartition, int] = field(default_factory=dict)
     #: The last batch handed to Spark (None: none yet).
     last: PlannedBatch | None = None
 
@@ -54,7 +53,7 @@ class BatchesInFlight:
         """``batch`` is handed to Spark: its partitions count as in flight up to its ends."""
         return BatchesInFlight(ends={**self.ends, **batch.ends}, last=batch)
 
-    def retain(self, held: Iterable[TP]) -> BatchesInFlight:
+    def retain(self, held: Iterable[TopicPartition]) -> BatchesInFlight:
         """Only the partitions still held (the others were released, revoked or lost: their
         commits are no longer this member's to wait for)."""
         keep = set(held)
@@ -62,7 +61,7 @@ class BatchesInFlight:
             ends={tp: end for tp, end in self.ends.items() if tp in keep}, last=self.last
         )
 
-    def finished(self, tp: TP, committed: Committed) -> bool:
+    def finished(self, tp: TopicPartition, committed: Committed) -> bool:
         """No batch of the member still reads ``tp``: none ever did, or a commit (the member's
         own, or the progress listener's for it) is exactly at the end of the last one. A
         higher committed offset is an older commit that a reset by policy moved back from,
@@ -70,25 +69,25 @@ class BatchesInFlight:
         end = self.ends.get(tp)
         if end is None:
             return True
-        offset = committed.get(TopicPartition(*tp))
+        offset = committed.get(tp)
         return offset is not None and offset.offset == end
 
-    def uncommitted(self, committed: Committed) -> dict[TP, int]:
+    def uncommitted(self, committed: Committed) -> dict[TopicPartition, int]:
         """The partitions whose last batch is not committed yet, with its end offset."""
         return {tp: end for tp, end in self.ends.items() if not self.finished(tp, committed)}
 
-    def reads_last(self, tp: TP) -> bool:
+    def reads_last(self, tp: TopicPartition) -> bool:
         """The last batch handed to Spark reads ``tp`` (it may still be running)."""
         return self.last is not None and tp in self.last.ends
 
 
 def offsets_to_write(
-    offsets: Mapping[TP, int],
+    offsets: Mapping[TopicPartition, int],
     committed: Committed,
     *,
     in_order: bool,
-    starts: Mapping[TP, int] | None = None,
-) -> dict[TP, int]:
+    starts: Mapping[TopicPartition, int] | None = None,
+) -> dict[TopicPartition, int]:
     """The offsets of a commit worth writing, given what the group has committed.
 
     ``in_order``: the writer commits its batches in the order they ran (a member's own
@@ -99,9 +98,9 @@ def offsets_to_write(
     start offsets where it did not continue from the previous batch), if it differs.
     """
     starts = starts or {}
-    out: dict[TP, int] = {}
+    out: dict[TopicPartition, int] = {}
     for tp, offset in offsets.items():
-        current = committed.get(TopicPartition(*tp))
+        current = committed.get(tp)
         if current is None:
             out[tp] = offset
         elif in_order or ((start := starts.get(tp)) is not None and start < current.offset):

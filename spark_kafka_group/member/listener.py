@@ -2,8 +2,9 @@
 
 Like Kafka's ``ConsumerRebalanceListener``: ``on_partitions_assigned``,
 ``on_partitions_revoked`` and ``on_partitions_lost`` run on the driver, in the query's
-streaming-source process, with a sorted list of ``(topic, partition)``. Every method is
-optional. An exception in the listener is logged, never fatal to the query.
+streaming-source process, with a sorted list of ``TopicPartition(topic, partition)`` named
+tuples. Every method is optional. An exception in the listener is logged, never fatal to the
+query.
 """
 
 from __future__ import annotations
@@ -13,16 +14,15 @@ import logging
 from typing import Any, Protocol
 
 from spark_kafka_group.errors import OptionError
+from spark_kafka_group.group.metadata import TopicPartition
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
-
 
 class RebalanceListener(Protocol):
-    def on_partitions_assigned(self, partitions: list[TP]) -> None: ...
-    def on_partitions_revoked(self, partitions: list[TP]) -> None: ...
-    def on_partitions_lost(self, partitions: list[TP]) -> None: ...
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None: ...
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None: ...
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None: ...
 
 
 class RebalanceListenerRunner:
@@ -46,16 +46,16 @@ class RebalanceListenerRunner:
                 "and the class must take no arguments."
             ) from None
 
-    def assigned(self, partitions: list[TP]) -> None:
+    def assigned(self, partitions: list[TopicPartition]) -> None:
         self._call("on_partitions_assigned", partitions)
 
-    def revoked(self, partitions: list[TP]) -> None:
+    def revoked(self, partitions: list[TopicPartition]) -> None:
         self._call("on_partitions_revoked", partitions)
 
-    def lost(self, partitions: list[TP]) -> None:
+    def lost(self, partitions: list[TopicPartition]) -> None:
         self._call("on_partitions_lost", partitions)
 
-    def _call(self, method: str, partitions: list[TP]) -> None:
+    def _call(self, method: str, partitions: list[TopicPartition]) -> None:
         callback = getattr(self._listener, method, None)
         if callback is None:
             return

@@ -6,9 +6,9 @@ heartbeat, commit, release revoked partitions, rejoin when fenced. A background 
 (:mod:`.heartbeat`) steps it every heartbeat interval; the reader steps it on every
 ``latestOffset`` too (``poll``).
 
-What the reader sees is an :class:`Assignment`: the partitions it may plan (``owned`` minus
-``revoking``), the ones it must finish and release (``revoking``), and for each partition
-the generation since which this member holds it continuously (``owned_since``): a batch
+What the reader sees is a :class:`MemberAssignment`: the partitions it may plan (``held``
+minus ``revoking``), the ones it must finish and release (``revoking``), and for each partition
+the generation since which this member holds it continuously (``held_since``): a batch
 planned before that generation must neither supply a position nor commit for it.
 
 The reader tells the member which partitions each batch reads and up to where
@@ -27,7 +27,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from spark_kafka_group.errors import (
     GroupJoinTimeoutError,
@@ -60,12 +61,15 @@ from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
 from spark_kafka_group.member.listener import RebalanceListenerRunner
 from spark_kafka_group.member.log_client import Attempt, GroupLogClient
 from spark_kafka_group.member.topic_metadata import TopicMetadataCache
-from spark_kafka_group.options import GroupSettings
+from spark_kafka_group.member.view import MemberAssignment
+from spark_kafka_group.options import GroupSettings, SourceOptions
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
+
+if TYPE_CHECKING:
+    from spark_kafka_group.kafka.cluster import KafkaCluster
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 
 #: While the group rebalances, the member reads the log this often instead of every heartbeat
 #: interval (a Kafka member's JoinGroup and SyncGroup are long polls answered at once; this is
@@ -86,26 +90,6 @@ def rebalance_poll_ms(members: int, heartbeat_interval_ms: int) -> int:
 #: it leaves anyway: a commit written after the LEAVE would be refused, and the new owner would
 #: read that batch again.
 LEAVE_GRACE_S = 2.0
-
-
-@dataclass(frozen=True)
-class Assignment:
-    generation: int
-    member_id: str
-    #: Everything the member holds: partitions it may plan and those being revoked.
-    owned: frozenset[TP] = frozenset()
-    #: Held partitions the member must finish and release (cooperative rebalancing).
-    revoking: frozenset[TP] = frozenset()
-    #: Generation since which each held partition has been held continuously.
-    owned_since: Mapping[TP, int] = field(default_factory=dict)
-    stable: bool = False
-    #: Stable, and no member is still revoking: a cooperative rebalance has fully finished.
-    settled: bool = False
-
-    def held_throughout(self, tp: TP, generation: int) -> bool:
-        """Held now, and without interruption since ``generation``: a batch planned in that
-        generation may still read ``tp``, continue from its position and commit it."""
-        return self.owned_since.get(tp, generation + 1) <= generation
 
 
 @dataclass(frozen=True)
@@ -174,11 +158,11 @@ class GroupMember:
         self._clock = self._client.clock
         self._lock = threading.RLock()
         self.member_id = member_id or new_member_id(client_id)
-        self._assignment = Assignment(generation=-1, member_id=self.member_id)
+        self._assignment = MemberAssignment(generation=-1, member_id=self.member_id)
         self._timers = Timers()
         # Offsets and releases waiting to be written (the store may be briefly unavailable).
-        self._pending_offsets: dict[TP, int] = {}
-        self._pending_release: set[TP] = set()
+        self._pending_offsets: dict[TopicPartition, int] = {}
+        self._pending_release: set[TopicPartition] = set()
         # The batches handed to Spark: a partition being revoked is released once a commit
         # reaches the end of its last batch (decide.py).
         self._in_flight = BatchesInFlight()
@@ -196,29 +180,24 @@ class GroupMember:
         self._heartbeat = HeartbeatThread(self._background_step, self.next_step_delay_s)
 
     @classmethod
-    def for_source(cls, opts: object, *, cluster: object) -> GroupMember:
-        """The member of a ``kafka-group`` query (``opts``: SourceOptions)."""
-        from spark_kafka_group.options import SourceOptions
-
-        assert isinstance(opts, SourceOptions)
+    def for_source(cls, opts: SourceOptions, *, cluster: KafkaCluster) -> GroupMember:
+        """The member of a ``kafka-group`` query."""
         subscription = SubscriptionSpec(topics=opts.subscribe or (), pattern=opts.subscribe_pattern)
         # Fail fast, with the cluster's own words, when a subscribed topic does not exist.
-        cluster.topic_partitions(  # type: ignore[attr-defined]
-            subscribe=opts.subscribe, pattern=opts.subscribe_pattern
-        )
+        cluster.topic_partitions(subscribe=opts.subscribe, pattern=opts.subscribe_pattern)
         return cls(
             opts.group,
             subscription=subscription,
             # Kafka's client.id names the client in describe output and member ids.
             client_id=opts.kafka_params.get("client.id", "spark-kafka-group"),
-            topic_counts=lambda: cluster.topic_partitions(pattern=".*"),  # type: ignore[attr-defined]
+            topic_counts=lambda: cluster.topic_partitions(pattern=".*"),
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(
         self, *, replacing: str | None = None, must_complete_join: bool = False
-    ) -> Assignment:
+    ) -> MemberAssignment:
         """Join and wait for the first assignment; then heartbeat in the background.
 
         ``replacing``: the member id of this query's previous incarnation (from its
@@ -249,8 +228,8 @@ class GroupMember:
         self._metadata.start()
         assignment = self.poll()
 
-        def ready(a: Assignment) -> bool:
-            return a.settled or (a.stable and bool(a.owned))
+        def ready(a: MemberAssignment) -> bool:
+            return a.settled or (a.stable and bool(a.held))
 
         while not ready(assignment) and self._clock.now_ms() < deadline:
             if self._closing.wait(self._rebalance_poll_s()):
@@ -276,7 +255,7 @@ class GroupMember:
         return self._client
 
     @property
-    def assignment(self) -> Assignment:
+    def assignment(self) -> MemberAssignment:
         """The assignment after the last step (without stepping, unlike :meth:`poll`)."""
         return self._assignment
 
@@ -387,7 +366,7 @@ class GroupMember:
 
     # -- what the reader calls ---------------------------------------------------------------
 
-    def poll(self) -> Assignment:
+    def poll(self) -> MemberAssignment:
         """One protocol step (fold, tick, join/sync/heartbeat as needed); the assignment."""
         with self._lock:
             self._raise_if_fatal()
@@ -402,8 +381,8 @@ class GroupMember:
             return self._assignment
 
     def adopt(
-        self, previous_member: str, generation: int, positions: Mapping[TP, int]
-    ) -> frozenset[TP]:
+        self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
+    ) -> frozenset[TopicPartition]:
         """Resume a restarted query's checkpoint (docs/design.md, "Fetch positions", step 1).
 
         ``positions`` are the ends of the last batch the query's previous incarnation
@@ -418,20 +397,20 @@ class GroupMember:
             adopted = frozenset(
                 tp
                 for tp, position in positions.items()
-                if tp in self._assignment.owned
+                if tp in self._assignment.held
                 and (
                     tp not in committed
                     or (
-                        committed[tp].member_id == previous_member  # type: ignore[index]
-                        and committed[tp].offset <= position  # type: ignore[index]
+                        committed[tp].member_id == previous_member
+                        and committed[tp].offset <= position
                     )
                 )
             )
             if adopted:
-                since = dict(self._assignment.owned_since)
+                since = dict(self._assignment.held_since)
                 for tp in adopted:
                     since[tp] = min(since.get(tp, generation), generation)
-                self._assignment = replace(self._assignment, owned_since=since)
+                self._assignment = replace(self._assignment, held_since=since)
                 self._adopted_members.add(previous_member)
                 log.info(
                     "Member %s resumes the checkpoint of %s for %s",
@@ -439,7 +418,9 @@ class GroupMember:
                 )  # fmt: skip
             return adopted
 
-    def begin_batch(self, ends: Mapping[TP, int], *, batch_generation: int) -> frozenset[TP]:
+    def begin_batch(
+        self, ends: Mapping[TopicPartition, int], *, batch_generation: int
+    ) -> frozenset[TopicPartition]:
         """The partitions of a batch about to run (``ends``: its end offsets) this member may
         read: held now, and without interruption since the generation it was planned in.
 
@@ -461,19 +442,19 @@ class GroupMember:
         """The batches handed to Spark (:meth:`begin_batch`) and not yet seen committed."""
         return self._in_flight
 
-    def committed_offsets(self) -> dict[TP, int]:
+    def committed_offsets(self) -> dict[TopicPartition, int]:
         with self._lock:
             offsets = self._client.coordinator.group.offsets
-            return {(tp.topic, tp.partition): o.offset for tp, o in offsets.items()}
+            return {tp: o.offset for tp, o in offsets.items()}
 
     def commit(
         self,
-        offsets: Mapping[TP, int],
+        offsets: Mapping[TopicPartition, int],
         *,
         batch_generation: int,
         batch_member: str,
-        release: Iterable[TP] = (),
-    ) -> Assignment:
+        release: Iterable[TopicPartition] = (),
+    ) -> MemberAssignment:
         """Commit a completed batch's end offsets and release revoked partitions it finished;
         the assignment after it (the commit's write also steps the protocol).
 
@@ -540,7 +521,7 @@ class GroupMember:
                 offsets=dict(self._pending_offsets),
                 release=frozenset(self._pending_release),
                 in_flight=self._in_flight,
-                held=self._assignment.owned,
+                held=self._assignment.held,
                 had_generation=self._assignment.generation >= 0,
             )
             ctx = StepContext(
@@ -642,14 +623,14 @@ class GroupMember:
         previous = self._assignment
         if view.fenced:
             if self.settings.instance_id is None:
-                self._lose(previous.owned, "replaced by a restart of its query")
+                self._lose(previous.held, "replaced by a restart of its query")
                 self._fatal = MemberFencedError(
                     f"Member {self.member_id} of group {group_id!r} was fenced: its query was "
                     "restarted from the same checkpoint and the new run took over its "
                     "partitions. Run one query per checkpoint location."
                 )
                 return
-            self._lose(previous.owned, "fenced: another member took over its groupInstanceId")
+            self._lose(previous.held, "fenced: another member took over its groupInstanceId")
             self._fatal = MemberFencedError(
                 f"Member {self.member_id} of group {group_id!r} was fenced: another query "
                 f"joined with the same groupInstanceId {self.settings.instance_id!r}. Give every "
@@ -657,22 +638,20 @@ class GroupMember:
             )
             return
         if not view.known:
-            if previous.owned:
-                self._lose(previous.owned, "expired from the group (session timeout)")
+            if previous.held:
+                self._lose(previous.held, "expired from the group (session timeout)")
             # Rejoin as a new incarnation, as a Kafka consumer resets its member id.
             if previous.generation >= 0:
                 self.member_id = new_member_id(self._client_id)
                 log.warning("Rejoining group %s as member %s", group_id, self.member_id)
-            self._assignment = Assignment(generation=-1, member_id=self.member_id)
+            self._assignment = MemberAssignment(generation=-1, member_id=self.member_id)
             return
         self._replacing = None  # joined: the previous incarnation is replaced or gone
-        held = frozenset((t, p) for t, p in view.assignment) | frozenset(
-            (t, p) for t, p in view.revoking
-        )
+        held = frozenset(view.assignment) | frozenset(view.revoking)
         self._in_flight = self._in_flight.retain(held)
         # Still a member: what it no longer holds was revoked (released after its final
         # commit, or given up by an eager rejoin), not lost.
-        revoked = previous.owned - held
+        revoked = previous.held - held
         if revoked:
             log.info("Revoked from %s: %s", self.member_id, _names(revoked))
             self._listener.revoked(sorted(revoked))
@@ -682,18 +661,15 @@ class GroupMember:
         # partitions keep their generation, so the batches it planned stay valid.
         member = coordinator.group.member(self.member_id)
         group_since = member.held_since if member is not None else {}
-        since = {
-            tp: previous.owned_since.get(tp, group_since.get(TopicPartition(*tp), generation))
-            for tp in held
-        }
-        new = held - previous.owned
+        since = {tp: previous.held_since.get(tp, group_since.get(tp, generation)) for tp in held}
+        new = held - previous.held
         stable = view.state == GroupState.STABLE and generation == view.group_generation
-        self._assignment = Assignment(
+        self._assignment = MemberAssignment(
             generation=generation,
             member_id=self.member_id,
-            owned=held,
-            revoking=frozenset((t, p) for t, p in view.revoking),
-            owned_since=since,
+            held=held,
+            revoking=frozenset(view.revoking),
+            held_since=since,
             stable=stable,
             settled=stable and not any(m.revoking for m in coordinator.group.members.values()),
         )
@@ -710,7 +686,7 @@ class GroupMember:
             log.info("Revoking from %s: %s (finishing the in-flight batch)", self.member_id,
                      _names(newly_revoking))  # fmt: skip
 
-    def _lose(self, partitions: Iterable[TP], why: str) -> None:
+    def _lose(self, partitions: Iterable[TopicPartition], why: str) -> None:
         partitions = sorted(partitions)
         if not partitions:
             return
@@ -767,5 +743,5 @@ class GroupMember:
             raise self._fatal
 
 
-def _names(partitions: Iterable[TP]) -> str:
+def _names(partitions: Iterable[TopicPartition]) -> str:
     return ", ".join(f"{t}-{p}" for t, p in sorted(partitions)) or "(none)"

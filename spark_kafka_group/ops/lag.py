@@ -16,8 +16,6 @@ from spark_kafka_group.admin import describe_existing_group
 from spark_kafka_group.errors import TopicNotFoundError
 from spark_kafka_group.group import GroupDescription, TopicPartition
 
-TP = tuple[str, int]
-
 
 @dataclass(frozen=True)
 class PartitionLag:
@@ -76,7 +74,7 @@ def describe_with_lag(
     partitions: set[TopicPartition] = set(group.offsets) | set(owners)
     for topic, count in (group.assignment_snapshot or {}).items():
         partitions.update(TopicPartition(topic, p) for p in range(count))
-    log_end: dict[TP, int] = {}
+    log_end: dict[TopicPartition, int] = {}
     missing: list[str] = []
     if bootstrap_servers:
         log_end, missing = log_end_offsets(bootstrap_servers, client_conf, sorted(partitions))
@@ -108,8 +106,10 @@ def describe_with_lag(
 
 
 def log_end_offsets(
-    bootstrap_servers: str, client_conf: Mapping[str, str] | None, partitions: Sequence[TP]
-) -> tuple[dict[TP, int], list[str]]:
+    bootstrap_servers: str,
+    client_conf: Mapping[str, str] | None,
+    partitions: Sequence[TopicPartition],
+) -> tuple[dict[TopicPartition, int], list[str]]:
     """High watermarks; topics that no longer exist are returned as missing, not raised."""
     from spark_kafka_group.kafka.cluster import KafkaCluster
 
@@ -123,6 +123,6 @@ def log_end_offsets(
             pass
         md = cluster.metadata()
         counts = {name: len(meta.partitions) for name, meta in md.topics.items()}
-        present = [(t, p) for t, p in partitions if p < counts.get(t, 0)]
+        present = [tp for tp in partitions if tp.partition < counts.get(tp.topic, 0)]
         missing = sorted({t for t, _ in partitions if t not in counts})
         return cluster.latest_offsets(present), missing

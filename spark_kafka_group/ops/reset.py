@@ -11,12 +11,16 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from spark_kafka_group.errors import OptionError
+from spark_kafka_group.group.metadata import TopicPartition
+
+if TYPE_CHECKING:
+    from spark_kafka_group.kafka.cluster import KafkaCluster
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 
 MODES = ("to-earliest", "to-latest", "to-offset", "to-datetime", "shift-by")
 
@@ -66,34 +70,32 @@ def parse_datetime_ms(text: str) -> int:
 
 @dataclass(frozen=True)
 class ResetTarget:
-    offsets: dict[TP, int]
+    offsets: dict[TopicPartition, int]
     #: Partitions whose target was moved into [log start, log end]: tp -> (asked, used).
-    clamped: dict[TP, tuple[int, int]]
+    clamped: dict[TopicPartition, tuple[int, int]]
 
 
-def resolve_partitions(cluster: object, specs: Sequence[TopicSpec]) -> list[TP]:
+def resolve_partitions(cluster: KafkaCluster, specs: Sequence[TopicSpec]) -> list[TopicPartition]:
     """Every partition the ``--topic`` options name (checked against the cluster)."""
     whole = [s.topic for s in specs if s.partitions is None]
     listed: dict[str, set[int]] = {}
     for s in specs:
         if s.partitions is not None:
             listed.setdefault(s.topic, set()).update(s.partitions)
-    out: set[TP] = set()
+    out: set[TopicPartition] = set()
     if whole:
-        counts = cluster.topic_partitions(subscribe=whole)  # type: ignore[attr-defined]
-        out.update((t, p) for t, n in counts.items() for p in range(n))
+        counts = cluster.topic_partitions(subscribe=whole)
+        out.update(TopicPartition(t, p) for t, n in counts.items() for p in range(n))
     if listed:
-        cluster.topic_partitions(  # type: ignore[attr-defined]
-            assign={t: sorted(ps) for t, ps in listed.items()}
-        )
-        out.update((t, p) for t, ps in listed.items() for p in ps)
+        cluster.topic_partitions(assign={t: sorted(ps) for t, ps in listed.items()})
+        out.update(TopicPartition(t, p) for t, ps in listed.items() for p in ps)
     return sorted(out)
 
 
 def target_offsets(
-    cluster: object,
-    partitions: Sequence[TP],
-    committed: Mapping[TP, int],
+    cluster: KafkaCluster,
+    partitions: Sequence[TopicPartition],
+    committed: Mapping[TopicPartition, int],
     *,
     mode: str,
     value: int | str | None = None,
@@ -101,20 +103,20 @@ def target_offsets(
     """The new committed offset of each partition for one reset ``mode`` (see :data:`MODES`)."""
     if mode not in MODES:
         raise OptionError(f"unknown reset mode {mode!r}; use one of {', '.join(MODES)}")
-    earliest = cluster.earliest_offsets(partitions)  # type: ignore[attr-defined]
-    latest = cluster.latest_offsets(partitions)  # type: ignore[attr-defined]
-    wanted: dict[TP, int] = {}
+    earliest = cluster.earliest_offsets(partitions)
+    latest = cluster.latest_offsets(partitions)
+    wanted: dict[TopicPartition, int] = {}
     if mode == "to-earliest":
         wanted = {tp: earliest[tp] for tp in partitions}
     elif mode == "to-latest":
         wanted = {tp: latest[tp] for tp in partitions}
     elif mode == "to-offset":
-        wanted = {tp: int(value) for tp in partitions}  # type: ignore[arg-type]
+        wanted = dict.fromkeys(partitions, _amount(mode, value))
     elif mode == "to-datetime":
         ts = parse_datetime_ms(str(value))
-        found = cluster.offsets_for_timestamp(partitions, ts)  # type: ignore[attr-defined]
+        found = cluster.offsets_for_timestamp(partitions, ts)
         # No record at or after the time: the log end (as Kafka does).
-        wanted = {tp: latest[tp] if found.get(tp) is None else found[tp] for tp in partitions}
+        wanted = {tp: latest[tp] if (o := found.get(tp)) is None else o for tp in partitions}
     else:  # shift-by
         without = [tp for tp in partitions if tp not in committed]
         if without:
@@ -123,12 +125,20 @@ def target_offsets(
                 f"--shift-by needs a committed offset to shift, and the group has none for "
                 f"{names}; use --to-earliest / --to-latest / --to-offset for those partitions"
             )
-        wanted = {tp: committed[tp] + int(value) for tp in partitions}  # type: ignore[arg-type]
-    offsets: dict[TP, int] = {}
-    clamped: dict[TP, tuple[int, int]] = {}
+        shift = _amount(mode, value)
+        wanted = {tp: committed[tp] + shift for tp in partitions}
+    offsets: dict[TopicPartition, int] = {}
+    clamped: dict[TopicPartition, tuple[int, int]] = {}
     for tp, asked in sorted(wanted.items()):
         used = min(max(asked, earliest[tp]), latest[tp])
         if used != asked:
             clamped[tp] = (asked, used)
         offsets[tp] = used
     return ResetTarget(offsets, clamped)
+
+
+def _amount(mode: str, value: int | str | None) -> int:
+    """The offset (``to-offset``) or shift (``shift-by``) the mode takes."""
+    if value is None:
+        raise OptionError(f"reset mode {mode} needs a number (e.g. --{mode} 100)")
+    return int(value)

@@ -18,6 +18,7 @@ from typing import Any
 
 from spark_kafka_group.group import GroupMetadata, RecordKind
 from spark_kafka_group.group import apply as apply_record
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import (
     ExpirePayload,
     GenerationPayload,
@@ -25,8 +26,6 @@ from spark_kafka_group.group.payloads import (
     LeavePayload,
 )
 from spark_kafka_group.store import GroupLog, GroupLogNotFoundError, group_log_uri
-
-TP = tuple[str, int]
 
 #: The records that are member events, and their payload types (each has a reason).
 _MEMBER_EVENTS: dict[str, type[JoinPayload] | type[LeavePayload] | type[ExpirePayload]] = {
@@ -99,9 +98,9 @@ class Timeline:
     instance_ids: dict[str, str | None] = field(default_factory=dict)
 
     @property
-    def partitions(self) -> list[TP]:
-        seen = {(s.topic, s.partition) for s in self.segments}
-        seen |= {(c.topic, c.partition) for c in self.commits}
+    def partitions(self) -> list[TopicPartition]:
+        seen = {TopicPartition(s.topic, s.partition) for s in self.segments}
+        seen |= {TopicPartition(c.topic, c.partition) for c in self.commits}
         return sorted(seen)
 
     def summary(self) -> dict[str, Any]:
@@ -173,13 +172,13 @@ def _iso(ms: int) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _held(group: GroupMetadata) -> dict[TP, tuple[str, str]]:
-    out: dict[TP, tuple[str, str]] = {}
+def _held(group: GroupMetadata) -> dict[TopicPartition, tuple[str, str]]:
+    out: dict[TopicPartition, tuple[str, str]] = {}
     for m in group.members.values():
         for tp in m.revoking:
-            out[(tp.topic, tp.partition)] = (m.member_id, "revoking")
+            out[tp] = (m.member_id, "revoking")
         for tp in m.assignment:
-            out[(tp.topic, tp.partition)] = (m.member_id, "assigned")
+            out[tp] = (m.member_id, "assigned")
     return out
 
 
@@ -197,7 +196,7 @@ def build_timeline(
     piece = table.read_slice()
     tl = Timeline(group_id=group_id, uri=table.uri, version=piece.version)
     group = GroupMetadata(group_id)
-    open_segments: dict[TP, Segment] = {}
+    open_segments: dict[TopicPartition, Segment] = {}
     pending_reason: str | None = None
     for version, record in piece.records:
         ts = int(record.timestamp_ms)
@@ -267,7 +266,7 @@ def render_png(
     tl: Timeline,
     out: str,
     *,
-    log_end: Mapping[TP, int] | None = None,
+    log_end: Mapping[TopicPartition, int] | None = None,
     dpi: int = 110,
 ) -> None:
     """Draw ``tl`` to the PNG file ``out`` (see the module docstring)."""
@@ -297,7 +296,7 @@ def render_png(
     )
     min_width = span_s / div / 400  # keep instants visible
     for seg in tl.segments:
-        lane = lanes[(seg.topic, seg.partition)]
+        lane = lanes[TopicPartition(seg.topic, seg.partition)]
         width = max(x(seg.end_ms) - x(seg.start_ms), min_width)
         ax.barh(
             lane,

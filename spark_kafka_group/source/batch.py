@@ -23,8 +23,8 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from spark_kafka_group.errors import OffsetOutOfRangeError, OptionError
 from spark_kafka_group.fetcher import FetchSpec, fetch
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.options import AtTimestamp, OffsetLimit, SourceOptions
-from spark_kafka_group.source.offsets import TopicPartition
 from spark_kafka_group.source.planning import OffsetRange, split_ranges
 from spark_kafka_group.source.positions import (
     LogBounds,

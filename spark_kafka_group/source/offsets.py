@@ -22,19 +22,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-TopicPartition = tuple[str, int]
+from spark_kafka_group.group.metadata import TopicPartition
 
 
 def _nested(positions: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     nested: dict[str, dict[str, int]] = {}
-    for topic, partition in sorted(positions):
-        nested.setdefault(topic, {})[str(partition)] = int(positions[(topic, partition)])
+    for tp, offset in sorted(positions.items()):
+        nested.setdefault(tp.topic, {})[str(tp.partition)] = int(offset)
     return nested
 
 
 def _flat(nested: Mapping[str, Mapping[str, int]] | None) -> dict[TopicPartition, int]:
     return {
-        (topic, int(partition)): int(offset)
+        TopicPartition(topic, int(partition)): int(offset)
         for topic, partitions in (nested or {}).items()
         for partition, offset in partitions.items()
     }

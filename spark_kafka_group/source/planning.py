@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from spark_kafka_group.source.offsets import TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition
 
 
 def limit_end_offsets(

@@ -23,8 +23,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from spark_kafka_group.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.options import EARLIEST, LATEST, AtTimestamp, OffsetLimit
-from spark_kafka_group.source.offsets import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -31,11 +31,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from spark_kafka_group.fetcher import FetchSpec, fetch
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
 from spark_kafka_group.source.batch import fetch_spec
 from spark_kafka_group.source.lifecycle import stop_on_process_end
-from spark_kafka_group.source.offsets import SourceOffset, TopicPartition
+from spark_kafka_group.source.offsets import SourceOffset
 from spark_kafka_group.source.planning import (
     OffsetRange,
     TriggerMinimum,
@@ -52,7 +53,9 @@ from spark_kafka_group.source.subscription import subscription_partitions
 from spark_kafka_group.source.timestamps import offsets_for_timestamps
 
 if TYPE_CHECKING:  # the member is imported only where the driver starts it
-    from spark_kafka_group.member import Assignment
+    from spark_kafka_group.kafka.cluster import KafkaCluster
+    from spark_kafka_group.kafka.consumer_group_offsets import KafkaOffsetMirror
+    from spark_kafka_group.member import Member, MemberAssignment
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +70,12 @@ try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python so
     HAS_ADMISSION_CONTROL = True
 except ImportError:  # pyspark 4.0 / 4.1
     HAS_ADMISSION_CONTROL = False
+    if not TYPE_CHECKING:  # the type checker sees the newest pyspark, which has them
 
-    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
-        """Placeholder so the class statement below works on pyspark < 4.2."""
+        class SupportsTriggerAvailableNow:
+            """Placeholder so the class statement below works on pyspark < 4.2."""
 
-    ReadLimit = Any  # type: ignore[misc,assignment]
+        ReadLimit = Any
 
 
 class KafkaInputPartition(InputPartition):
@@ -96,8 +100,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def _init(self, options: SourceOptions) -> None:
         self._opts = options
         self._lock = threading.Lock()
-        self._cluster: Any = None
-        self._member: Any = None
+        self._cluster: KafkaCluster | None = None
+        self._member: Member | None = None
         # Trigger.AvailableNow: the offsets to stop at, fixed at the first plan after the join
         # completed (and for partitions assigned later, when first seen).
         self._targets: dict[TopicPartition, int] | None = None
@@ -108,7 +112,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._last_planned: SourceOffset | None = None
         self._reported_lag: int | None = None
         # commitToKafka: copies accepted commits to the Kafka consumer group (best effort).
-        self._kafka_mirror: Any = None
+        self._kafka_mirror: KafkaOffsetMirror | None = None
         self._at_start = PartitionsAtStart()  # startingOffsets applies to these only
         self._minimum = (
             None
@@ -119,7 +123,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # -- lazily created driver-side parts (never in __init__: Spark also builds readers in
     #    short-lived workers that must not join the group) --------------------------------
 
-    def _ensure_started(self, *, previous_member: str | None = None) -> Any:
+    def _ensure_started(self, *, previous_member: str | None = None) -> Member:
         """The started member. ``previous_member``: the member id in the checkpointed offsets
         of a restarted query; the new member takes its place in the group at once."""
         if self._member is None:
@@ -128,16 +132,16 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
             self._cluster = cluster_for_source(self._opts)
             self._at_start.record(subscription_partitions(self._cluster, self._opts))
-            self._member = member_for_source(self._opts, self._cluster)
+            self._member = member = member_for_source(self._opts, self._cluster)
             stop_on_process_end(self.stop)
             # Trigger.AvailableNow reads only what it is assigned: it must complete its join
             # first. pyspark < 4.2 does not tell the source it runs AvailableNow (it runs one
             # batch from the first latestOffset), so there every query completes its join.
             must_complete_join = self._targets is not None or not HAS_ADMISSION_CONTROL
-            assignment = self._member.start(
+            assignment = member.start(
                 replacing=previous_member, must_complete_join=must_complete_join
             )
-            if must_complete_join and assignment.settled and not assignment.owned:
+            if must_complete_join and assignment.settled and not assignment.held:
                 log.info(
                     "group %s: member %s holds no partition: the group's other live members "
                     "hold every subscribed partition, so this run reads nothing",
@@ -159,7 +163,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         with self._lock:
             member = self._ensure_started()
             assignment = member.poll()
-            positions = self._positions_for_new(assignment.owned, bounds=None)
+            positions = self._positions_for_new(member, assignment.held, bounds=None)
             offset = SourceOffset(
                 group=self._opts.group.group_id,
                 store=self._opts.group.store,
@@ -181,10 +185,10 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 # pyspark >= 4.2: ``start`` is the end of the last completed batch and no other
                 # batch is in flight, so every partition being revoked can be released now.
                 assignment = self._commit_completed(
-                    done, batch_running=False, revoking=assignment.revoking
+                    member, done, batch_running=False, revoking=assignment.revoking
                 )
             previous = done if done is not None else self._last_planned
-            planned = sorted(assignment.owned - assignment.revoking)
+            planned = sorted(assignment.held - assignment.revoking)
             bounds = self._bounds(planned)
 
             kept: dict[TopicPartition, int] = {}
@@ -206,7 +210,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             )
             moved = {tp: p for tp, p in checked.items() if p != kept[tp]}  # failOnDataLoss=false
             kept = checked
-            starts = {**moved, **self._positions_for_new(new, bounds=bounds)}
+            starts = {**moved, **self._positions_for_new(member, new, bounds=bounds)}
             positions = {**kept, **starts}
 
             latest = dict(bounds.latest)
@@ -298,11 +302,13 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def commit(self, end: dict) -> None:
         with self._lock:
-            if self._member is not None:
+            member = self._member
+            if member is not None:
                 self._commit_completed(
+                    member,
                     SourceOffset.from_json(end),
                     batch_running=True,
-                    revoking=self._member.poll().revoking,
+                    revoking=member.poll().revoking,
                 )
 
     def stop(self) -> None:
@@ -322,26 +328,27 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def _commit_completed(
         self,
+        member: Member,
         done: SourceOffset,
         *,
         batch_running: bool,
         revoking: frozenset[TopicPartition],
-    ) -> Assignment:
+    ) -> MemberAssignment:
         """Commit a completed batch's end offsets (idempotent) and release the partitions being
         revoked (``revoking``, from the caller's fresh assignment) that no batch still in
         flight reads: their final offsets are committed now. ``batch_running``: the last
         batch handed to Spark may still run (Spark's ``commit`` of the batch before it).
         The assignment after it."""
-        in_flight = self._member.in_flight
+        in_flight = member.in_flight
         release = {tp for tp in revoking if not (batch_running and in_flight.reads_last(tp))}
-        assignment = self._member.commit(
+        assignment = member.commit(
             done.offsets,
             batch_generation=done.generation,
             batch_member=done.member,
             release=release,
         )
         if self._kafka_mirror is not None:  # copy what the group log accepted
-            accepted = self._member.committed_offsets()
+            accepted = member.committed_offsets()
             self._kafka_mirror.commit({tp: accepted[tp] for tp in done.offsets if tp in accepted})
         return assignment
 
@@ -362,14 +369,21 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             )
             return member.begin_batch(batch.offsets, batch_generation=batch.generation)
 
+    def _started_cluster(self) -> KafkaCluster:
+        # Only planning uses it, after _ensure_started (stop() ends planning).
+        assert self._cluster is not None, "the reader plans only once its member started"
+        return self._cluster
+
     def _bounds(self, partitions: Sequence[TopicPartition]) -> LogBounds:
-        earliest = self._cluster.earliest_offsets(partitions)
-        latest = self._cluster.latest_offsets(partitions)
+        cluster = self._started_cluster()
+        earliest = cluster.earliest_offsets(partitions)
+        latest = cluster.latest_offsets(partitions)
         self._latest_seen.update(latest)
         return LogBounds(earliest=earliest, latest=latest)
 
     def _positions_for_new(
         self,
+        member: Member,
         partitions: Sequence[TopicPartition] | frozenset[TopicPartition],
         *,
         bounds: LogBounds | None,
@@ -379,7 +393,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         partitions = sorted(partitions)
         bounds = bounds or self._bounds(partitions)
         committed = seed_from_kafka_group(
-            self._member.committed_offsets(),
+            member.committed_offsets(),
             partitions,
             bootstrap_servers=self._opts.bootstrap_servers,
             client_conf=self._opts.kafka_params,
@@ -399,7 +413,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             bounds=bounds,
             group_id=self._opts.group.group_id,
             discovered=self._at_start.discovered(partitions),
-            at_timestamps=lambda ts: offsets_for_timestamps(self._cluster, ts, bounds=bounds),
+            at_timestamps=lambda ts: offsets_for_timestamps(
+                self._started_cluster(), ts, bounds=bounds
+            ),
         )
         explicit = {tp: p for tp, p in positions.items() if tp not in checked}
         positions.update(

@@ -22,8 +22,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_group.errors import KafkaGroupError
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import client_config
-from spark_kafka_group.source.offsets import TopicPartition
 from spark_kafka_group.source.positions import LogBounds
 
 log = logging.getLogger(__name__)
@@ -147,8 +147,7 @@ class RecordReader:
         reason = f"no answer within {READ_TIMEOUT_S:g}s"
         try:
             message = self._consumer.poll(READ_TIMEOUT_S)
-            while message is not None and message.error() is not None:
-                error = message.error()
+            while message is not None and (error := message.error()) is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     return None
                 reason = error.str()
@@ -157,9 +156,9 @@ class RecordReader:
                 message = self._consumer.poll(READ_TIMEOUT_S)
         except KafkaException as exc:
             message, reason = None, str(exc)
-        if message is None or message.error() is not None:
+        if message is None or message.error() is not None or (found := message.offset()) is None:
             raise KafkaGroupError(
                 f"Reading the record at offset {offset} of {tp[0]}-{tp[1]} from "
                 f"{self._bootstrap_servers!r} to find a timestamp failed ({reason})."
             )
-        return message.offset(), message.timestamp()[1]
+        return found, message.timestamp()[1]

@@ -62,7 +62,10 @@ class TableFiles:
         return pads.FileSystemDataset([fmt.make_fragment(b) for b in buffers], schema, fmt)
 
     def _fetch(self, path: str) -> pa.Buffer:
-        data = self._handler.open_input_file(path).read()
+        # Only remote tables fetch files (local ones are read in place).
+        assert self._handler is not None
+        # read() without nbytes reads the whole file; deltalake's stub says nbytes is required.
+        data = self._handler.open_input_file(path).read()  # type: ignore[call-arg]  # stub gap
         out = pa.BufferOutputStream()  # a copy in Arrow's memory, released without the GIL
         out.write(data)
         return out.getvalue()

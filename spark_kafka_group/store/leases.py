@@ -44,7 +44,7 @@ class LeaseFiles:
         try:
             stream = self._fs.open_output_stream(name, None)
             stream.write(b"\n")
-            stream.close()
+            stream.close()  # type: ignore[attr-defined]  # deltalake's stub omits close()
         except Exception as exc:
             raise GroupStoreError(
                 f"cannot renew the lease of {member_id} at {self.uri}: {exc}"

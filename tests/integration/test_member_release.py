@@ -73,7 +73,7 @@ def test_revoked_partition_is_released_once_the_listener_commits_its_last_batch(
 ) -> None:
     store = str(tmp_path / "groups")
     a = start(members, store, "cooperative-sticky")
-    first = poll_until(a, lambda x: x.owned == frozenset(PARTITIONS))
+    first = poll_until(a, lambda x: x.held == frozenset(PARTITIONS))
     ends = dict.fromkeys(PARTITIONS, 10)
     assert a.begin_batch(ends, batch_generation=first.generation) == frozenset(PARTITIONS)
 
@@ -83,7 +83,7 @@ def test_revoked_partition_is_released_once_the_listener_commits_its_last_batch(
     for _ in range(5):
         time.sleep(0.1)
         assert a.poll().revoking == revoking
-    assert not b.poll().owned
+    assert not b.poll().held
 
     # The batch completes; the progress listener commits it for a. The generation moved on
     # since the batch was planned, but a held the partitions all along: accepted.
@@ -91,8 +91,8 @@ def test_revoked_partition_is_released_once_the_listener_commits_its_last_batch(
     # a's next step (its heartbeat thread, or here a poll) releases them: b gets them
     # without a's reader being called again.
     after = poll_until(a, lambda x: not x.revoking)
-    assert after.owned == frozenset(PARTITIONS) - revoking
-    assert poll_until(b, lambda x: x.stable and bool(x.owned)).owned == revoking
+    assert after.held == frozenset(PARTITIONS) - revoking
+    assert poll_until(b, lambda x: x.stable and bool(x.held)).held == revoking
     assert {tp: b.committed_offsets()[tp] for tp in revoking} == dict.fromkeys(revoking, 10)
 
 
@@ -101,11 +101,11 @@ def test_a_partition_no_batch_read_is_released_at_once(
 ) -> None:
     store = str(tmp_path / "groups")
     a = start(members, store, "cooperative-sticky")
-    poll_until(a, lambda x: x.owned == frozenset(PARTITIONS))
+    poll_until(a, lambda x: x.held == frozenset(PARTITIONS))
     b = start(members, store, "cooperative-sticky")
-    moved = poll_until(b, lambda x: x.stable and bool(x.owned)).owned
+    moved = poll_until(b, lambda x: x.stable and bool(x.held)).held
     assert len(moved) == 2
-    assert poll_until(a, lambda x: x.settled).owned == frozenset(PARTITIONS) - moved
+    assert poll_until(a, lambda x: x.settled).held == frozenset(PARTITIONS) - moved
 
 
 def test_listener_commit_refused_for_a_partition_reacquired_since_the_batch(
@@ -115,11 +115,11 @@ def test_listener_commit_refused_for_a_partition_reacquired_since_the_batch(
     # planned before it must not commit them (their position restarts from the group's).
     store = str(tmp_path / "groups")
     a = start(members, store, "range")
-    first = poll_until(a, lambda x: x.owned == frozenset(PARTITIONS))
+    first = poll_until(a, lambda x: x.held == frozenset(PARTITIONS))
     start(members, store, "range")
     later = poll_until(a, lambda x: x.stable and x.generation > first.generation)
-    assert later.owned and later.owned < frozenset(PARTITIONS)
+    assert later.held and later.held < frozenset(PARTITIONS)
     ends = dict.fromkeys(PARTITIONS, 10)
     assert commit_for_member(store, "g", a.member_id, first.generation, ends) == 0
     # A batch planned in the new generation commits what a holds.
-    assert commit_for_member(store, "g", a.member_id, later.generation, ends) == len(later.owned)
+    assert commit_for_member(store, "g", a.member_id, later.generation, ends) == len(later.held)

@@ -16,6 +16,7 @@ import pkgutil
 import re
 from functools import cache
 from types import ModuleType
+from typing import TypeGuard
 
 from spark_kafka_group.group.assignors.abstract import Assignor, RebalanceProtocol
 
@@ -92,7 +93,6 @@ def load_assignor(entry: str) -> Assignor:
             "spark_kafka_group.group.assignors.Assignor (a class-level 'name' and an "
             "'assign(partitions_per_topic, subscriptions)' method)."
         )
-    assert isinstance(target, type)
     name = _declared_name(target)
     if not name or name != name.strip() or "," in name or ":" in name:
         raise AssignorLookupError(
@@ -130,7 +130,7 @@ def assignor_entry(assignor: Assignor) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _is_assignor_class(cls: object) -> bool:
+def _is_assignor_class(cls: object) -> TypeGuard[type[Assignor]]:
     return isinstance(cls, type) and issubclass(cls, Assignor) and not inspect.isabstract(cls)
 
 

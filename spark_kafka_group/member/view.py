@@ -1,0 +1,90 @@
+"""What the reader sees of its member: the :class:`MemberAssignment` and the :class:`Member`
+protocol, which both the group member (:class:`~spark_kafka_group.member.GroupMember`) and
+the fixed ``assign`` member (:class:`~spark_kafka_group.member.FixedAssignmentMember`) follow.
+
+One vocabulary with the group core (:class:`~spark_kafka_group.group.MemberMetadata`): a
+member *holds* its assignment and the partitions it is *revoking*, each *held since* a
+generation. (An assignor's output, the leader's plan for every member, is
+:data:`spark_kafka_group.group.assignors.Assignment`.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.member.in_flight import BatchesInFlight
+
+
+@dataclass(frozen=True)
+class MemberAssignment:
+    """One member's view of what it holds, as of its last step."""
+
+    generation: int
+    member_id: str
+    #: Everything the member holds: partitions it may plan and those being revoked.
+    held: frozenset[TopicPartition] = frozenset()
+    #: Held partitions the member must finish and release (cooperative rebalancing).
+    revoking: frozenset[TopicPartition] = frozenset()
+    #: Generation since which each held partition has been held continuously.
+    held_since: Mapping[TopicPartition, int] = field(default_factory=dict)
+    stable: bool = False
+    #: Stable, and no member is still revoking: a cooperative rebalance has fully finished.
+    settled: bool = False
+
+    def held_throughout(self, tp: TopicPartition, generation: int) -> bool:
+        """Held now, and without interruption since ``generation``: a batch planned in that
+        generation may still read ``tp``, continue from its position and commit it."""
+        return self.held_since.get(tp, generation + 1) <= generation
+
+
+class Member(Protocol):
+    """What the streaming reader needs from its member."""
+
+    def start(
+        self, *, replacing: str | None = None, must_complete_join: bool = False
+    ) -> MemberAssignment:
+        """Join (or not, for fixed partitions) and return the first assignment."""
+        ...
+
+    def poll(self) -> MemberAssignment:
+        """Step the protocol; the assignment after it."""
+        ...
+
+    def adopt(
+        self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
+    ) -> frozenset[TopicPartition]:
+        """The partitions whose checkpointed positions (of ``previous_member``) stay valid."""
+        ...
+
+    def begin_batch(
+        self, ends: Mapping[TopicPartition, int], *, batch_generation: int
+    ) -> frozenset[TopicPartition]:
+        """The partitions of a batch about to run that this member may read."""
+        ...
+
+    @property
+    def in_flight(self) -> BatchesInFlight:
+        """The batches handed to Spark and not yet seen committed."""
+        ...
+
+    def committed_offsets(self) -> dict[TopicPartition, int]:
+        """The group's committed offsets."""
+        ...
+
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        batch_generation: int,
+        batch_member: str,
+        release: Iterable[TopicPartition] = (),
+    ) -> MemberAssignment:
+        """Commit a completed batch's end offsets and release revoked partitions."""
+        ...
+
+    def close(self) -> None:
+        """Leave (or stay, for a static member) and stop; idempotent."""
+        ...
