@@ -96,6 +96,13 @@ def last_seen_ms(member: MemberMetadata, leases: Mapping[str, int] | None) -> in
     return max(member.last_seen_ms, leases.get(member.member_id, member.last_seen_ms))
 
 
+def silent_past_session(
+    member: MemberMetadata, now_ms: int, leases: Mapping[str, int] | None
+) -> bool:
+    """``member`` has been silent (in records and lease) for longer than its session timeout."""
+    return now_ms - last_seen_ms(member, leases) > member.session_timeout_ms
+
+
 class GroupCoordinator:
     """One group's coordinator, as every member runs it over the shared group log."""
 
@@ -672,7 +679,7 @@ class GroupCoordinator:
                 # not heartbeat while a JoinGroup is pending). A member on a lease keeps
                 # renewing it meanwhile, and may have "rejoined" implicitly while dead.
                 continue
-            if now_ms - last_seen_ms(m, leases) > m.session_timeout_ms:
+            if silent_past_session(m, now_ms, leases):
                 scratch.add(self._expire(m, now_ms, "session_timeout"))
         s = scratch.group
         if (

@@ -45,7 +45,7 @@ from spark_kafka_group.group import (
     JoinRequest,
     TopicPartition,
 )
-from spark_kafka_group.group.coordinator import last_seen_ms
+from spark_kafka_group.group.coordinator import last_seen_ms, silent_past_session
 from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, LEASES
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member.decide import (
@@ -591,10 +591,7 @@ class GroupMember:
             cached = self._lease_cache
             if any(
                 LEASES in m.features
-                and (
-                    m.member_id not in cached
-                    or now - last_seen_ms(m, cached) > m.session_timeout_ms
-                )
+                and (m.member_id not in cached or silent_past_session(m, now, cached))
                 for m in self._client.coordinator.group.members.values()
             ):
                 # Never forget a renewal: a member missing from one listing keeps what an
