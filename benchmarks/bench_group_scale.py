@@ -179,25 +179,28 @@ class _LogWatch:
 
     def __init__(self, store: str, group: str, storage_options: Mapping[str, str]) -> None:
         self.store, self.group, self.options = store, group, dict(storage_options)
-        self.client: Any = None
+        self.log: Any = None
+        self.coordinator: Any = None
+        self.version = -1
         self.records: list[Any] = []
 
     def fold(self) -> Any:
-        from spark_kafka_group.member.log_client import GroupLogClient
-        from spark_kafka_group.store import GroupLogNotFoundError
+        """Read the versions since the last fold once, and fold them."""
+        from spark_kafka_group.group import GroupCoordinator
+        from spark_kafka_group.store import GroupLog, GroupLogNotFoundError, group_log_uri
 
-        if self.client is None:
+        if self.log is None:
             try:
-                self.client = GroupLogClient(
-                    self.store, self.group, storage_options=self.options, create=False
-                )
+                uri = group_log_uri(self.store, self.group)
+                self.log = GroupLog.open(uri, storage_options=self.options, create=False)
             except GroupLogNotFoundError:
                 return None
-        before = self.client.version
-        coordinator = self.client.fold()
-        piece = self.client.table.read_slice(after_version=before)
+            self.coordinator = GroupCoordinator(self.group)
+        piece = self.log.read_slice(after_version=self.version)
+        self.coordinator.apply_all(r for _, r in piece.records)
         self.records.extend(r for _, r in piece.records)
-        return coordinator
+        self.version = piece.version
+        return self.coordinator
 
     def settled(self, n: int, partitions: int) -> bool:
         coordinator = self.fold()
@@ -247,15 +250,15 @@ def run_once(
         time.sleep(0.25)
     first_join_ms = next((r.timestamp_ms for r in watch.records if r.kind == "JOIN"), None)
     converge_s = None
-    converge_writes = watch.client.version + 1 if watch.client else 0
+    converge_writes = watch.version + 1
     if converged_at is not None and first_join_ms is not None:
         settled_ms = max(r.timestamp_ms for r in watch.records)
         converge_s = max(0.0, (settled_ms - first_join_ms) / 1000)
     for p in procs:
         p.send_signal(signal.SIGUSR1)
-    steady_from_version = watch.client.version if watch.client else -1
+    steady_from_version = watch.version
     steady_records_from = len(watch.records)
-    generation = watch.client.coordinator.group.generation if watch.client else -1
+    generation = watch.coordinator.group.generation if watch.coordinator else -1
     steady_started = time.monotonic()
     if converged_at is not None:
         time.sleep(steady_s)
@@ -266,10 +269,8 @@ def run_once(
     false_expiries = len(expiries)
     for r in expiries:
         print(f"    EXPIRE of {r.member_id} at {r.timestamp_ms}: {r.payload}", flush=True)
-    steady_writes = (watch.client.version - steady_from_version) if watch.client else 0
-    generation_changes = (
-        watch.client.coordinator.group.generation - generation if watch.client else 0
-    )
+    steady_writes = watch.version - steady_from_version
+    generation_changes = watch.coordinator.group.generation - generation if watch.coordinator else 0
     for p in procs:
         p.send_signal(signal.SIGTERM)
     reports = []
