@@ -181,12 +181,22 @@ def render() -> str:
         for name in members:
             spec = by_name[name]
             lines += [f"### `{name}` {{#{anchor(name)}}}", ""]
-            lines += [f"**Default:** {default_text(spec)}", "", summary(spec), ""]
+            lines += [*_default_line(spec), summary(spec), ""]
             if details(spec):
                 lines += [details(spec), ""]
             if name == "kafka.<key>":
                 lines += _owned_kafka_keys()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _default_line(spec: _Spec) -> list[str]:
+    """``**Default:** ...``; ``**Required** ...`` for a required option; nothing for a family."""
+    text = default_text(spec)
+    if text == "—":
+        return []
+    if text.startswith("required"):
+        return [f"**Required**{text[len('required') :]}", ""]
+    return [f"**Default:** {text}", ""]
 
 
 def _owned_kafka_keys() -> list[str]:

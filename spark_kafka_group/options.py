@@ -83,9 +83,8 @@ OPTION_SPECS: tuple[_Spec, ...] = (
     _Spec(
         "subscribe",
         None,
-        "Comma-separated topics to read as a member of the group.\n\n"
-        "Exactly one of `subscribe`, `subscribePattern` and `assign` is required.",
-        default_doc="required: one of three",
+        "Comma-separated topics to read as a member of the group.",
+        default_doc="required, or `subscribePattern` or `assign`",
     ),
     _Spec(
         "subscribePattern",
@@ -93,7 +92,7 @@ OPTION_SPECS: tuple[_Spec, ...] = (
         "A regular expression of topics to read; it must match the whole topic name.\n\n"
         "A topic created later that matches is picked up while the query runs (the group "
         "rebalances) and starts at its earliest offset.",
-        default_doc="required: one of three",
+        default_doc="required, or `subscribe` or `assign`",
     ),
     _Spec(
         "assign",
@@ -105,7 +104,7 @@ OPTION_SPECS: tuple[_Spec, ...] = (
         "queries with the same `groupId` and partitions both read all of them, as two Kafka "
         "consumers using `assign()` would. A partition number the topic does not have is an "
         "error naming the topic's partition count.",
-        default_doc="required: one of three",
+        default_doc="required, or `subscribe` or `subscribePattern`",
     ),
     _Spec(
         "groupId",
