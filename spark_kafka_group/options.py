@@ -60,64 +60,296 @@ _OWNED_KAFKA_KEYS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class _Spec:
+    """One option as users see it; ``docs/options.md`` is generated from these
+    (:mod:`spark_kafka_group.docs_options`), so ``doc`` is the option's user documentation, in
+    Markdown: a one-sentence summary, then optionally a blank line and the details."""
+
     name: str  # documented spelling
     default: str | None
     doc: str
+    #: The default as the reference shows it, where ``default`` is not a literal value
+    #: (computed, required, or applying only to some reads).
+    default_doc: str | None = None
 
 
 # Every option other than the kafka.* / groupStore.* families, with its default.
 OPTION_SPECS: tuple[_Spec, ...] = (
-    _Spec("kafka.bootstrap.servers", None, "Kafka bootstrap servers (required)."),
     _Spec(
-        "subscribe", None, "Comma-separated topic list (one of subscribe/subscribePattern/assign)."
+        "kafka.bootstrap.servers",
+        None,
+        "The Kafka cluster's bootstrap servers, comma-separated `host:port`.",
+        default_doc="required",
     ),
-    _Spec("subscribePattern", None, "Java-style regex of topics to subscribe to."),
-    _Spec("assign", None, 'JSON {"topic": [partitions]} of fixed partitions.'),
-    _Spec("groupId", None, "Consumer group id shared by every member query (required)."),
-    _Spec("groupStore", None, "Directory or object-store URI holding one group log per group."),
-    _Spec("startingOffsets", "earliest", "For partitions the group never committed."),
-    _Spec("failOnDataLoss", "true", "Fail when offsets are out of range or data was deleted."),
-    _Spec("maxOffsetsPerTrigger", None, "Upper bound on records per micro-batch."),
-    _Spec("minPartitions", None, "Minimum number of Spark input partitions per batch."),
-    _Spec("maxRecordsPerPartition", None, "Split an input partition above this many records."),
-    _Spec("includeHeaders", "false", "Add the headers column."),
-    _Spec("kafkaConsumer.pollTimeoutMs", "120000", "Executor fetch gives up after this long."),
-    _Spec("heartbeatIntervalMs", "3000", "How often the member heartbeats to the group log."),
-    _Spec("sessionTimeoutMs", "45000", "A silent member is expired after this long."),
-    _Spec("rebalanceTimeoutMs", "60000", "How long a rebalance waits for members to rejoin."),
+    _Spec(
+        "subscribe",
+        None,
+        "Comma-separated topics to read as a member of the group.",
+        default_doc="required, or `subscribePattern` or `assign`",
+    ),
+    _Spec(
+        "subscribePattern",
+        None,
+        "A regular expression of topics to read; it must match the whole topic name.\n\n"
+        "A topic created later that matches is picked up while the query runs (the group "
+        "rebalances) and starts at its earliest offset.",
+        default_doc="required, or `subscribe` or `assign`",
+    ),
+    _Spec(
+        "assign",
+        None,
+        'JSON `{"topic": [0, 1]}`: read exactly these partitions without joining the group, '
+        "as Kafka's `assign()`.\n\n"
+        "Such a query commits its offsets to the group only while the group has no subscribing "
+        "members. Queries with `assign` do not split partitions between them: two `assign` "
+        "queries with the same `groupId` and partitions both read all of them, as two Kafka "
+        "consumers using `assign()` would. A partition number the topic does not have is an "
+        "error naming the topic's partition count.",
+        default_doc="required, or `subscribe` or `subscribePattern`",
+    ),
+    _Spec(
+        "groupId",
+        None,
+        "The consumer group: every query with the same `groupId` shares the topics' "
+        "partitions.\n\n"
+        "1-255 letters, digits, `.`, `_` and `-`, not starting with `.` or `-`: it names the "
+        "group log's directory. Batch reads need it too (for `startingOffsets=group`).",
+        default_doc="required",
+    ),
+    _Spec(
+        "groupStore",
+        None,
+        "Where group logs live: `<groupStore>/<groupId>` is the group's Delta table.\n\n"
+        "A local directory, a shared mount or an object-store URI (`s3://`, `abfss://`, "
+        "`az://`, `gs://`). Members on different machines must use shared storage; see "
+        "[Object stores](object-stores.md).",
+        default_doc="`$SPARK_KAFKA_GROUP_STORE`, else `~/.spark-kafka-group/groups`",
+    ),
+    _Spec(
+        "startingOffsets",
+        "earliest",
+        "Where a partition the group never committed starts: `earliest`, `latest`, `none` "
+        "(fail) or JSON per partition.\n\n"
+        'JSON is `{"topic": {"0": 23, "1": -2}}` (-2 earliest, -1 latest; unlisted partitions: '
+        "latest). A committed offset always wins over this option. A partition discovered "
+        "later (a new partition, a new topic matching `subscribePattern`, also one created "
+        "while the query was stopped) starts at **earliest** whatever this says, as in "
+        "Spark's Kafka source, so nothing written to it before its discovery is lost.\n\n"
+        "Batch reads accept `earliest` (the default), JSON without -1, or `group`: the group's "
+        "committed offsets, partitions without a commit from earliest. `group` is refused in "
+        "streams, which always continue from the group's commits.",
+    ),
+    _Spec(
+        "failOnDataLoss",
+        "true",
+        "Fail when a position is out of range (retention deleted the records, or the topic "
+        "was re-created).\n\n"
+        "`false` continues at the nearest offset that still exists (below the log start: the "
+        "log start; past the end, for instance on a re-created topic: the earliest offset, as "
+        "Spark does) and logs how many offsets it skipped.",
+    ),
+    _Spec(
+        "maxOffsetsPerTrigger",
+        None,
+        "At most this many records per micro-batch, split across partitions in proportion to "
+        "their backlog.\n\n"
+        "Ignored by batch reads, as in Spark.",
+    ),
+    _Spec(
+        "minPartitions",
+        None,
+        "Split large offset ranges so that a batch has at least this many Spark tasks.",
+    ),
+    _Spec(
+        "maxRecordsPerPartition",
+        None,
+        "Split an offset range above this many records into several Spark tasks.",
+    ),
+    _Spec(
+        "includeHeaders",
+        "false",
+        "Add a `headers array<struct<key:string,value:binary>>` column.",
+    ),
+    _Spec(
+        "kafkaConsumer.pollTimeoutMs",
+        "120000",
+        "An executor fetch that makes no progress for this long fails with an error naming "
+        "the partition and the servers.",
+    ),
+    _Spec(
+        "heartbeatIntervalMs",
+        "3000",
+        "How often a member renews its lease next to the group log (Kafka's "
+        "`heartbeat.interval.ms`).\n\n"
+        "It must be lower than `sessionTimeoutMs` (Kafka recommends at most a third of it). "
+        "Renewing a lease writes nothing to the group log itself; see "
+        "[Leases](concepts.md#leases).",
+    ),
+    _Spec(
+        "sessionTimeoutMs",
+        "45000",
+        "A member whose lease is not renewed for this long is expired (Kafka's "
+        "`session.timeout.ms`).\n\n"
+        "A static member (`groupInstanceId`) that stops keeps its partitions this long, "
+        "waiting for its restart.",
+    ),
+    _Spec(
+        "rebalanceTimeoutMs",
+        "60000",
+        "How long a rebalance waits for members to rejoin (Kafka's `max.poll.interval.ms`).\n\n"
+        "It also bounds the initial rebalance delay and, with `sessionTimeoutMs`, how long a "
+        "Trigger.AvailableNow run waits for its assignment. A group of hundreds of members on "
+        "an object store needs more: see [Capacity](operations.md#capacity).",
+    ),
     _Spec(
         "initialRebalanceDelayMs",
         "3000",
-        "An empty group's first rebalance waits this long for more members to join.",
+        "An empty group's first rebalance waits this long for more members, again after each "
+        "new one (Kafka's broker setting `group.initial.rebalance.delay.ms`).\n\n"
+        "Members starting together then share one first generation instead of a rebalance "
+        "each. Use `0` for a single query that should start at once.",
     ),
     _Spec(
         "assignmentStrategy",
         "cooperative-sticky",
-        "Assignors in order of preference: built-in names or module:Class, comma-separated.",
+        "Assignors in order of preference, comma-separated: `range`, `roundrobin`, `sticky`, "
+        "`cooperative-sticky` or your own `module:Class`.\n\n"
+        "Kafka's `partition.assignment.strategy`. The group uses an assignor every member "
+        "lists; a query with none in common with the running members is refused. See "
+        "[Assignors](concepts.md#assignors).",
     ),
-    _Spec("groupInstanceId", None, "Static member id (KIP-345): keep partitions across restarts."),
     _Spec(
-        "scheduledRebalanceMaxDelayMs", "0", "How long a departed static member's partitions wait."
+        "groupInstanceId",
+        None,
+        "Static membership (Kafka's `group.instance.id`): a restart within the session "
+        "timeout keeps its partitions, with no rebalance.\n\n"
+        "Give each query of the group its own stable id. See "
+        "[Static membership](concepts.md#static-membership).",
     ),
-    _Spec("rebalanceListener", None, "module:Class with on_partitions_assigned/revoked/lost."),
-    _Spec("commitToKafka", "false", "Also commit offsets to the Kafka consumer group groupId."),
     _Spec(
-        "importFromKafkaGroup", None, "Kafka group whose offsets seed partitions never committed."
+        "scheduledRebalanceMaxDelayMs",
+        "0",
+        "How long a departed static member's partitions wait for it before they are "
+        "reassigned (Kafka's KIP-415).",
+    ),
+    _Spec(
+        "rebalanceListener",
+        None,
+        "A `module:Class` with `on_partitions_assigned`, `on_partitions_revoked` and "
+        "`on_partitions_lost(partitions)` methods, run on the driver.",
+    ),
+    _Spec(
+        "commitToKafka",
+        "false",
+        "Also commit every accepted offset to the Kafka consumer group named `groupId`, for "
+        "Kafka's lag tools.\n\n"
+        "Best effort: sent asynchronously after the group log accepted the commit; a failure "
+        "is logged and counted and never fails or slows a batch. See "
+        "[Lag](operations.md#lag).",
+    ),
+    _Spec(
+        "importFromKafkaGroup",
+        None,
+        "A Kafka consumer group whose committed offsets seed the partitions this group never "
+        "committed.\n\n"
+        "For migrating a plain Kafka consumer application; it applies before "
+        "`startingOffsets`. `kafka-group import-from-kafka` does the same once.",
     ),
     # Spark's Kafka source names: timestamp starts, batch ranges, trigger minimums.
-    _Spec("startingTimestamp", None, "Start every partition at this record timestamp (ms)."),
-    _Spec("startingOffsetsByTimestamp", None, 'JSON {"t": {"0": ms}}: per-partition starts.'),
     _Spec(
-        "startingOffsetsByTimestampStrategy", "error", "No record at the timestamp: error|latest."
+        "startingTimestamp",
+        None,
+        "Start every partition the group never committed at its first record with a "
+        "timestamp at or after this (epoch ms).\n\n"
+        "Takes precedence over `startingOffsetsByTimestamp` and `startingOffsets`, as in "
+        "Spark. How timestamps are resolved: "
+        "[Where a partition starts](concepts.md#where-a-partition-starts).",
     ),
-    _Spec("endingOffsets", None, "Batch reads: latest or JSON of end offsets (-1 = latest)."),
-    _Spec("endingTimestamp", None, "Batch reads: end every partition at this timestamp (ms)."),
-    _Spec("endingOffsetsByTimestamp", None, 'Batch reads: JSON {"t": {"0": ms}} of ends.'),
-    _Spec("minOffsetsPerTrigger", None, "A micro-batch waits for this many records ..."),
-    _Spec("maxTriggerDelay", "15m", "... unless this long has passed since the last batch."),
+    _Spec(
+        "startingOffsetsByTimestamp",
+        None,
+        'JSON `{"topic": {"0": 1700000000000}}`: a start timestamp per partition, for '
+        "partitions the group never committed.\n\n"
+        "Unlisted partitions follow `startingOffsets`; takes precedence over it.",
+    ),
+    _Spec(
+        "startingOffsetsByTimestampStrategy",
+        "error",
+        "When no record is at or after the start timestamp: `error` (fail, naming the "
+        "partition) or `latest`.",
+    ),
+    _Spec(
+        "endingOffsets",
+        None,
+        "Batch reads only: where the read ends, `latest` or JSON per partition (-1 latest; "
+        "unlisted partitions: latest).\n\n"
+        "Refused in streams, as `endingTimestamp` and `endingOffsetsByTimestamp` are; -2 "
+        "(earliest) is refused.",
+        default_doc="`latest` (batch reads)",
+    ),
+    _Spec(
+        "endingTimestamp",
+        None,
+        "Batch reads only: end every partition (exclusive) at its first record at or after "
+        "this timestamp (epoch ms; no such record: latest).",
+    ),
+    _Spec(
+        "endingOffsetsByTimestamp",
+        None,
+        'Batch reads only: JSON `{"topic": {"0": ms}}`, an end timestamp per partition, as '
+        "`endingTimestamp`.",
+    ),
+    _Spec(
+        "minOffsetsPerTrigger",
+        None,
+        "A trigger with fewer new records plans no batch, unless `maxTriggerDelay` has passed "
+        "since the last batch.\n\n"
+        "Spark's semantics on every pyspark version; not applied under Trigger.AvailableNow; "
+        "at most `maxOffsetsPerTrigger`; ignored by batch reads.",
+    ),
+    _Spec(
+        "maxTriggerDelay",
+        "15m",
+        "With `minOffsetsPerTrigger`: the longest wait between two batches (`500ms`, `30s`, "
+        "`15m`, `1h`, `2d`; a bare number is milliseconds).",
+    ),
     # Spark's names and defaults (its Kafka source's KafkaOffsetReaderAdmin).
-    _Spec("fetchOffset.numRetries", "3", "Attempts at a driver metadata / ListOffsets call."),
-    _Spec("fetchOffset.retryIntervalMs", "1000", "Pause between two of those attempts."),
+    _Spec(
+        "fetchOffset.numRetries",
+        "3",
+        "Attempts, the first included, at a driver-side metadata or ListOffsets call that gets "
+        "no answer.\n\n"
+        "Each attempt waits at most 10 s (3 s when every bootstrap server refuses the "
+        "connection); then the query fails naming the servers.",
+    ),
+    _Spec(
+        "fetchOffset.retryIntervalMs",
+        "1000",
+        "The pause between two of those attempts (Spark's Kafka source uses 1000 ms, though "
+        "its guide says 10).",
+    ),
+)
+
+#: The option families: any key under these prefixes is passed on (documented with the rest).
+OPTION_FAMILIES: tuple[_Spec, ...] = (
+    _Spec(
+        "kafka.<key>",
+        None,
+        "Passed to the librdkafka consumer without the prefix: security, fetch tuning.\n\n"
+        "The Java client's security keys are translated or refused with the librdkafka key to "
+        "use: see [Kafka security](kafka-security.md). Keys the source decides itself are "
+        "refused, each with what to use instead (below).",
+        default_doc="—",
+    ),
+    _Spec(
+        "groupStore.<key>",
+        None,
+        "Storage options for delta-rs without the prefix, e.g. `groupStore.AWS_REGION`.\n\n"
+        "Give the same options (without the prefix) to "
+        "`spark_kafka_group.register(spark, storage_options={...})`: the listener that commits "
+        "each completed batch runs in the driver, which does not see the source's options. "
+        "See [Object stores](object-stores.md).",
+        default_doc="—",
+    ),
 )
 
 _SPECS_BY_KEY = {spec.name.lower(): spec for spec in OPTION_SPECS}
