@@ -169,7 +169,7 @@ class Watch:
         """Keep only the folds a window or a member of the group still names."""
         i = bisect.bisect_left([s for s, _ in self._folds], seq)
         if i > 0:
-            del self._folds[: i]
+            del self._folds[:i]
 
 
 def _oldest_needed(group: GroupMetadata) -> int:
