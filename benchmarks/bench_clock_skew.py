@@ -32,11 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
+        timeouts = {
+            "heartbeat_ms": args.heartbeat_ms,
+            "session_timeout_ms": args.session_timeout_ms,
+        }
+        store = str(workdir / "groups")
         groups = [
-            SkewedGroup(
-                workdir, str(workdir / "groups"), f"skew-{name}", skew,
-                heartbeat_ms=args.heartbeat_ms, session_timeout_ms=args.session_timeout_ms,
-            )  # fmt: skip
+            SkewedGroup(workdir, store, f"skew-{name}", skew, **timeouts)
             for name, skew in SKEWS.items()
         ]
         started = time.monotonic()
