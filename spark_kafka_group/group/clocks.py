@@ -25,7 +25,6 @@ CLI's ``describe`` on a one-shot process shows writer timestamps and says so).
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -101,14 +100,10 @@ class LocalSightings:
     """A decider's own sightings (see :class:`Watch`), frozen for one decision."""
 
     def __init__(
-        self,
-        now_ms: int,
-        folds: tuple[tuple[int, int], ...],
-        lease_changes: Mapping[str, int],
+        self, now_ms: int, records: Mapping[int, int], lease_changes: Mapping[str, int]
     ) -> None:
         self._now = now_ms
-        self._folds = folds
-        self._last_seqs = [seq for seq, _ in folds]
+        self._records = records
         self._leases = lease_changes
 
     @property
@@ -116,8 +111,8 @@ class LocalSightings:
         return self._now
 
     def _seq_ms(self, seq: int) -> int:
-        i = bisect.bisect_left(self._last_seqs, seq)
-        return self._folds[i][1] if i < len(self._folds) else self._now
+        # A record the group names but this process has not folded is being written now.
+        return self._records.get(seq, self._now)
 
     def record_ms(self, opened: Opened) -> int:
         return self._seq_ms(opened.seq)
@@ -131,23 +126,24 @@ class LocalSightings:
 class Watch:
     """What one process saw of a group, and when, on its own monotonic clock.
 
-    ``saw_log(group, now)`` after every fold: the records up to ``group.seq`` were seen by
-    ``now`` (the first fold of a process sees all history at its start). ``saw_leases(numbers,
-    now)`` after every lease listing: a member whose renewal number grew was alive at ``now``.
-    Renewal numbers only ever grow (see :mod:`spark_kafka_group.store.leases`); what they are
-    is never read, only that they changed.
+    ``saw_log(group, now)`` after every fold: the records the group names (that opened a
+    window, or last came from a member) and that this process had not seen before were seen
+    ``now`` (the first fold of a process sees all history at its start). Only those are kept,
+    so the watch stays as small as the group. ``saw_leases(numbers, now)`` after every lease
+    listing: a member whose renewal number grew was alive at ``now``. Renewal numbers only
+    ever grow (see :mod:`spark_kafka_group.store.leases`); what they are is never read, only
+    that they changed.
     """
 
     def __init__(self) -> None:
-        #: (last record seq of a fold, when that fold ran), ascending.
-        self._folds: list[tuple[int, int]] = []
+        #: Record seq -> when this process first saw it (only the records the group names).
+        self._records: dict[int, int] = {}
         self._lease_numbers: dict[str, int] = {}
         self._lease_changes: dict[str, int] = {}
 
     def saw_log(self, group: GroupMetadata, now_ms: int) -> None:
-        if not self._folds or group.seq > self._folds[-1][0]:
-            self._folds.append((group.seq, now_ms))
-        self._forget_before(_oldest_needed(group))
+        named = _named_records(group)
+        self._records = {seq: self._records.get(seq, now_ms) for seq in named}
 
     def saw_leases(self, numbers: Mapping[str, int], now_ms: int) -> None:
         for member_id, number in numbers.items():
@@ -159,24 +155,16 @@ class Watch:
         self._lease_numbers.pop(member_id, None)
         self._lease_changes.pop(member_id, None)
 
-    def lease_changed_ms(self, member_id: str) -> int | None:
-        return self._lease_changes.get(member_id)
-
     def sightings(self, now_ms: int) -> LocalSightings:
-        return LocalSightings(now_ms, tuple(self._folds), dict(self._lease_changes))
-
-    def _forget_before(self, seq: int) -> None:
-        """Keep only the folds a window or a member of the group still names."""
-        i = bisect.bisect_left([s for s, _ in self._folds], seq)
-        if i > 0:
-            del self._folds[:i]
+        return LocalSightings(now_ms, dict(self._records), dict(self._lease_changes))
 
 
-def _oldest_needed(group: GroupMetadata) -> int:
-    seqs = [m.last_seen_seq for m in group.members.values()]
+def _named_records(group: GroupMetadata) -> set[int]:
+    """The records a group's windows and members count from."""
+    seqs = {m.last_seen_seq for m in group.members.values()}
     if group.deadline_ms is not None:
-        seqs.append(group.deadline_opened.seq)
+        seqs.add(group.deadline_opened.seq)
     if group.join_delay_until_ms is not None:
-        seqs.append(group.join_delay_opened.seq)
-    seqs.extend(d.opened.seq for d in group.scheduled.values())
-    return min(seqs, default=group.seq)
+        seqs.add(group.join_delay_opened.seq)
+    seqs.update(d.opened.seq for d in group.scheduled.values())
+    return seqs

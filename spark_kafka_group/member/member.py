@@ -512,7 +512,7 @@ class GroupMember:
                 for m in self._client.coordinator.group.members.values()
                 if m.member_id != self.member_id
             ]
-        return max(1, min(ends, default=self.settings.heartbeat_interval_ms))
+        return max(REBALANCE_POLL_MS, min(ends, default=self.settings.heartbeat_interval_ms))
 
     def _rebalance_poll_s(self) -> float:
         members = len(self._client.coordinator.group.members)

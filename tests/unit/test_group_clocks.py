@@ -285,3 +285,19 @@ def test_replay_reads_old_absolute_deadlines_as_durations_of_their_record() -> N
             if g.deadline_ms is not None:
                 assert g.deadline_ms - g.deadline_opened.written_ms == 20_000
                 assert g.deadline_opened.seq == g.seq
+
+
+def test_a_watch_keeps_only_the_records_the_group_names() -> None:
+    """A stable group that commits every second for a day keeps a watch as small as itself."""
+    coord = GroupCoordinator("g", NO_DELAY)
+    stable(coord, [join_request("a"), join_request("b")], 2)
+    watch = Watch()
+    for second in range(86_400):
+        generation = coord.group.generation
+        tp = next(iter(coord.group.members["a"].assignment))
+        coord.apply_all(coord.commit_offsets("a", generation, {tp: second}, second * 1000)[0])
+        watch.saw_log(coord.group, second * 1000)
+    assert len(watch.sightings(0)._records) <= 2
+    # a's commits keep it alive; b was last heard at the SYNC, seen at the first fold.
+    assert watch.sightings(0).heard_ms(coord.group.members["b"]) == 0
+    assert watch.sightings(0).heard_ms(coord.group.members["a"]) == 86_399_000
