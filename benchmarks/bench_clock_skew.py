@@ -45,8 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for g in groups:
                 g.start()
-            wait_until(lambda: all(g.fair() for g in groups), 180, "every group fair")
-            print(f"settled after {time.monotonic() - started:.1f} s", flush=True)
+            try:
+                wait_until(lambda: all(g.fair() for g in groups), 180, "every group fair")
+                print(f"settled after {time.monotonic() - started:.1f} s", flush=True)
+            except AssertionError:  # measured all the same: what a broken group does
+                print("NOT every group fair after 180 s", flush=True)
+                for g in groups:
+                    print(g.report(), flush=True)
             end = time.monotonic() + args.minutes * 60
             while time.monotonic() < end:
                 time.sleep(min(60.0, max(0.0, end - time.monotonic())))
