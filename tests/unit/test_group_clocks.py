@@ -263,7 +263,7 @@ def test_a_process_that_starts_later_sees_history_opened_at_its_start() -> None:
     assert coord.tick(HOUR, watch.sightings(1_000_000 + 10_001))[0].kind == RecordKind.EXPIRE
 
 
-def test_in_flight_lease_listing_keeps_up_with_renewals() -> None:
+def test_members_list_the_leases_once_a_heartbeat_interval() -> None:
     """Observers list the leases once a heartbeat interval: the cost, counted."""
     machines = Machines({"m1": 0, "m2": HOUR, "m3": -HOUR}, heartbeat_ms=1_000, session_ms=6_000)
     assert machines.run(30_000, until=machines.held_by_alive)
