@@ -224,7 +224,7 @@ class GroupMember:
             wait_ms = (
                 2 * settings.heartbeat_interval_ms + 2000 + settings.initial_rebalance_delay_ms
             )
-        deadline = self._clock.now_ms() + wait_ms
+        deadline = self._clock.monotonic_ms() + wait_ms
         self._metadata.refresh()  # a clear error now if the cluster cannot be reached
         self._metadata.start()
         assignment = self.poll()
@@ -232,7 +232,7 @@ class GroupMember:
         def ready(a: MemberAssignment) -> bool:
             return a.settled or (a.stable and bool(a.held))
 
-        while not ready(assignment) and self._clock.now_ms() < deadline:
+        while not ready(assignment) and self._clock.monotonic_ms() < deadline:
             if self._closing.wait(self._rebalance_poll_s()):
                 return assignment  # the query stopped while it waited
             assignment = self.poll()
