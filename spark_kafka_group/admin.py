@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 
 from spark_kafka_group.errors import GroupStoreError, KafkaGroupError
@@ -20,6 +21,7 @@ from spark_kafka_group.group import (
     SystemClock,
     TopicPartition,
 )
+from spark_kafka_group.group.clocks import SingleClock, silent_past_session
 from spark_kafka_group.member.in_flight import offsets_to_write
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
@@ -54,6 +56,7 @@ def describe_group(
         dead = GroupCoordinator(group_id, group=GroupMetadata(group_id, state=GroupState.DEAD))
         return dead.describe(now, uri=uri, version=-1)
     group = client.fold()
+    # Shown only: liveness on the writers' timestamps (a one-shot process has watched nobody).
     return group.describe(now, leases=client.read_leases(), uri=uri, version=client.version)
 
 
@@ -106,12 +109,14 @@ def reset_offsets(
     except GroupLogNotFoundError:  # a plan for a group without a log: nothing is committed
         return {tp: (None, int(o)) for tp, o in sorted(offsets.items())}
 
-    leases = client.read_leases()
+    if execute:
+        _expire_stopped_members(client)
 
     def decide(
         work: GroupCoordinator, now: int
     ) -> tuple[list[GroupRecord], dict[TopicPartition, tuple[int | None, int]]]:
-        records = work.tick(now, leases)  # members past their session timeout are not live
+        # Members this process watched stay silent past their session timeout are not live.
+        records = work.tick(now, client.sightings())
         work.apply_all(records)
         group = work.group
         if group.members:
@@ -140,6 +145,40 @@ def reset_offsets(
     if not execute and client.table.latest_version() < 0:
         return {tp: (None, int(o)) for tp, o in sorted(offsets.items())}
     return client.transact(decide)
+
+
+#: How often :func:`_expire_stopped_members` looks at the log and the leases.
+WATCH_POLL_S = 1.0
+
+
+def _expire_stopped_members(client: GroupLogClient) -> None:
+    """Expire the group's members if every one of them has stopped.
+
+    Whether a member stopped is decided only on this process's clock: nothing of it (record,
+    lease renewal) seen to change for its session timeout. So when every member *looks*
+    stopped by the timestamps its machine wrote (a hint: that machine's clock may be off),
+    this watches them for the longest session timeout, expiring each one found silent; a
+    member seen to change is live, and the reset is then refused. When any member looks live
+    by its timestamps, nothing is watched: the reset is refused at once."""
+    client.fold()
+    hint = SingleClock(client.clock.now_ms(), client.read_leases() or {})
+    members = list(client.coordinator.group.members.values())
+    if not members or not all(silent_past_session(m, hint) for m in members):
+        return
+    watch_ms = max(m.session_timeout_ms for m in members) + int(2 * WATCH_POLL_S * 1000)
+    log.info(
+        "group %s: its members look stopped; watching them for %.0f s before expiring them",
+        client.group_id, watch_ms / 1000,
+    )  # fmt: skip
+    end = client.clock.monotonic_ms() + watch_ms
+
+    def expire(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
+        return work.tick(now, client.sightings()), None
+
+    while client.coordinator.group.members and client.clock.monotonic_ms() < end:
+        time.sleep(WATCH_POLL_S)
+        client.read_leases()
+        client.transact(expire)
 
 
 def commit_for_member(
@@ -203,7 +242,7 @@ def leave_for_member(
         member = work.group.member(member_id)
         if member is None or member.instance_id is not None:
             return [], False
-        records, response = work.leave(member_id, now, reason=reason)
+        records, response = work.leave(member_id, now, reason=reason, seen=client.sightings())
         return records, response.error is GroupError.NONE
 
     left = client.transact(decide)

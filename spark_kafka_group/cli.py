@@ -170,6 +170,9 @@ def cmd_describe(args: argparse.Namespace) -> int:
             ]
             header = ["MEMBER", "INSTANCE", "HOST", "GEN", "LAST HEARTBEAT", "ASSIGNED", "REVOKING"]
             lines += [_table(rows, header), ""]
+            # Shown only: a member's machine stamps its own time, which may be off; the group
+            # itself judges liveness on each member's own clock (docs/clocks.md).
+            lines += ["  LAST HEARTBEAT: as the members' machines stamped it (their clocks)", ""]
         else:
             lines += ["  no members", ""]
         rows = [

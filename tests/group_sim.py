@@ -27,6 +27,7 @@ from spark_kafka_group.group import (
 )
 from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.group.metadata import IMPLICIT_REJOIN, LEASES
+from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
@@ -57,6 +58,49 @@ def member_settings(
     )
 
 
+class OffsetClock:
+    """One machine's clocks over the simulation's time: its wall clock off by ``offset_ms``
+    (a drifted VM, a laptop resumed from sleep), its monotonic clock from its own origin."""
+
+    def __init__(self, base: ManualClock, offset_ms: int = 0, monotonic_origin_ms: int = 0):
+        self.base = base
+        self.offset_ms = offset_ms
+        self.monotonic_origin_ms = monotonic_origin_ms
+
+    def now_ms(self) -> int:
+        return self.base.now_ms() + self.offset_ms
+
+    def monotonic_ms(self) -> int:
+        return self.base.now_ms() - self.monotonic_origin_ms
+
+
+class Bystander:
+    """A process that only reads the group and writes what time decides (expiries, the end
+    of a deadline): the CLI, or the last reader of a group whose members all stopped. It
+    judges time on its own clock, from when it saw things, like a member."""
+
+    def __init__(
+        self,
+        log: InMemoryLog,
+        clock: OffsetClock,
+        leases: InMemoryLeases | None,
+        config: GroupConfig,
+    ) -> None:
+        self.client = GroupLogClient(
+            "memory://", "g", log=log, leases=leases, clock=clock, config=config
+        )
+
+    def tick(self) -> list[GroupRecord]:
+        client = self.client
+        client.fold()
+        client.read_leases()
+
+        def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
+            return work.tick(now, client.sightings()), None
+
+        return client.retry(lambda: client.prepare(decide), client.complete).records
+
+
 class SimMember:
     """One production member, stepped by hand: :meth:`prepare` folds and decides, :meth:`finish`
     appends (deciding again after a lost race)."""
@@ -80,9 +124,12 @@ class SimMember:
         leases: InMemoryLeases | None = None,
         features: tuple[str, ...] | None = None,
         random_seed: int | None = None,
+        clock_offset_ms: int = 0,
     ) -> None:
+        """``clock_offset_ms``: how far this member's wall clock is off the simulation's."""
         self.log = log
         self.instance_id = instance_id
+        self.clock = OffsetClock(clock, clock_offset_ms, monotonic_origin_ms=clock_offset_ms // 3)
         self.pattern = pattern
         self.member = GroupMember(
             member_settings(
@@ -94,7 +141,7 @@ class SimMember:
             ),
             subscription=SubscriptionSpec(topics=topics, pattern=pattern),
             topic_counts=lambda: dict(metadata()),
-            clock=clock,
+            clock=self.clock,
             log=log,
             leases=leases,
             member_id=member_id,
@@ -247,6 +294,7 @@ class _Simulation:
         rebalance_timeout_ms: int,
         initial_delay_ms: int,
         seed: int,
+        clock_offsets_ms: int = 0,
     ) -> None:
         self.rng = random.Random(seed)
         self.clock = ManualClock(0)
@@ -280,6 +328,7 @@ class _Simulation:
                     f for f, on in ((LEASES, leases), (IMPLICIT_REJOIN, implicit_rejoin)) if on
                 ),
                 random_seed=seed * 100_003 + self.n,
+                clock_offset_ms=self.rng.randint(-clock_offsets_ms, clock_offsets_ms),
             )
 
         self.make = make
@@ -436,6 +485,7 @@ def simulate(
     initial_delay_ms: int = 3_000,
     converge_limit_ms: int = 900_000,
     seed: int = 0,
+    clock_offsets_ms: int = 0,
 ) -> SimResult:
     """Run a group through three phases on simulated time and measure each:
 
@@ -448,7 +498,8 @@ def simulate(
     ``leases=False, implicit_rejoin=False, initial_delay_ms=0`` is the classic protocol as the
     group log ran it before (every heartbeat a write, every member rejoins every rebalance).
     Every append takes ``read_ms`` + ``append_ms`` of simulated time (a fold, then a
-    conditional write), and lands only if no other append landed meanwhile.
+    conditional write), and lands only if no other append landed meanwhile. Each member's
+    wall clock is off by a random amount up to ``clock_offsets_ms`` either way.
     """
     wall = time.monotonic()
     sim = _Simulation(
@@ -465,6 +516,7 @@ def simulate(
         rebalance_timeout_ms=rebalance_timeout_ms,
         initial_delay_ms=initial_delay_ms,
         seed=seed,
+        clock_offsets_ms=clock_offsets_ms,
     )
     result = SimResult(
         members, partitions, append_ms, leases, implicit_rejoin, initial_delay_ms, strategy

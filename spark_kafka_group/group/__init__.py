@@ -10,7 +10,7 @@ How a member drives it (one poll, every heartbeat interval, sooner while rebalan
 
     coord.apply_all(new_records_since_last_fold)        # 1. fold up to log version N
     work = coord.fork()                                 # 2. decide on a copy
-    records = work.tick(now)                            #    expiries, deadlines: anyone may
+    records = work.tick(now, seen)                      #    expiries, deadlines: anyone may
     work.apply_all(records)
     view = work.member_view(me)                         # 3. what to do
     if view.fenced: stop (FENCED_INSTANCE_ID is fatal)
@@ -28,6 +28,10 @@ How a member drives it (one poll, every heartbeat interval, sooner while rebalan
         work.heartbeat(me, gen, now)                 # REBALANCE_IN_PROGRESS -> rejoin
     append(records + recs, expected_version=N)         # 4. CAS; on conflict go to 1
     coord.apply_all(records + recs)
+
+``seen``: what this process saw and when, on its own clock (:mod:`.clocks`); ``join``,
+``leave`` and ``sync`` take it too. Time is judged only through it: no decision compares a
+time another machine wrote with this machine's clock.
 
 ``gen`` is the group generation from the join response (``view.group_generation`` once the
 member is in it). A rejoin while waiting is harmless (no record), so a member may simply call

@@ -20,18 +20,33 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_kafka_group.group.assignors import Assignor, MemberSubscription, RebalanceProtocol
-from spark_kafka_group.group.metadata import GroupMetadata, TopicPartition
+from spark_kafka_group.group.clocks import Sightings, window_end_ms
+from spark_kafka_group.group.metadata import GroupMetadata, ScheduledDelay, TopicPartition
 from spark_kafka_group.group.payloads import SyncPayload
 
 
 def sync_payload(
-    group: GroupMetadata, assignor: Assignor, metadata: Mapping[str, int], now_ms: int
+    group: GroupMetadata,
+    assignor: Assignor,
+    metadata: Mapping[str, int],
+    now_ms: int,
+    seen: Sightings,
 ) -> SyncPayload:
-    """The payload of the leader's SYNC record."""
+    """The payload of the leader's SYNC record (``now_ms``: its timestamp; ``seen``: the
+    leader's sightings, which judge what remains of each scheduled delay)."""
     snapshot = group.relevant_metadata(metadata)
     topics_of = {mid: m.subscription.resolve(snapshot) for mid, m in group.members.items()}
-    active = {i: s for i, s in group.scheduled.items() if s.until_ms > now_ms}
-    expired = {i: s for i, s in group.scheduled.items() if s.until_ms <= now_ms}
+    remaining = {
+        i: window_end_ms(seen, s.opened, s.until_ms) - seen.now_ms
+        for i, s in group.scheduled.items()
+    }
+    # What remains is written relative to this SYNC record, on the leader's clock.
+    active = {
+        i: ScheduledDelay(s.partitions, now_ms + remaining[i])
+        for i, s in group.scheduled.items()
+        if remaining[i] > 0
+    }
+    expired = {i: s for i, s in group.scheduled.items() if remaining[i] <= 0}
     reserved: set[TopicPartition] = set()
     for s in active.values():
         reserved |= s.partitions
@@ -90,7 +105,7 @@ def sync_payload(
         kept = frozenset(tp for tp in target[mid] if holder.get(tp, mid) == mid)
         assignment[mid] = kept
         revoking[mid] = m.held - kept
-    delay_ms = min((s.until_ms for s in active.values()), default=now_ms) - now_ms
+    delay_ms = min((remaining[i] for i in active), default=0)
     return SyncPayload(
         protocol=group.protocol,
         assignment=assignment,

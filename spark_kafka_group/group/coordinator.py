@@ -16,6 +16,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from spark_kafka_group.group import replay
 from spark_kafka_group.group.assignment import sync_payload
 from spark_kafka_group.group.assignors import RebalanceProtocol
+from spark_kafka_group.group.clocks import (
+    Sightings,
+    SingleClock,
+    join_delay_end_ms,
+    rebalance_deadline_ms,
+    silent_past_session,
+    window_end_ms,
+)
 from spark_kafka_group.group.config import GroupConfig
 from spark_kafka_group.group.description import GroupDescription, MemberDescription
 from spark_kafka_group.group.errors import GroupError
@@ -89,18 +97,9 @@ class _Scratch:
         self.records.append(record)
 
 
-def last_seen_ms(member: MemberMetadata, leases: Mapping[str, int] | None) -> int:
-    """When ``member`` was last known alive: its last record, or its lease if later."""
-    if leases is None:
-        return member.last_seen_ms
-    return max(member.last_seen_ms, leases.get(member.member_id, member.last_seen_ms))
-
-
-def silent_past_session(
-    member: MemberMetadata, now_ms: int, leases: Mapping[str, int] | None
-) -> bool:
-    """``member`` has been silent (in records and lease) for longer than its session timeout."""
-    return now_ms - last_seen_ms(member, leases) > member.session_timeout_ms
+def _sightings(seen: Sightings | None, now_ms: int) -> Sightings:
+    """The decider's sightings; without them, the one-clock world of the unit tests."""
+    return SingleClock(now_ms) if seen is None else seen
 
 
 class GroupCoordinator:
@@ -203,8 +202,11 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ join
 
-    def join(self, request: JoinRequest, now_ms: int) -> tuple[list[GroupRecord], JoinResponse]:
-        """JoinGroup: join, rejoin for a rebalance, or replace a static instance (KIP-345)."""
+    def join(
+        self, request: JoinRequest, now_ms: int, *, seen: Sightings | None = None
+    ) -> tuple[list[GroupRecord], JoinResponse]:
+        """JoinGroup: join, rejoin for a rebalance, or replace a static instance (KIP-345).
+        ``seen``: the joiner's sightings (see :mod:`.clocks`), for the initial delay."""
         g = self._group
         mid = request.member_id
 
@@ -334,7 +336,7 @@ class GroupCoordinator:
                 payload=payload,
             )
         )
-        self._maybe_complete_join(scratch, now_ms, writer=mid)
+        self._maybe_complete_join(scratch, now_ms, _sightings(seen, now_ms), writer=mid)
         return scratch.records, self._join_response(scratch.group, mid)
 
     def _join_delay_until(
@@ -347,15 +349,16 @@ class GroupCoordinator:
     ) -> int | None:
         """When the join phase may complete at the earliest, if this join sets or extends the
         initial rebalance delay: the first join of an empty group sets it, and each new member
-        joining within it extends it, up to the rebalance deadline (Kafka's InitialDelayedJoin)."""
+        joining within it extends it, up to the rebalance deadline (Kafka's InitialDelayedJoin).
+        On the joiner's clock, counted from its JOIN record: the delay restarts there, and
+        whoever completes the join caps it at the rebalance deadline (``clocks``)."""
         delay = self.config.initial_rebalance_delay_ms
         if delay <= 0:
             return None
         if state == S.EMPTY:
             return now_ms + min(delay, request.rebalance_timeout_ms)
         if state == S.PREPARING_REBALANCE and new_member and g.join_delay_until_ms is not None:
-            limit = g.deadline_ms if g.deadline_ms is not None else now_ms + delay
-            return max(g.join_delay_until_ms, min(now_ms + delay, limit))
+            return now_ms + delay
         return None
 
     def _join_response(self, g: GroupMetadata, mid: str) -> JoinResponse:
@@ -375,12 +378,16 @@ class GroupCoordinator:
             else JoinResponse(E.NONE, mid, pending=True)
         )
 
-    def _maybe_complete_join(self, scratch: _Scratch, now_ms: int, writer: str | None) -> None:
-        """If every member has rejoined, write the next generation."""
+    def _maybe_complete_join(
+        self, scratch: _Scratch, now_ms: int, seen: Sightings, writer: str | None
+    ) -> None:
+        """If every member has rejoined (and the initial delay is over), write the next
+        generation."""
         s = scratch.group
         if s.state != S.PREPARING_REBALANCE or not s.all_joined():
             return
-        if s.join_delay_until_ms is not None and now_ms < s.join_delay_until_ms:
+        delay_end = join_delay_end_ms(s, seen)
+        if delay_end is not None and seen.now_ms < delay_end:
             return  # the initial delay: more members may be on their way
         order = [mid for mid in s.join_order if mid in s.members]
         order += [mid for mid in s.members if mid not in order]
@@ -417,10 +424,12 @@ class GroupCoordinator:
         *,
         instance_id: str | None = None,
         metadata: Mapping[str, int] | None = None,
+        seen: Sightings | None = None,
     ) -> tuple[list[GroupRecord], SyncResponse]:
         """SyncGroup. The leader passes the topic metadata it sees (topic -> partition count;
         all topics when a pattern is subscribed) and writes the assignment; the others read
-        theirs (``pending`` until the leader has written it)."""
+        theirs (``pending`` until the leader has written it). ``seen``: the leader's
+        sightings, for what remains of scheduled delays."""
         err, m = self._check_member(member_id, instance_id)
         if m is None:
             return [], SyncResponse(err)
@@ -437,7 +446,7 @@ class GroupCoordinator:
         if assignor is None:
             return [], SyncResponse(E.INCONSISTENT_GROUP_PROTOCOL, g.generation, g.protocol)
         snapshot = dict(metadata) if metadata is not None else dict(g.latest_metadata or {})
-        payload = sync_payload(g, assignor, snapshot, now_ms)
+        payload = sync_payload(g, assignor, snapshot, now_ms, _sightings(seen, now_ms))
         scratch = _Scratch(g)
         scratch.add(
             sync_record(now_ms=now_ms, leader=member_id, generation=g.generation, payload=payload)
@@ -475,9 +484,16 @@ class GroupCoordinator:
         return [record], HeartbeatResponse(err)
 
     def leave(
-        self, member_id: str, now_ms: int, *, instance_id: str | None = None, reason: str = ""
+        self,
+        member_id: str,
+        now_ms: int,
+        *,
+        instance_id: str | None = None,
+        reason: str = "",
+        seen: Sightings | None = None,
     ) -> tuple[list[GroupRecord], LeaveResponse]:
-        """LeaveGroup (a graceful leave; static members do not call it on restart)."""
+        """LeaveGroup (a graceful leave; static members do not call it on restart).
+        ``seen``: the leaver's sightings, in case its leave completes a join phase."""
         err, m = self._check_member(member_id, instance_id)
         if m is None:
             return [], LeaveResponse(err)
@@ -491,7 +507,7 @@ class GroupCoordinator:
                 reason=reason or "member left",
             )
         )
-        self._maybe_complete_join(scratch, now_ms, writer=None)
+        self._maybe_complete_join(scratch, now_ms, _sightings(seen, now_ms), writer=None)
         return scratch.records, LeaveResponse(E.NONE)
 
     # ------------------------------------------------------------------ offsets
@@ -654,14 +670,17 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ time
 
-    def tick(self, now_ms: int, leases: Mapping[str, int] | None = None) -> list[GroupRecord]:
+    def tick(self, now_ms: int, seen: Sightings | None = None) -> list[GroupRecord]:
         """Time-driven records anyone may write: session expiry, members dropped at the
         rebalance timeout, a leader that never synced, and the end of a scheduled delay.
 
-        ``leases``: the latest lease renewal of members that keep their liveness outside the
-        log (see :mod:`spark_kafka_group.store.leases`); a member is silent since the later of
-        its lease and its last record.
+        ``now_ms``: the writer's wall clock, stamped on the records. ``seen``: what the writer
+        saw and when, on its own clock (:mod:`.clocks`): a member is silent when neither a
+        record of it nor a change of its lease (:mod:`spark_kafka_group.store.leases`) was
+        seen for its session timeout, and a window ends its length after the writer saw the
+        record that opened it. No time another machine wrote is compared with this clock.
         """
+        seen = _sightings(seen, now_ms)
         g = self._group
         if self.loading or g.state in (S.DEAD, S.EMPTY):
             return []
@@ -679,27 +698,28 @@ class GroupCoordinator:
                 # not heartbeat while a JoinGroup is pending). A member on a lease keeps
                 # renewing it meanwhile, and may have "rejoined" implicitly while dead.
                 continue
-            if silent_past_session(m, now_ms, leases):
+            if silent_past_session(m, seen):
                 scratch.add(self._expire(m, now_ms, "session_timeout"))
-        s = scratch.group
-        if (
-            s.state == S.PREPARING_REBALANCE
-            and s.deadline_ms is not None
-            and now_ms >= s.deadline_ms
-        ):
-            for m in [m for m in s.members.values() if not m.joined]:
+        if self._past_deadline(scratch.group, seen, S.PREPARING_REBALANCE):
+            for m in [m for m in scratch.group.members.values() if not m.joined]:
                 scratch.add(self._expire(m, now_ms, "rebalance_timeout"))
-        self._maybe_complete_join(scratch, now_ms, writer=None)
+        self._maybe_complete_join(scratch, now_ms, seen, writer=None)
         s = scratch.group
-        deadline, leader = s.deadline_ms, s.leader
-        late = deadline is not None and now_ms >= deadline
-        if s.state == S.COMPLETING_REBALANCE and late and leader is not None:
+        if self._past_deadline(s, seen, S.COMPLETING_REBALANCE) and s.leader is not None:
             # The leader never wrote the assignment: drop it so another member leads.
-            scratch.add(self._expire(s.members[leader], now_ms, "sync_timeout"))
+            scratch.add(self._expire(s.members[s.leader], now_ms, "sync_timeout"))
         s = scratch.group
-        if s.state == S.STABLE and any(d.until_ms <= now_ms for d in s.scheduled.values()):
+        if s.state == S.STABLE and any(
+            window_end_ms(seen, d.opened, d.until_ms) <= seen.now_ms for d in s.scheduled.values()
+        ):
             scratch.add(rebalance_record(now_ms=now_ms, reason="scheduled rebalance delay expired"))
         return scratch.records
+
+    @staticmethod
+    def _past_deadline(g: GroupMetadata, seen: Sightings, state: GroupState) -> bool:
+        """The group is in ``state`` and its rebalance deadline has passed (decider's clock)."""
+        deadline = rebalance_deadline_ms(g, seen)
+        return g.state == state and deadline is not None and seen.now_ms >= deadline
 
     def _expire(self, m: MemberMetadata, now_ms: int, reason: str) -> GroupRecord:
         delay = self.config.scheduled_rebalance_max_delay_ms
@@ -728,16 +748,26 @@ class GroupCoordinator:
         self,
         now_ms: int,
         *,
+        seen: Sightings | None = None,
         leases: Mapping[str, int] | None = None,
         uri: str = "",
         version: int = -1,
     ) -> GroupDescription:
-        """DescribeGroups, as of ``now_ms``; ``leases`` as for :meth:`tick`; ``uri`` and
+        """DescribeGroups, as of ``now_ms``; ``seen`` as for :meth:`tick`; ``uri`` and
         ``version``: where the caller folded the group from. A member is live unless
-        :meth:`tick` would expire it at ``now_ms``: the one rule for liveness."""
+        :meth:`tick` would expire it now: the one rule for liveness.
+
+        Shown to people, never decided on. ``last_seen_ms`` is always a writer's clock: the
+        member's newest record, or its newest lease renewal number in ``leases`` (a renewal
+        number is its writer's clock in ms while that clock runs forward). A one-shot process
+        (the CLI) has watched nobody change, so without ``seen`` liveness is judged on those
+        writer timestamps against ``now_ms`` (:class:`SingleClock`): a member on a machine
+        whose clock is off may be shown wrongly, but is never expired for it."""
         g = self._group
         err = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
-        expiring = {r.member_id for r in self.tick(now_ms, leases) if r.kind == RecordKind.EXPIRE}
+        leases = leases or {}
+        seen = seen if seen is not None else SingleClock(now_ms, leases)
+        expiring = {r.member_id for r in self.tick(now_ms, seen) if r.kind == RecordKind.EXPIRE}
         return GroupDescription(
             error=err,
             group_id=g.group_id,
@@ -757,7 +787,7 @@ class GroupCoordinator:
                     assignment=tuple(sorted(m.assignment)),
                     revoking=tuple(sorted(m.revoking)),
                     session_timeout_ms=m.session_timeout_ms,
-                    last_seen_ms=last_seen_ms(m, leases),
+                    last_seen_ms=max(m.last_seen_ms, leases.get(m.member_id, 0)),
                     live=m.member_id not in expiring,
                 )
                 for m in g.members.values()

@@ -72,11 +72,30 @@ class OffsetAndMetadata:
 
 
 @dataclass(frozen=True)
+class Opened:
+    """The record that opened a window: its place in the fold (``GroupMetadata.seq`` after
+    it) and its writer's timestamp. A window's length is its end, as that writer wrote it,
+    minus ``written_ms``: both on one clock (see :mod:`spark_kafka_group.group.clocks`)."""
+
+    seq: int = 0
+    written_ms: int = 0
+
+    def to_payload(self) -> list[int]:
+        return [self.seq, self.written_ms]
+
+    @classmethod
+    def from_payload(cls, d: Any, default: Opened) -> Opened:
+        return default if d is None else cls(int(d[0]), int(d[1]))
+
+
+@dataclass(frozen=True)
 class ScheduledDelay:
-    """Partitions of a departed static member held back until ``until_ms`` (KIP-415)."""
+    """Partitions of a departed static member held back until ``until_ms`` (KIP-415), on the
+    clock of the record that ``opened`` the delay."""
 
     partitions: frozenset[TopicPartition]
     until_ms: int
+    opened: Opened = Opened()
 
 
 @dataclass
@@ -104,7 +123,11 @@ class MemberMetadata:
     #: For each held partition, the generation since which the member has held it without
     #: interruption: only a batch planned since then may commit it (see ``admin``).
     held_since: Mapping[TopicPartition, int] = field(default_factory=dict)
+    #: The writer's timestamp of its newest record (shown to people, never compared).
     last_seen_ms: int = 0
+    #: ``GroupMetadata.seq`` after its newest record (or a GENERATION / SYNC, which restart
+    #: every session): what a member's liveness is judged by, on the observer's clock.
+    last_seen_seq: int = 0
 
     @property
     def protocol_names(self) -> tuple[str, ...]:
@@ -149,6 +172,7 @@ class MemberMetadata:
             "revoking": tp_list(self.revoking),
             "held_since": [[t, p, g] for (t, p), g in sorted(self.held_since.items())],
             "last_seen_ms": self.last_seen_ms,
+            "last_seen_seq": self.last_seen_seq,
             "features": sorted(self.features),
         }
 
@@ -175,6 +199,7 @@ class MemberMetadata:
             revoking=tp_set(d["revoking"]),
             held_since={tp: since.get(tp, generation) for tp in held},
             last_seen_ms=int(d["last_seen_ms"]),
+            last_seen_seq=int(d.get("last_seen_seq", 0)),
             features=frozenset(d.get("features", ())),
         )
 
@@ -198,11 +223,18 @@ class GroupMetadata:
     fenced: dict[str, str] = field(default_factory=dict)
     #: Order in which members joined during the current rebalance.
     join_order: list[str] = field(default_factory=list)
-    #: PreparingRebalance: when laggards are dropped; CompletingRebalance: sync deadline.
+    #: Records folded so far (a SNAPSHOT restores it): how windows and liveness name the
+    #: record they count from (see :mod:`spark_kafka_group.group.clocks`).
+    seq: int = 0
+    #: PreparingRebalance: when laggards are dropped; CompletingRebalance: sync deadline
+    #: (on the clock of the record that ``deadline_opened`` names).
     deadline_ms: int | None = None
+    deadline_opened: Opened = Opened()
     #: The first rebalance of an empty group completes no earlier than this (Kafka's
-    #: group.initial.rebalance.delay.ms), so that members starting together share it.
+    #: group.initial.rebalance.delay.ms), so that members starting together share it (on the
+    #: clock of the record that ``join_delay_opened`` names).
     join_delay_until_ms: int | None = None
+    join_delay_opened: Opened = Opened()
     #: Set by the generation: its protocol is cooperative, so the next rebalance needs no
     #: JOIN from members of this generation (see replay's _prepare_rebalance).
     rejoin_implicitly: bool = False
@@ -314,14 +346,18 @@ class GroupMetadata:
             "static_members": dict(self.static_members),
             "fenced": dict(self.fenced),
             "join_order": list(self.join_order),
+            "seq": self.seq,
             "deadline_ms": self.deadline_ms,
+            "deadline_opened": self.deadline_opened.to_payload(),
             "join_delay_until_ms": self.join_delay_until_ms,
+            "join_delay_opened": self.join_delay_opened.to_payload(),
             "rejoin_implicitly": self.rejoin_implicitly,
             "rebalance_reason": self.rebalance_reason,
             "assignment_snapshot": self.assignment_snapshot,
             "latest_metadata": self.latest_metadata,
             "scheduled": {
-                inst: {"partitions": tp_list(s.partitions), "until_ms": s.until_ms}
+                inst: {"partitions": tp_list(s.partitions), "until_ms": s.until_ms,
+                       "opened": s.opened.to_payload()}
                 for inst, s in self.scheduled.items()
             },
             "delay_ms": self.delay_ms,
@@ -336,6 +372,10 @@ class GroupMetadata:
     @classmethod
     def from_payload(cls, d: Mapping[str, Any]) -> GroupMetadata:
         members = [MemberMetadata.from_payload(m) for m in d["members"]]
+        # A snapshot written before windows named their opening record: count them from the
+        # snapshot's newest record (its writer's clock), read as durations from there.
+        seq = int(d.get("seq", 0))
+        here = Opened(seq, int(d["last_record_ms"]))
         return cls(
             group_id=d["group_id"],
             state=GroupState(d["state"]),
@@ -347,13 +387,16 @@ class GroupMetadata:
             static_members=dict(d["static_members"]),
             fenced=dict(d["fenced"]),
             join_order=list(d["join_order"]),
+            seq=seq,
             deadline_ms=d["deadline_ms"],
+            deadline_opened=Opened.from_payload(d.get("deadline_opened"), here),
             join_delay_until_ms=d.get("join_delay_until_ms"),
+            join_delay_opened=Opened.from_payload(d.get("join_delay_opened"), here),
             rejoin_implicitly=bool(d.get("rejoin_implicitly", False)),
             rebalance_reason=d["rebalance_reason"],
             assignment_snapshot=_counts(d["assignment_snapshot"]),
             latest_metadata=_counts(d["latest_metadata"]),
-            scheduled=scheduled_from_payload(d["scheduled"]),
+            scheduled=scheduled_from_payload(d["scheduled"], here),
             delay_ms=int(d["delay_ms"]),
             offsets={
                 TopicPartition(t, int(p)): OffsetAndMetadata(int(o), md, int(ts), int(g), mid)
@@ -367,9 +410,17 @@ def _counts(d: Mapping[str, Any] | None) -> dict[str, int] | None:
     return None if d is None else {str(k): int(v) for k, v in d.items()}
 
 
-def scheduled_from_payload(d: Mapping[str, Any] | None) -> dict[str, ScheduledDelay]:
+def scheduled_from_payload(
+    d: Mapping[str, Any] | None, opened: Opened = Opened()
+) -> dict[str, ScheduledDelay]:
+    """Scheduled delays as a SYNC or SNAPSHOT payload holds them (``opened``: the record they
+    count from, unless the payload names it)."""
     return {
-        inst: ScheduledDelay(tp_set(s["partitions"]), int(s["until_ms"]))
+        inst: ScheduledDelay(
+            tp_set(s["partitions"]),
+            int(s["until_ms"]),
+            Opened.from_payload(s.get("opened"), opened),
+        )
         for inst, s in (d or {}).items()
     }
 

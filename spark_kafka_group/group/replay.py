@@ -18,6 +18,7 @@ from spark_kafka_group.group.metadata import (
     GroupMetadata,
     MemberMetadata,
     OffsetAndMetadata,
+    Opened,
     ScheduledDelay,
     TopicPartition,
 )
@@ -65,15 +66,27 @@ def apply(group: GroupMetadata, record: GroupRecord) -> None:
     if handler is None:
         raise GroupProtocolBug(f"unknown record kind {kind!r}")
     ts = int(record.timestamp_ms)
+    group.seq += 1
     group.last_record_ms = max(group.last_record_ms, ts)
     if kind != RecordKind.EXPIRE:
         writer = group.member(record.member_id)
         if writer is not None:
-            writer.last_seen_ms = max(writer.last_seen_ms, ts)
+            _heard_from(group, writer, ts)
     handler(group, record)
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _heard_from(group: GroupMetadata, member: MemberMetadata, ts: int) -> None:
+    """The record being folded shows ``member`` alive (``ts``: its writer's clock, shown only)."""
+    member.last_seen_ms = max(member.last_seen_ms, ts)
+    member.last_seen_seq = group.seq
+
+
+def _opened(group: GroupMetadata, ts: int) -> Opened:
+    """The record being folded opens a window."""
+    return Opened(group.seq, ts)
 
 
 def _transition(group: GroupMetadata, target: GroupState) -> None:
@@ -92,6 +105,7 @@ def _prepare_rebalance(group: GroupMetadata, ts: int, reason: str) -> None:
         m.joined = implicit and m.generation == group.generation
     group.join_order = [mid for mid, m in group.members.items() if m.joined]
     group.deadline_ms = ts + group.max_rebalance_timeout_ms()
+    group.deadline_opened = _opened(group, ts)
     group.rebalance_reason = reason
 
 
@@ -163,7 +177,7 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
     member.protocols = p.protocols
     member.subscription = p.subscription
     member.features = p.features
-    member.last_seen_ms = max(member.last_seen_ms, int(record.timestamp_ms))
+    _heard_from(group, member, int(record.timestamp_ms))
     if instance_id is not None:
         group.static_members[instance_id] = member_id
     if p.owned is not None:
@@ -181,6 +195,7 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
             group.join_order.append(member_id)
         if p.join_delay_until_ms is not None:
             group.join_delay_until_ms = p.join_delay_until_ms
+            group.join_delay_opened = _opened(group, int(record.timestamp_ms))
 
 
 def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:
@@ -220,13 +235,14 @@ def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:
     group.protocol = p.protocol
     group.rejoin_implicitly = p.rejoin_implicitly
     group.deadline_ms = p.deadline_ms
+    group.deadline_opened = _opened(group, int(record.timestamp_ms))
     # Re-order members by the generation's join order (the leader joined first).
     group.members = {mid: group.members[mid] for mid in members}
     ts = int(record.timestamp_ms)
     for m in group.members.values():
         m.generation = group.generation
         m.joined = False
-        m.last_seen_ms = max(m.last_seen_ms, ts)  # completing the join restarts every session
+        _heard_from(group, m, ts)  # completing the join restarts every session
 
 
 def _apply_sync(group: GroupMetadata, record: GroupRecord) -> None:
@@ -255,12 +271,16 @@ def _apply_sync(group: GroupMetadata, record: GroupRecord) -> None:
             raise GroupProtocolBug(f"SYNC both assigns and revokes partitions of {m.member_id!r}")
     group.assignment_snapshot = dict(p.snapshot)
     group.latest_metadata = dict(p.snapshot)
-    group.scheduled = dict(p.scheduled)
+    ts = int(record.timestamp_ms)
+    # The leader wrote what remains of each delay on its clock: they count from this record.
+    group.scheduled = {
+        inst: ScheduledDelay(d.partitions, d.until_ms, _opened(group, ts))
+        for inst, d in p.scheduled.items()
+    }
     group.delay_ms = p.delay_ms
     group.deadline_ms = None
-    ts = int(record.timestamp_ms)
     for m in group.members.values():
-        m.last_seen_ms = max(m.last_seen_ms, ts)  # so does completing the sync
+        _heard_from(group, m, ts)  # so does completing the sync
     _transition(group, GroupState.STABLE)
 
 
@@ -283,7 +303,9 @@ def _apply_expire(group: GroupMetadata, record: GroupRecord) -> None:
     if p.delay_until_ms is not None and m.instance_id is not None:
         previous = group.scheduled.get(m.instance_id)
         partitions = m.assignment | (previous.partitions if previous else frozenset())
-        group.scheduled[m.instance_id] = ScheduledDelay(partitions, p.delay_until_ms)
+        group.scheduled[m.instance_id] = ScheduledDelay(
+            partitions, p.delay_until_ms, _opened(group, int(record.timestamp_ms))
+        )
 
 
 def _apply_commit(group: GroupMetadata, record: GroupRecord) -> None:

@@ -1,5 +1,10 @@
 """Clock injection. Protocol code takes ``now_ms`` arguments and never reads a clock; drivers
-pass ``clock.now_ms()`` from one of these."""
+pass ``clock.now_ms()`` from one of these.
+
+Two readings: ``now_ms`` is the wall clock, stamped on the records a member writes (shown to
+people, and differences between two stamps of one writer); ``monotonic_ms`` is what a member
+measures its own waits with (see :mod:`spark_kafka_group.group.clocks`). Neither is ever
+compared with another machine's."""
 
 from __future__ import annotations
 
@@ -10,12 +15,17 @@ from typing import Protocol
 class Clock(Protocol):
     def now_ms(self) -> int: ...
 
+    def monotonic_ms(self) -> int: ...
+
 
 class SystemClock:
-    """Wall-clock milliseconds, for drivers."""
+    """Wall-clock and monotonic milliseconds, for drivers."""
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def monotonic_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
 
 
 class ManualClock:
@@ -25,6 +35,9 @@ class ManualClock:
         self._now = start_ms
 
     def now_ms(self) -> int:
+        return self._now
+
+    def monotonic_ms(self) -> int:
         return self._now
 
     def advance(self, ms: int) -> int:

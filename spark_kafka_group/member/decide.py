@@ -26,6 +26,7 @@ from spark_kafka_group.group import (
     RebalanceProtocol,
     TopicPartition,
 )
+from spark_kafka_group.group.clocks import Sightings
 from spark_kafka_group.group.messages import CommitResponse
 from spark_kafka_group.group.metadata import LEASES
 from spark_kafka_group.member.in_flight import BatchesInFlight, offsets_to_write
@@ -81,8 +82,11 @@ class StepContext:
     heartbeat_interval_ms: int
     #: Topic partition counts (None: not fetched yet; the leader waits to assign).
     topics: Mapping[str, int] | None = None
-    #: Latest lease renewal of each member (None: this member has no lease store).
-    leases: Mapping[str, int] | None = None
+    #: What the member saw and when, on its own clock (None: the one-clock world of tests
+    #: that step the handlers by hand; see :mod:`spark_kafka_group.group.clocks`).
+    seen: Sightings | None = None
+    #: This member keeps its liveness in a lease (else in HEARTBEAT records).
+    leases: bool = False
 
     @property
     def member_id(self) -> str:
@@ -99,7 +103,7 @@ def decide_step(
     """One step's records, decided on ``work`` (a fork of the folded group, changed here)."""
     out: list[GroupRecord] = []
     commit = _commit_and_release(work, now, ctx, pending, out)
-    ticked = work.tick(now, ctx.leases)
+    ticked = work.tick(now, ctx.seen)
     work.apply_all(ticked)
     out.extend(ticked)
     join_error, metadata_checked = _protocol_step(work, now, ctx, pending, timers, out)
@@ -152,7 +156,7 @@ def _commit_and_release(
 
 def _heartbeat_interval_in_log(work: GroupCoordinator, ctx: StepContext) -> int | None:
     """How often this member must write a HEARTBEAT record (None: never)."""
-    if ctx.leases is None:
+    if not ctx.leases:
         return ctx.heartbeat_interval_ms
     if not work.group.all_have(LEASES):  # a member of an older release judges by records
         return ctx.request.session_timeout_ms // LOG_HEARTBEATS_PER_SESSION
@@ -189,13 +193,22 @@ def _protocol_step(
     if view.needs_join:
         cooperative = work.rebalance_protocol() is not RebalanceProtocol.EAGER
         owned = sorted(pending.held) if view.known and cooperative else []
-        response = do(work.join(replace(ctx.request, owned=owned), now))
+        response = do(work.join(replace(ctx.request, owned=owned), now, seen=ctx.seen))
         join_error = getattr(response, "error", GroupError.NONE)
         # The last member to join completes the phase: a leader assigns in the same write
         # instead of one poll later (Kafka's JoinGroup response reaches it at once too).
         view = work.member_view(me)
     if view.awaiting_sync and view.is_leader and ctx.topics is not None:
-        do(work.sync(me, view.group_generation, now, instance_id=instance, metadata=ctx.topics))
+        do(
+            work.sync(
+                me,
+                view.group_generation,
+                now,
+                instance_id=instance,
+                metadata=ctx.topics,
+                seen=ctx.seen,
+            )
+        )
     elif view.state == GroupState.STABLE and view.known:
         check_every = METADATA_CHECK_EVERY_HEARTBEATS * ctx.heartbeat_interval_ms
         if ctx.topics is not None and now - timers.last_metadata_check_ms >= check_every:

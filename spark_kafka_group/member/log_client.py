@@ -30,6 +30,7 @@ from typing import Generic, TypeVar
 
 from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
+from spark_kafka_group.group.clocks import LocalSightings, Watch
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.store import AppendConflict, GroupLog, group_log_uri
 from spark_kafka_group.store.leases import LeaseFiles
@@ -103,6 +104,9 @@ class GroupLogClient:
         self.conflicts = 0
         self.appends = 0
         self.coordinator = GroupCoordinator(group_id, self._config)
+        #: What this process saw of the group and when, on its monotonic clock: every
+        #: decision on time goes through it (see :mod:`spark_kafka_group.group.clocks`).
+        self.watch = Watch()
         self.version = -1
         self._records_since_snapshot = 0
         self._loaded = False
@@ -123,11 +127,21 @@ class GroupLogClient:
             self.coordinator.apply_all(record for _, record in piece.records)
             self._records_since_snapshot += len(piece.records)
         self.version = piece.version
+        self.watch.saw_log(self.coordinator.group, self.clock.monotonic_ms())
         return self.coordinator
 
     def read_leases(self) -> Mapping[str, int] | None:
-        """Every member's latest lease renewal (None when the log has no leases)."""
-        return None if self.leases is None else self.leases.read()
+        """Every member's latest lease renewal number (None when the log has no leases),
+        noted in :attr:`watch` as seen now."""
+        if self.leases is None:
+            return None
+        numbers = self.leases.read()
+        self.watch.saw_leases(numbers, self.clock.monotonic_ms())
+        return numbers
+
+    def sightings(self) -> LocalSightings:
+        """What this process saw and when, frozen for a decision now (its monotonic clock)."""
+        return self.watch.sightings(self.clock.monotonic_ms())
 
     def prepare(self, decide: Decide[T], *, fold: bool = True) -> Attempt[T]:
         """Fold (unless the caller just did), and let ``decide(coordinator, now_ms)`` decide
@@ -154,6 +168,7 @@ class GroupLogClient:
         self.appends += 1
         self.coordinator.apply_all(attempt.records)
         self.version = version
+        self.watch.saw_log(self.coordinator.group, self.clock.monotonic_ms())
         self._records_since_snapshot += len(attempt.records)
         self._housekeeping(attempt.now_ms)
         return True

@@ -45,7 +45,6 @@ from spark_kafka_group.group import (
     JoinRequest,
     TopicPartition,
 )
-from spark_kafka_group.group.coordinator import last_seen_ms, silent_past_session
 from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, LEASES
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member.decide import (
@@ -152,9 +151,11 @@ class GroupMember:
         if features is None:
             features = FEATURES if leases is not None else (IMPLICIT_REJOIN,)
         self._features = tuple(sorted(features))
-        self._lease_cache: dict[str, int] = {}
+        # On the member's monotonic clock: when it last listed and renewed the leases.
         self._leases_read_ms = -(10**15)
         self._lease_renewed_ms = -(10**15)
+        # Its lease's renewal number: grows at every renewal (see store/leases.py).
+        self._lease_number = 0
         self._clock = self._client.clock
         self._lock = threading.RLock()
         self.member_id = member_id or new_member_id(client_id)
@@ -223,7 +224,7 @@ class GroupMember:
             wait_ms = (
                 2 * settings.heartbeat_interval_ms + 2000 + settings.initial_rebalance_delay_ms
             )
-        deadline = self._clock.now_ms() + wait_ms
+        deadline = self._clock.monotonic_ms() + wait_ms
         self._metadata.refresh()  # a clear error now if the cluster cannot be reached
         self._metadata.start()
         assignment = self.poll()
@@ -231,7 +232,7 @@ class GroupMember:
         def ready(a: MemberAssignment) -> bool:
             return a.settled or (a.stable and bool(a.held))
 
-        while not ready(assignment) and self._clock.now_ms() < deadline:
+        while not ready(assignment) and self._clock.monotonic_ms() < deadline:
             if self._closing.wait(self._rebalance_poll_s()):
                 return assignment  # the query stopped while it waited
             assignment = self.poll()
@@ -318,13 +319,13 @@ class GroupMember:
     def _join_timeout_message(self, wait_ms: int) -> str:
         settings = self.settings
         group = self._client.coordinator.group
-        now = self._clock.now_ms()
+        seen = self._client.sightings()
         laggards = []
         for m in group.members.values():
             if m.member_id == self.member_id:
                 continue
             if group.state == GroupState.PREPARING_REBALANCE and not m.joined:
-                silent_s = (now - last_seen_ms(m, self._lease_cache)) / 1000
+                silent_s = (seen.now_ms - seen.heard_ms(m)) / 1000
                 laggards.append(
                     f"{m.member_id} (did not rejoin; silent for {silent_s:.0f} s, its session "
                     f"timeout of {m.session_timeout_ms / 1000:.0f} s expires it)"
@@ -355,7 +356,11 @@ class GroupMember:
                 if work.group.member(self.member_id) is None:
                     return [], None
                 records, _ = work.leave(
-                    self.member_id, now, instance_id=self.settings.instance_id, reason=reason
+                    self.member_id,
+                    now,
+                    instance_id=self.settings.instance_id,
+                    reason=reason,
+                    seen=self._client.sightings(),
                 )
                 return records, None
 
@@ -494,8 +499,20 @@ class GroupMember:
         # Poll fast until a cooperative rebalance has finished for every member, not only
         # this one: the follow-up round starts when another member releases its partitions.
         if self._assignment.settled:
-            return self.settings.heartbeat_interval_ms / 1000.0
+            return min(self.settings.heartbeat_interval_ms, self._until_next_expiry_ms()) / 1000.0
         return self._rebalance_poll_s()
+
+    def _until_next_expiry_ms(self) -> int:
+        """How long until another member would be silent past its session timeout, as this
+        member saw it (a step then expires it at once rather than up to a heartbeat later)."""
+        with self._lock:
+            seen = self._client.sightings()
+            ends = [
+                seen.heard_ms(m) + m.session_timeout_ms + 1 - seen.now_ms
+                for m in self._client.coordinator.group.members.values()
+                if m.member_id != self.member_id
+            ]
+        return max(REBALANCE_POLL_MS, min(ends, default=self.settings.heartbeat_interval_ms))
 
     def _rebalance_poll_s(self) -> float:
         members = len(self._client.coordinator.group.members)
@@ -512,11 +529,9 @@ class GroupMember:
         to write the step is over; otherwise :meth:`end_step` appends them."""
         with self._lock:
             self._client.fold()  # first: which leases it needs depends on who is in the group
-            now = self._clock.now_ms()
             interval = self.settings.heartbeat_interval_ms
-            if self._leases is not None and now - self._lease_renewed_ms >= interval:
-                self._leases.renew(self.member_id, now)
-                self._lease_renewed_ms = now
+            self._renew_lease(interval)
+            self._watch_leases(interval)
             pending = PendingWork(
                 offsets=dict(self._pending_offsets),
                 release=frozenset(self._pending_release),
@@ -528,7 +543,8 @@ class GroupMember:
                 request=self._join_request(),
                 heartbeat_interval_ms=interval,
                 topics=self._metadata.get(),  # never fetched here: see topic_metadata.py
-                leases=self._current_leases(now),
+                seen=self._client.sightings(),
+                leases=self._leases is not None,
             )
             timers = self._timers
 
@@ -580,31 +596,36 @@ class GroupMember:
                     self._drop_lease(r.member_id)
         self._update_view(self._client.coordinator)
 
-    def _current_leases(self, now: int) -> dict[str, int] | None:
-        """Every member's latest lease renewal, as last read. The leases are read again, at
-        most once a heartbeat interval, only when what was last read is not enough: a member
-        looks expired by it, or is missing from it (it joined since, or it is of a release
-        without leases). So a member reads them about once a session timeout."""
-        if self._leases is None:
-            return None
-        if now - self._leases_read_ms >= self.settings.heartbeat_interval_ms:
-            cached = self._lease_cache
-            if any(
-                LEASES in m.features
-                and (m.member_id not in cached or silent_past_session(m, now, cached))
-                for m in self._client.coordinator.group.members.values()
-            ):
-                # Never forget a renewal: a member missing from one listing keeps what an
-                # earlier one showed (its next renewal comes within a heartbeat interval).
-                fresh = dict(self._leases.read())
-                for member_id, renewed in cached.items():
-                    if renewed > fresh.get(member_id, -1):
-                        fresh[member_id] = renewed
-                self._lease_cache = fresh
-                self._leases_read_ms = now
-        return self._lease_cache
+    def _renew_lease(self, interval_ms: int) -> None:
+        """Renew this member's lease once a heartbeat interval (its monotonic clock), under a
+        number that grows at every renewal: its wall clock in ms while that runs forward, so
+        that members of earlier releases, which read it as a time, keep reading it right."""
+        mono = self._clock.monotonic_ms()
+        if self._leases is None or mono - self._lease_renewed_ms < interval_ms:
+            return
+        self._lease_number = max(self._lease_number + 1, self._clock.now_ms())
+        self._leases.renew(self.member_id, self._lease_number)
+        self._lease_renewed_ms = mono
+        self._client.watch.saw_leases({self.member_id: self._lease_number}, mono)
+
+    def _watch_leases(self, interval_ms: int) -> None:
+        """List the leases once a heartbeat interval while another member has one: a member is
+        silent when its lease has not changed for its session timeout since this member saw
+        it change, so a change must be seen soon after it happens (a member that died is
+        then expired within its session timeout and two heartbeat intervals). The listing is
+        a read, not a write: it never competes with the group log's compare-and-swap."""
+        mono = self._clock.monotonic_ms()
+        if self._leases is None or mono - self._leases_read_ms < interval_ms:
+            return
+        if any(
+            LEASES in m.features and m.member_id != self.member_id
+            for m in self._client.coordinator.group.members.values()
+        ):
+            self._client.read_leases()
+            self._leases_read_ms = mono
 
     def _drop_lease(self, member_id: str) -> None:
+        self._client.watch.forget_member(member_id)
         try:
             if self._leases is not None:
                 self._leases.drop(member_id)

@@ -7,6 +7,11 @@ when a generation starts and what was committed. :func:`render_png` draws it wit
 partition is being revoked), a dashed line at every generation change (rebalance), and a
 second panel with each partition's committed offset over time and, when the log end offsets
 are known, its current lag.
+
+Times are the records' timestamps: each writer's own wall clock. They are shown, never
+compared: a member on a machine whose clock is off draws its records off by as much (the
+order of records is the log's, always right). The group never decides on them
+(:mod:`spark_kafka_group.group.clocks`).
 """
 
 from __future__ import annotations
@@ -376,7 +381,9 @@ def render_png(
                 va="center",
             )
     ax2.set_ylabel("committed offset")
-    ax2.set_xlabel(f"{unit} since {_iso(tl.first_ms) or 'start'}")
+    ax2.set_xlabel(
+        f"{unit} since {_iso(tl.first_ms) or 'start'} (record timestamps: writers' clocks)"
+    )
     title = "committed offsets"
     if log_end:
         total = sum(

@@ -1,9 +1,13 @@
 """Member leases: liveness kept next to the group log, outside its compare-and-swap.
 
 Each member renews its lease every heartbeat interval by writing an empty object named
-``_members/<member id>@<its clock in ms>`` inside the group log's directory, then deleting its
-previous one. One listing gives every member's latest renewal, so a member checks the whole
-group's liveness with one request, and a renewal never conflicts with another writer.
+``_members/<member id>@<renewal number>`` inside the group log's directory, then deleting its
+previous one. The number grows at every renewal (it is the writer's clock in ms while that
+runs forward, so that members of earlier releases, which read it as a time, still can). A
+reader never compares it with a clock: a member is alive when its number changed recently
+*as the reader measured it* (:mod:`spark_kafka_group.group.clocks`). One listing gives every
+member's latest renewal, so a member checks the whole group's liveness with one request, and a
+renewal never conflicts with another writer.
 Delta ignores directories whose name starts with ``_``: vacuum leaves the leases alone.
 """
 
@@ -33,11 +37,11 @@ class LeaseFiles:
         self._current: dict[str, str] = {}
 
     @staticmethod
-    def _name(member_id: str, now_ms: int) -> str:
-        return f"{LEASE_DIR}/{quote(member_id, safe='')}@{now_ms}"
+    def _name(member_id: str, number: int) -> str:
+        return f"{LEASE_DIR}/{quote(member_id, safe='')}@{number}"
 
-    def renew(self, member_id: str, now_ms: int) -> None:
-        name = self._name(member_id, now_ms)
+    def renew(self, member_id: str, number: int) -> None:
+        name = self._name(member_id, number)
         previous = self._current.get(member_id)
         if name == previous:
             return
@@ -62,7 +66,7 @@ class LeaseFiles:
         return [info.path.rsplit("/", 1)[-1] for info in infos]
 
     def read(self) -> Mapping[str, int]:
-        """Every member's latest renewal. Listed twice: a directory listing may miss an entry
+        """Every member's latest renewal number. Listed twice: a directory listing may miss an entry
         created or deleted while it runs (POSIX leaves it unspecified), and a renewal is
         exactly that (a new name, then the old one deleted); the second listing sees the
         renewal complete, since a member renews only once a heartbeat interval."""

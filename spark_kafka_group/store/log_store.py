@@ -42,12 +42,13 @@ class LogStore(Protocol):
 
 
 class LeaseStore(Protocol):
-    def renew(self, member_id: str, now_ms: int) -> None:
-        """Record that ``member_id`` was alive at ``now_ms`` (its own clock)."""
+    def renew(self, member_id: str, number: int) -> None:
+        """Record that ``member_id`` is alive, under a renewal ``number`` larger than its last
+        (readers only notice that it changed)."""
         ...
 
     def read(self) -> Mapping[str, int]:
-        """The latest renewal of every member with a lease."""
+        """The latest renewal number of every member with a lease."""
         ...
 
     def drop(self, member_id: str) -> None:

@@ -108,8 +108,8 @@ class InMemoryLeases:
         self.renewals = 0
         self.reads = 0
 
-    def renew(self, member_id: str, now_ms: int) -> None:
-        self._renewed[member_id] = max(now_ms, self._renewed.get(member_id, now_ms))
+    def renew(self, member_id: str, number: int) -> None:
+        self._renewed[member_id] = max(number, self._renewed.get(member_id, number))
         self.renewals += 1
 
     def read(self) -> Mapping[str, int]:

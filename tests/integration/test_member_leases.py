@@ -3,6 +3,7 @@ alone, and every reader of the log (the CLI's describe and reset) sees them so."
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -68,3 +69,43 @@ def test_members_stay_alive_on_leases_and_the_cli_sees_them(tmp_path: Path) -> N
     assert a.member_id not in leases and b.member_id in leases
     assert (tmp_path / "groups" / "g" / LEASE_DIR).is_dir()
     b.close()
+
+
+def test_reset_offsets_expires_stopped_members_only_after_watching_them(tmp_path: Path) -> None:
+    """A member that looks stopped by its machine's timestamps (a minute old, twice its
+    session timeout) is expired only after reset-offsets watched it silent for its session
+    timeout on its own clock; one whose lease keeps changing is live, whatever its clock."""
+    from spark_kafka_group.member.log_client import GroupLogClient
+    from tests.integration.cli_support import GroupDriver
+
+    store = str(tmp_path / "groups")
+    stopped = GroupDriver(store, "stopped", {"t": 2}, session_timeout_ms=SESSION_MS)
+    stopped.rebalance(["A"])
+    started = time.monotonic()
+    reset_offsets(store, "stopped", {("t", 0): 0}, execute=True)
+    assert time.monotonic() - started >= SESSION_MS / 1000
+    kinds = [r.kind for r in group_records(store, "stopped")]
+    assert kinds[-2:] == ["EXPIRE", "COMMIT"] or kinds[-3:-1] == ["EXPIRE", "GENERATION"], kinds
+    assert GroupLogClient(store, "stopped").fold().group.offsets[("t", 0)].offset == 0
+
+    behind = GroupDriver(store, "behind", {"t": 2}, session_timeout_ms=SESSION_MS)
+    behind.rebalance(["B"])  # its records say a minute ago: a machine whose clock is behind
+    leases = LeaseFiles(group_log_uri(store, "behind"))
+    renewing = True
+
+    def renew() -> None:
+        number = 0
+        while renewing:
+            number += 1
+            leases.renew("B", number)
+            time.sleep(0.5)
+
+    renewer = threading.Thread(target=renew, daemon=True)
+    renewer.start()
+    try:
+        with pytest.raises(GroupNotEmptyError, match="has live members"):
+            reset_offsets(store, "behind", {("t", 0): 0}, execute=True)
+    finally:
+        renewing = False
+        renewer.join()
+    assert not any(r.kind == "EXPIRE" for r in group_records(store, "behind"))

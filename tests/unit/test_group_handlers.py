@@ -425,6 +425,7 @@ def test_a_returned_static_instance_does_not_strand_the_partitions_it_no_longer_
     from spark_kafka_group.group import GroupMetadata
     from spark_kafka_group.group.assignment import sync_payload
     from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS
+    from spark_kafka_group.group.clocks import SingleClock
     from spark_kafka_group.group.metadata import MemberMetadata, ScheduledDelay, Subscription
 
     g = GroupMetadata("g")
@@ -435,7 +436,9 @@ def test_a_returned_static_instance_does_not_strand_the_partitions_it_no_longer_
         )  # fmt: skip
     g.static_members["i1"] = "back"
     g.scheduled["i1"] = ScheduledDelay(frozenset(TopicPartition("t", p) for p in range(4)), 100)
-    payload = sync_payload(g, BUILTIN_ASSIGNORS["cooperative-sticky"], {"t": 4}, now_ms=200)
+    payload = sync_payload(
+        g, BUILTIN_ASSIGNORS["cooperative-sticky"], {"t": 4}, now_ms=200, seen=SingleClock(200)
+    )
     assigned = [tp for tps in payload.assignment.values() for tp in tps]
     assert sorted(map(tuple, assigned)) == [("t", p) for p in range(4)]
     assert len(payload.assignment["back"]) == 2

@@ -1,8 +1,9 @@
 """Hypothesis drives a whole group of production members (:class:`tests.group_sim.SimMember`)
 over a shared in-memory log, with liveness in leases or in the log: random joins, leaves,
 crashes (silence), static restarts, clock advances, metadata changes, revocation acks (inside
-the member loop), commits, zombie commits and snapshots. Invariants are checked after every
-step on the log folded record by record.
+the member loop), commits, zombie commits and snapshots. Every member's wall clock is off by
+a random amount (up to hours either way), as on machines without NTP. Invariants are checked
+after every step on the log folded record by record.
 
 ``GROUP_STATEFUL_EXAMPLES`` / ``GROUP_STATEFUL_STEPS`` raise the budget for a deep run.
 """
@@ -28,7 +29,7 @@ from spark_kafka_group.group import (
 )
 from spark_kafka_group.group.payloads import JoinPayload
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
-from tests.group_sim import SimMember, append, converged
+from tests.group_sim import Bystander, OffsetClock, SimMember, append, converged
 
 S = GroupState
 LEGAL = {  # Kafka's ClassicGroupState, written out independently of state.py
@@ -40,6 +41,9 @@ LEGAL = {  # Kafka's ClassicGroupState, written out independently of state.py
 }
 SESSION = 6_000
 MAX_MEMBERS = 5
+#: How far a member's wall clock may be off, either way.
+MAX_CLOCK_OFFSET_MS = 4 * 3600_000
+clock_offsets = st.integers(-MAX_CLOCK_OFFSET_MS, MAX_CLOCK_OFFSET_MS)
 
 
 class GroupMachine(RuleBasedStateMachine):
@@ -58,6 +62,7 @@ class GroupMachine(RuleBasedStateMachine):
         self.leases: InMemoryLeases | None = None
         self.releases = "current"
         self.config = GroupConfig(min_session_timeout_ms=1_000)
+        self.bystander: Bystander | None = None
 
     @initialize(
         protocol=st.sampled_from(["cooperative-sticky", "range", "roundrobin", "sticky"]),
@@ -78,7 +83,9 @@ class GroupMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ helpers
 
-    def new_driver(self, static: bool, pattern: bool, instance: str | None = None) -> SimMember:
+    def new_driver(
+        self, static: bool, pattern: bool, offset: int, instance: str | None = None
+    ) -> SimMember:
         self.n += 1
         return SimMember(
             f"m{self.n}",
@@ -95,6 +102,7 @@ class GroupMachine(RuleBasedStateMachine):
             config=self.config,
             leases=self.leases,
             features=self.features_of_next_member(),
+            clock_offset_ms=offset,
         )
 
     def features_of_next_member(self) -> tuple[str, ...] | None:
@@ -103,9 +111,11 @@ class GroupMachine(RuleBasedStateMachine):
         return None  # what the member announces by default
 
     def tick_only(self) -> None:
-        coord = GroupCoordinator("g", self.config)
-        coord.apply_all(self.log.records)
-        assert append(self.log, coord.tick(self.clock.now_ms()), self.log.version)
+        """A reader of the log that is no member writes what time decides, on its clock."""
+        if self.bystander is None:
+            clock = OffsetClock(self.clock, -MAX_CLOCK_OFFSET_MS // 3, 1_000)
+            self.bystander = Bystander(self.log, clock, self.leases, self.config)
+        self.bystander.tick()
 
     def race(self) -> None:
         for d in self.live:
@@ -116,9 +126,9 @@ class GroupMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ rules
 
     @precondition(lambda self: len(self.live) < MAX_MEMBERS)
-    @rule(static=st.booleans(), pattern=st.booleans())
-    def join(self, static: bool, pattern: bool) -> None:
-        d = self.new_driver(static, pattern)
+    @rule(static=st.booleans(), pattern=st.booleans(), offset=clock_offsets)
+    def join(self, static: bool, pattern: bool, offset: int) -> None:
+        d = self.new_driver(static, pattern, offset)
         self.live.append(d)
         d.step()
 
@@ -136,9 +146,7 @@ class GroupMachine(RuleBasedStateMachine):
     @rule(i=st.integers(0, MAX_MEMBERS - 1))
     def leave(self, i: int) -> None:
         d = self.live.pop(i % len(self.live))
-        d.fold()
-        records, _ = d.coord.leave(d.member_id, self.clock.now_ms())
-        assert append(self.log, records, d.version)
+        d.member.leave()
 
     @precondition(lambda self: self.live)
     @rule(i=st.integers(0, MAX_MEMBERS - 1))
@@ -146,25 +154,25 @@ class GroupMachine(RuleBasedStateMachine):
         self.dead.append(self.live.pop(i % len(self.live)))
 
     @precondition(lambda self: any(d.instance_id for d in self.live))
-    @rule(i=st.integers(0, MAX_MEMBERS - 1))
-    def static_restart(self, i: int) -> None:
+    @rule(i=st.integers(0, MAX_MEMBERS - 1), offset=clock_offsets)
+    def static_restart(self, i: int, offset: int) -> None:
         statics = [d for d in self.live if d.instance_id]
         old = statics[i % len(statics)]
         self.live.remove(old)
         self.dead.append(old)  # the old process may linger as a zombie
-        fresh = self.new_driver(True, old.pattern is not None, instance=old.instance_id)
+        fresh = self.new_driver(True, old.pattern is not None, offset, instance=old.instance_id)
         self.live.append(fresh)
         fresh.step()
 
     @precondition(lambda self: any(not d.instance_id for d in self.live))
-    @rule(i=st.integers(0, MAX_MEMBERS - 1))
-    def dynamic_restart(self, i: int) -> None:
+    @rule(i=st.integers(0, MAX_MEMBERS - 1), offset=clock_offsets)
+    def dynamic_restart(self, i: int, offset: int) -> None:
         """A query restarted from its checkpoint: its new member replaces the old one."""
         dynamics = [d for d in self.live if not d.instance_id]
         old = dynamics[i % len(dynamics)]
         self.live.remove(old)
         self.dead.append(old)  # the old process may linger as a zombie
-        fresh = self.new_driver(False, old.pattern is not None)
+        fresh = self.new_driver(False, old.pattern is not None, offset)
         fresh.replaces = old.member_id
         self.live.append(fresh)
         fresh.step()
@@ -188,7 +196,7 @@ class GroupMachine(RuleBasedStateMachine):
         view = d.coord.member_view(d.member_id)
         offsets = {tp: d.position.get(tp, 0) + 1 for tp in view.assignment}
         records, resp = d.coord.commit_offsets(
-            d.member_id, view.member_generation, offsets, self.clock.now_ms()
+            d.member_id, view.member_generation, offsets, d.clock.now_ms()
         )
         if view.known and view.member_generation == d.coord.group.generation:
             assert resp.accepted == set(offsets)
