@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from benchmarks import end_to_end
 from benchmarks.harness import add_broker_argument, fresh_topic, print_result, spark_session
 from spark_kafka_group.embedded import bootstrap_or_embedded
 
@@ -49,14 +50,7 @@ KEY_BYTES = 8
 
 #: The fetch settings of the source's consumers; the baseline uses them too (so the ratio
 #: measures the code, not the settings), or librdkafka's defaults with --baseline-defaults.
-FETCH_TUNING_KEYS = (
-    "max.partition.fetch.bytes",
-    "fetch.max.bytes",
-    "queued.max.messages.kbytes",
-    "queued.min.messages",
-    "fetch.wait.max.ms",
-    "fetch.queue.backoff.ms",
-)
+FETCH_TUNING_KEYS = end_to_end.FETCH_TUNING_KEYS
 
 
 # ---------------------------------------------------------------------------- prefill
@@ -696,8 +690,6 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
 
 def latency(args: argparse.Namespace) -> dict[str, Any]:
     """The end-to-end latency part (:mod:`benchmarks.end_to_end`); its summary."""
-    from benchmarks import end_to_end
-
     options = dict(kv.split("=", 1) for kv in args.latency_option)
     spark_conf = dict(kv.split("=", 1) for kv in args.spark_conf)
     with (

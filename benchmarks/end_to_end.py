@@ -30,6 +30,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+#: The fetch settings the plain source shares with the source's consumers.
+FETCH_TUNING_KEYS = (
+    "max.partition.fetch.bytes",
+    "fetch.max.bytes",
+    "queued.max.messages.kbytes",
+    "queued.min.messages",
+    "fetch.wait.max.ms",
+    "fetch.queue.backoff.ms",
+)
+
 #: Offsets JSON of the plain source: {"<partition>": offset}.
 PlainOffsets = dict[str, int]
 
@@ -195,6 +205,7 @@ def plain_source() -> Any:
     import pyarrow as pa
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+    from spark_kafka_group.fetcher.pool import FETCH_DEFAULTS
     from spark_kafka_group.fetcher.schema import arrow_schema, spark_schema_ddl
 
     consumers: dict[str, Any] = {}  # one consumer per Python worker and servers
@@ -208,8 +219,11 @@ def plain_source() -> Any:
                     "bootstrap.servers": servers,
                     "group.id": "bench-plain",
                     "enable.auto.commit": False,
-                    "fetch.wait.max.ms": 10,
                     "log_level": 0,
+                    # The source's fetch settings, so that the two compare code, not settings
+                    # (librdkafka's 1 MB max.partition.fetch.bytes is several times slower
+                    # on Tansu).
+                    **{k: FETCH_DEFAULTS[k] for k in FETCH_TUNING_KEYS if k in FETCH_DEFAULTS},
                 }
             )
         return consumers[servers]
