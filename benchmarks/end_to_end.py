@@ -4,7 +4,8 @@ A producer process writes ``rate`` records a second, each stamped with its creat
 librdkafka's default 5 ms linger (Tansu reports a partition's end as its last produce batch's
 base offset + 1, docs/design.md "Test environment facts", so a record may wait for the next
 batch, at most those 5 ms, for every Spark reader alike). Three readers take turns, each on a
-fresh topic (Tansu's fetch slows down as a partition's batch count grows), in one run:
+fresh topic (Tansu's fetch slows down as a partition's batch count grows), in one run, after
+an unmeasured warm-up query (the session's first query starts the Python workers):
 
 1. ``raw``: a plain confluent-kafka consumer assigned every partition (the floor of any client);
 2. ``plain``: a minimal pyspark ``DataSourceStreamReader`` over the same topic that joins no
@@ -342,13 +343,21 @@ def measure(
         readers["raw"] = measure_raw(servers, f"{topic}-raw", partitions, warmup_s, seconds)
 
     spark.dataSource.register(plain_source())
-    with _producing(servers, f"{topic}-plain", partitions, rate):
-        plain = (
+
+    def plain_reader(name: str) -> Any:
+        return (
             spark.readStream.format("bench-plain-kafka")
             .option("servers", servers)
-            .option("topic", f"{topic}-plain")
+            .option("topic", f"{topic}-{name}")
             .option("partitions", str(partitions))
         )
+
+    # Unmeasured: the first streaming query of the session starts the Python workers and
+    # warms the JVM; measured first, the do-nothing source would start with a backlog.
+    with _producing(servers, f"{topic}-warmup", partitions, rate):
+        measure_spark(spark, "warmup", plain_reader("warmup"), work, warmup_s, 0.0)
+    with _producing(servers, f"{topic}-plain", partitions, rate):
+        plain = plain_reader("plain")
         readers["plain"], progress = measure_spark(spark, "plain", plain, work, warmup_s, seconds)
         phases["plain"] = phase_means(progress)
         rates["plain"] = len(progress) / seconds
