@@ -8,11 +8,18 @@ Prefills a topic, then reads it three ways, on the same broker and data, in this
    partition range at a time (what each Spark task runs);
 3. source: ``format("kafka-group")`` in Spark local mode (``local[<cores>]``) into the
    ``noop`` sink with ``Trigger.AvailableNow``; the rate comes from the query progress of
-   the measured query (a warm-up query first starts the Python workers);
+   the measured query (a warm-up query first starts the Python workers): its batches after
+   the join, i.e. without the first trigger's ``latestOffset`` (the join, with the initial
+   rebalance delay), which is printed on its own as the start-up;
 4. ceiling: a do-nothing Python data source that yields ready-made RecordBatches of the same
    schema, partitions and row count into the same sink: the most any Python data source
    can deliver on this machine, so ``source_vs_ceiling`` says how much of Spark's own limit
    the source reaches.
+
+Then the end-to-end latency (:mod:`benchmarks.end_to_end`): at ``--latency-rate`` records/s
+with Spark's default trigger, record timestamp to a ``foreachBatch`` sink, for the source, a
+do-nothing Python streaming source and a raw confluent-kafka consumer, in one run.
+``--only throughput`` / ``--only latency`` runs one part.
 
 Each reader runs ``--rounds`` times (alternating) and the best run counts: the broker shares
 the cores with the readers, and anything else running on the machine makes one run noisy.
@@ -24,7 +31,8 @@ On a real cluster the two benchmark topics are deleted at the end.
 The last line is machine-readable ``key=value`` pairs (``source_rps``, ``baseline_rps``,
 ``ratio`` = best source / best baseline, ``round_ratios`` = source / baseline of each round,
 ``fetch_rps``, ``fetch_ratio`` = fetch / baseline, ``ceiling_rps``, ``source_vs_ceiling``,
-MB/s, peak RSS, ...).
+``source_startup_s``, MB/s, peak RSS, ``latency_{source,plain,raw}_{p50,p99}_ms``,
+``latency_p50_vs_plain``, ``latency_p99_vs_plain``, ``latency_p50_vs_raw``, ...).
 """
 
 from __future__ import annotations
