@@ -8,11 +8,18 @@ Prefills a topic, then reads it three ways, on the same broker and data, in this
    partition range at a time (what each Spark task runs);
 3. source: ``format("kafka-group")`` in Spark local mode (``local[<cores>]``) into the
    ``noop`` sink with ``Trigger.AvailableNow``; the rate comes from the query progress of
-   the measured query (a warm-up query first starts the Python workers);
+   the measured query (a warm-up query first starts the Python workers): its batches after
+   the join, i.e. without the first trigger's ``latestOffset`` (the join, with the initial
+   rebalance delay), which is printed on its own as the start-up;
 4. ceiling: a do-nothing Python data source that yields ready-made RecordBatches of the same
    schema, partitions and row count into the same sink: the most any Python data source
    can deliver on this machine, so ``source_vs_ceiling`` says how much of Spark's own limit
    the source reaches.
+
+Then the end-to-end latency (:mod:`benchmarks.end_to_end`): at ``--latency-rate`` records/s
+with Spark's default trigger, record timestamp to a ``foreachBatch`` sink, for the source, a
+do-nothing Python streaming source and a raw confluent-kafka consumer, in one run.
+``--only throughput`` / ``--only latency`` runs one part.
 
 Each reader runs ``--rounds`` times (alternating) and the best run counts: the broker shares
 the cores with the readers, and anything else running on the machine makes one run noisy.
@@ -24,7 +31,8 @@ On a real cluster the two benchmark topics are deleted at the end.
 The last line is machine-readable ``key=value`` pairs (``source_rps``, ``baseline_rps``,
 ``ratio`` = best source / best baseline, ``round_ratios`` = source / baseline of each round,
 ``fetch_rps``, ``fetch_ratio`` = fetch / baseline, ``ceiling_rps``, ``source_vs_ceiling``,
-MB/s, peak RSS, ...).
+``source_startup_s``, MB/s, peak RSS, ``latency_{source,plain,raw}_{p50,p99}_ms``,
+``latency_p50_vs_plain``, ``latency_p99_vs_plain``, ``latency_p50_vs_raw``, ...).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from benchmarks import end_to_end
 from benchmarks.harness import add_broker_argument, fresh_topic, print_result, spark_session
 from spark_kafka_group.embedded import bootstrap_or_embedded
 
@@ -49,14 +58,7 @@ KEY_BYTES = 8
 
 #: The fetch settings of the source's consumers; the baseline uses them too (so the ratio
 #: measures the code, not the settings), or librdkafka's defaults with --baseline-defaults.
-FETCH_TUNING_KEYS = (
-    "max.partition.fetch.bytes",
-    "fetch.max.bytes",
-    "queued.max.messages.kbytes",
-    "queued.min.messages",
-    "fetch.wait.max.ms",
-    "fetch.queue.backoff.ms",
-)
+FETCH_TUNING_KEYS = end_to_end.FETCH_TUNING_KEYS
 
 
 # ---------------------------------------------------------------------------- prefill
@@ -440,21 +442,28 @@ def _ceiling_source(value_bytes: int) -> Any:
 
 
 def _source_rate(progress: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rate of one query from its progress: rows over trigger execution time (the query's
-    start-up is excluded; with 3+ batches the first, which starts the tasks, is dropped)."""
+    """Steady-state rate of one query from its progress: rows over the trigger execution time
+    of its batches after the join. The first trigger's ``latestOffset`` is the start-up (the
+    member joins the group, waits out the initial rebalance delay and fixes the
+    Trigger.AvailableNow targets), reported on its own as ``startup_s``; the rest of that
+    trigger, which plans and runs the first batch, counts as steady state."""
     batches = [p for p in progress if p.get("numInputRows", 0) > 0]
-    if len(batches) >= 3:
-        batches = batches[1:]
+    startup_ms = progress[0]["durationMs"].get("latestOffset", 0) if progress else 0
     rows = sum(p["numInputRows"] for p in batches)
     seconds = sum(p["durationMs"].get("triggerExecution", 0) for p in batches) / 1000.0
+    if batches and batches[0] is progress[0]:
+        seconds -= startup_ms / 1000.0
     phases: dict[str, int] = {}
     for p in batches:
         for phase, ms in p["durationMs"].items():
+            if phase in ("latestOffset", "triggerExecution") and p is progress[0]:
+                ms -= startup_ms
             phases[phase] = phases.get(phase, 0) + ms
     return {
         "rps": rows / seconds if seconds > 0 else float("nan"),
         "rows": rows,
         "seconds": seconds,
+        "startup_s": startup_ms / 1000.0,
         "batches": len(batches),
         "phases": ", ".join(f"{k}={v}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])),
     }
@@ -487,6 +496,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-spark", action="store_true", help="baseline and fetch only")
     parser.add_argument(
+        "--only",
+        choices=("throughput", "latency"),
+        help="run one part only (default: throughput, then end-to-end latency)",
+    )
+    parser.add_argument("--latency-rate", type=float, default=1000.0, help="records/s")
+    parser.add_argument("--latency-seconds", type=float, default=30.0, help="per reader")
+    parser.add_argument("--latency-warmup", type=float, default=5.0, help="seconds, per reader")
+    parser.add_argument("--latency-partitions", type=int, default=4)
+    parser.add_argument(
+        "--latency-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a source option for the latency run (repeatable)",
+    )
+    parser.add_argument(
         "--spark-conf",
         action="append",
         default=[],
@@ -502,6 +527,17 @@ def main(argv: list[str] | None = None) -> int:
         "runtime SQL confs, others source options), e.g. 'split:minPartitions=16'",
     )
     args = parser.parse_args(argv)
+    summary: dict[str, Any] = {}
+    if args.only != "latency":
+        summary.update(throughput(args))
+    if args.only != "throughput" and not args.skip_spark:
+        summary.update(latency(args))
+    print_result(summary, format_value=_fmt)
+    return 0
+
+
+def throughput(args: argparse.Namespace) -> dict[str, Any]:
+    """The throughput part: baseline, fetch, source and ceiling rounds; its summary."""
     variants: dict[str, dict[str, str]] = {}
     for spec in args.variant:
         vname, _, body = spec.partition(":")
@@ -574,7 +610,8 @@ def main(argv: list[str] | None = None) -> int:
                 line += (
                     f", source {measured['rps']:.0f} rec/s ({measured['rows']} rows in "
                     f"{measured['batches']} batch(es), {measured['seconds']:.2f}s of trigger "
-                    f"execution, {measured['wall']:.2f}s query wall; ms per phase: "
+                    f"execution after the join, start-up {measured['startup_s']:.2f}s, "
+                    f"{measured['wall']:.2f}s query wall; ms per phase after the join: "
                     f"{measured['phases']})"
                 )
             if source is not None and measured is not None:
@@ -603,6 +640,7 @@ def main(argv: list[str] | None = None) -> int:
         fet = max(fets, key=lambda r: r["rps"])
         src_rps = max((r["rps"] for r in srcs), default=nan)
         src = {"rps": src_rps, "mbps": src_rps * bytes_per_record / 1e6}
+        startup_s = min((r["startup_s"] for r in srcs), default=nan)
         tuning = "librdkafka defaults" if args.baseline_defaults else "same fetch tuning"
         print(
             f"baseline (raw confluent-kafka -> Arrow, {args.cores} processes, {tuning}): "
@@ -620,6 +658,11 @@ def main(argv: list[str] | None = None) -> int:
             f"peak RSS {_fmt(worker_rss)} MB",
             flush=True,
         )
+        print(
+            f"source start-up (the first trigger's latestOffset: join, initial rebalance "
+            f"delay, Trigger.AvailableNow targets; not in the rate above): {_fmt(startup_s)} s",
+            flush=True,
+        )
         ceiling_rps = max(ceilings, default=nan)
         print(
             f"ceiling (a do-nothing Python data source yielding ready-made Arrow batches "
@@ -627,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-    summary = {
+    return {
         "source_rps": src["rps"],
         "baseline_rps": base["rps"],
         "ratio": src["rps"] / base["rps"],
@@ -639,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         or "nan",
         "ceiling_rps": ceiling_rps,
         "source_vs_ceiling": src["rps"] / ceiling_rps,
+        "source_startup_s": startup_s,
         **{f"variant_{v}_ratio": max(rps, default=nan) / base["rps"] for v, rps in var_rps.items()},
         "source_mbps": src["mbps"],
         "baseline_mbps": base["mbps"],
@@ -650,8 +694,78 @@ def main(argv: list[str] | None = None) -> int:
         "partitions": args.partitions,
         "cores": args.cores,
     }
-    print_result(summary, format_value=_fmt)
-    return 0
+
+
+def latency(args: argparse.Namespace) -> dict[str, Any]:
+    """The end-to-end latency part (:mod:`benchmarks.end_to_end`); its summary."""
+    options = dict(kv.split("=", 1) for kv in args.latency_option)
+    spark_conf = dict(kv.split("=", 1) for kv in args.spark_conf)
+    with (
+        tempfile.TemporaryDirectory(prefix="kafka-group-latency-") as work,
+        bootstrap_or_embedded(args.bootstrap_servers) as servers,
+    ):
+        topic = f"bench-latency-{uuid.uuid4().hex[:6]}"  # the run creates topic-<reader>
+        spark = spark_session(
+            "bench_throughput latency",
+            master=f"local[{args.cores}]",
+            conf={"spark.sql.shuffle.partitions": str(args.cores), **spark_conf},
+            log_level="WARN",
+        )
+        try:
+            run = end_to_end.measure(
+                spark,
+                servers,
+                topic,
+                args.latency_partitions,
+                work,
+                rate=args.latency_rate,
+                warmup_s=args.latency_warmup,
+                seconds=args.latency_seconds,
+                source_options=options,
+            )
+        finally:
+            spark.stop()
+    p = {
+        name: (r.percentile(50), r.percentile(99), len(r.values)) for name, r in run.readers.items()
+    }
+    print(
+        f"end-to-end latency at {args.latency_rate:.0f} records/s over "
+        f"{args.latency_partitions} partitions, Spark's default trigger, record timestamp to "
+        f"the foreachBatch sink ({args.latency_seconds:.0f}s per reader after "
+        f"{args.latency_warmup:.0f}s warm-up):"
+    )
+    labels = {
+        "raw": "raw confluent-kafka consumer",
+        "plain": "do-nothing Python streaming source (no group)",
+        "source": "format('kafka-group')",
+    }
+    for name, (p50, p99, n) in p.items():
+        extra = ""
+        if name in run.phases:
+            extra = (
+                f"; {run.batches_per_s[name]:.1f} batches/s, mean ms per phase: {run.phases[name]}"
+            )
+        print(f"  {labels[name]}: p50 {p50:.0f} ms, p99 {p99:.0f} ms ({n} records){extra}")
+    src50, src99, _ = p["source"]
+    plain50, plain99, _ = p["plain"]
+    raw50, raw99, _ = p["raw"]
+    print(
+        f"  source / do-nothing source: p50 {src50 / plain50:.2f}x, p99 {src99 / plain99:.2f}x; "
+        f"source / raw consumer: p50 {src50 / raw50:.1f}x, p99 {src99 / raw99:.1f}x",
+        flush=True,
+    )
+    return {
+        "latency_source_p50_ms": src50,
+        "latency_source_p99_ms": src99,
+        "latency_plain_p50_ms": plain50,
+        "latency_plain_p99_ms": plain99,
+        "latency_raw_p50_ms": raw50,
+        "latency_raw_p99_ms": raw99,
+        "latency_p50_vs_plain": src50 / plain50,
+        "latency_p99_vs_plain": src99 / plain99,
+        "latency_p50_vs_raw": src50 / raw50,
+        "latency_rate": args.latency_rate,
+    }
 
 
 if __name__ == "__main__":

@@ -301,6 +301,19 @@ class KafkaCluster:
         """High watermark (read_uncommitted) or last stable offset (read_committed)."""
         return {tp: off for tp, (off, _) in self._list_offsets(tps, OffsetSpec.latest()).items()}
 
+    def earliest_and_latest_offsets(
+        self, tps: Iterable[TopicPartition]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """:meth:`earliest_offsets` and :meth:`latest_offsets` in one round trip: both
+        requests are in flight at once (a trigger asks for both)."""
+        earliest, latest = self._list_offsets_many(
+            tps, (OffsetSpec.earliest(), OffsetSpec.latest())
+        )
+        return (
+            {tp: off for tp, (off, _) in earliest.items()},
+            {tp: off for tp, (off, _) in latest.items()},
+        )
+
     def offsets_for_timestamp(
         self, tps: Iterable[TopicPartition], timestamp_ms: int
     ) -> dict[TopicPartition, int | None]:
@@ -315,33 +328,48 @@ class KafkaCluster:
     def _list_offsets(
         self, tps: Iterable[TopicPartition], spec: OffsetSpec
     ) -> dict[TopicPartition, tuple[int, int]]:
+        return self._list_offsets_many(tps, (spec,))[0]
+
+    def _list_offsets_many(
+        self, tps: Iterable[TopicPartition], specs: Sequence[OffsetSpec]
+    ) -> list[dict[TopicPartition, tuple[int, int]]]:
+        """One ListOffsets request per spec, all in flight at once; an answer per spec."""
         wanted = list(dict.fromkeys(TopicPartition(str(t), int(p)) for t, p in tps))
         if not wanted:
-            return {}
+            return [{} for _ in specs]
 
-        def attempt(start: float, deadline: float) -> dict[TopicPartition, tuple[int, int]]:
-            return self._list_offsets_attempt(wanted, spec, start, deadline)
+        def attempt(start: float, deadline: float) -> list[dict[TopicPartition, tuple[int, int]]]:
+            return self._list_offsets_attempt(wanted, specs, start, deadline)
 
         return self._with_retries("ListOffsets", attempt)
 
     def _list_offsets_attempt(
-        self, wanted: list[TopicPartition], spec: OffsetSpec, start: float, deadline: float
-    ) -> dict[TopicPartition, tuple[int, int]]:
+        self,
+        wanted: list[TopicPartition],
+        specs: Sequence[OffsetSpec],
+        start: float,
+        deadline: float,
+    ) -> list[dict[TopicPartition, tuple[int, int]]]:
         tries = 0
         while True:
             tries += 1
-            request = {KafkaTopicPartition(t, p): spec for t, p in wanted}
             try:
-                futures = self.admin.list_offsets(
-                    request,
-                    isolation_level=self._isolation,
-                    request_timeout=max(1.0, deadline - time.monotonic()),
-                )
-                self._await(list(futures.values()), start, deadline)
-                result = {
-                    TopicPartition(tp.topic, tp.partition): _result(fut, deadline)
-                    for tp, fut in futures.items()
-                }
+                requests = [
+                    self.admin.list_offsets(
+                        {KafkaTopicPartition(t, p): spec for t, p in wanted},
+                        isolation_level=self._isolation,
+                        request_timeout=max(1.0, deadline - time.monotonic()),
+                    )
+                    for spec in specs
+                ]
+                self._await([f for futures in requests for f in futures.values()], start, deadline)
+                result = [
+                    {
+                        TopicPartition(tp.topic, tp.partition): _result(fut, deadline)
+                        for tp, fut in futures.items()
+                    }
+                    for futures in requests
+                ]
             except (KafkaException, FutureTimeoutError) as exc:
                 err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
                 code = err.code() if isinstance(err, KafkaError) else KafkaError._TIMED_OUT

@@ -375,9 +375,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return self._cluster
 
     def _bounds(self, partitions: Sequence[TopicPartition]) -> LogBounds:
-        cluster = self._started_cluster()
-        earliest = cluster.earliest_offsets(partitions)
-        latest = cluster.latest_offsets(partitions)
+        earliest, latest = self._started_cluster().earliest_and_latest_offsets(partitions)
         self._latest_seen.update(latest)
         return LogBounds(earliest=earliest, latest=latest)
 

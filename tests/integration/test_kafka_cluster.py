@@ -106,6 +106,11 @@ def test_offsets(bootstrap_servers: str, topic_name: str) -> None:
     with KafkaCluster(bootstrap_servers) as cluster:
         assert cluster.earliest_offsets(tps) == {tps[0]: 0, tps[1]: 0}
         assert cluster.latest_offsets(tps) == {tps[0]: counts[0], tps[1]: 0}
+        # Both in one round trip, in that order (a trigger's bounds).
+        assert cluster.earliest_and_latest_offsets(tps) == (
+            {tps[0]: 0, tps[1]: 0},
+            {tps[0]: counts[0], tps[1]: 0},
+        )
         by_time = cluster.offsets_for_timestamp(tps, 0)
         assert set(by_time) == set(tps)
         assert by_time[tps[0]] == 0  # every record is newer than the epoch
@@ -117,7 +122,10 @@ def test_offsets(bootstrap_servers: str, topic_name: str) -> None:
             cluster.latest_offsets([(topic_name, 5)])
         with pytest.raises(TopicNotFoundError):
             cluster.earliest_offsets([(f"{topic_name}-missing", 0)])
+        with pytest.raises(TopicNotFoundError):
+            cluster.earliest_and_latest_offsets([(topic_name, 5)])
         assert cluster.latest_offsets([]) == {}
+        assert cluster.earliest_and_latest_offsets([]) == ({}, {})
     with KafkaCluster(bootstrap_servers, client_conf={"isolation.level": "read_committed"}) as rc:
         assert rc.latest_offsets(tps) == {tps[0]: counts[0], tps[1]: 0}
 

@@ -1,0 +1,401 @@
+"""End-to-end latency of ``bench_throughput``: record timestamp to the sink, at a steady rate.
+
+A producer process writes ``rate`` records a second, each stamped with its create time, with
+librdkafka's default 5 ms linger (Tansu reports a partition's end as its last produce batch's
+base offset + 1, docs/design.md "Test environment facts", so a record may wait for the next
+batch, at most those 5 ms, for every Spark reader alike). Three readers take turns, each on a
+fresh topic (Tansu's fetch slows down as a partition's batch count grows), in one run, after
+an unmeasured warm-up query (the session's first query starts the Python workers):
+
+1. ``raw``: a plain confluent-kafka consumer assigned every partition (the floor of any client);
+2. ``plain``: a minimal pyspark ``DataSourceStreamReader`` over the same topic that joins no
+   group: ``latestOffset`` asks for the high watermarks, ``read()`` consumes the range with a
+   consumer kept per Python worker (the floor of any Python streaming source);
+3. ``source``: ``format("kafka-group")``.
+
+The Spark readers run with Spark's default trigger into a ``foreachBatch`` sink, which takes
+the batch's record timestamps (``collect``); a record's latency is the time the sink has it
+minus its create time. The first ``warmup_s`` seconds of each reader are dropped (the join, the
+Python workers' start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The fetch settings the plain source shares with the source's consumers.
+FETCH_TUNING_KEYS = (
+    "max.partition.fetch.bytes",
+    "fetch.max.bytes",
+    "queued.max.messages.kbytes",
+    "queued.min.messages",
+    "fetch.wait.max.ms",
+    "fetch.queue.backoff.ms",
+)
+
+#: Offsets JSON of the plain source: {"<partition>": offset}.
+PlainOffsets = dict[str, int]
+
+
+def produce_steadily(servers: str, topic: str, partitions: int, rate: float, stop: Any) -> None:
+    """Producer process: ``rate`` records/s round-robin over the partitions until ``stop``."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": servers,
+            # librdkafka's default linger: a produce batch holds the few records of 5 ms.
+            # Fewer batches matter on Tansu, whose fetch slows with the batch count.
+            "linger.ms": 5,
+            "enable.idempotence": False,
+            "log_level": 0,
+        }
+    )
+    interval = 1.0 / rate
+    due = time.monotonic()
+    sent = 0
+    while not stop.is_set():
+        now_ms = int(time.time() * 1000)
+        try:
+            producer.produce(topic, b"v" * 100, key=b"%08d" % sent,
+                             partition=sent % partitions, timestamp=now_ms)  # fmt: skip
+        except BufferError:  # the broker does not keep up: wait, do not count it as sent
+            print(f"producer: {len(producer)} records waiting for the broker", flush=True)
+            producer.poll(1.0)
+            due = time.monotonic()
+            continue
+        producer.poll(0)
+        sent += 1
+        due += interval
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    producer.flush(10)
+
+
+@dataclass
+class Latencies:
+    """Per-record latencies (ms) of one reader, kept only after its warm-up."""
+
+    name: str
+    warmup_until: float = 0.0
+    values: list[float] = field(default_factory=list)
+    batches: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, timestamps_ms: list[int], now_s: float) -> None:
+        if not timestamps_ms:
+            return
+        with self.lock:
+            self.batches += 1
+            if now_s < self.warmup_until:
+                return
+            now_ms = now_s * 1000.0
+            self.values.extend(now_ms - ts for ts in timestamps_ms)
+
+    def percentile(self, q: float) -> float:
+        with self.lock:
+            values = sorted(self.values)
+        if not values:
+            return float("nan")
+        return values[min(len(values) - 1, int(q / 100.0 * len(values)))]
+
+
+def measure_raw(
+    servers: str, topic: str, partitions: int, warmup_s: float, seconds: float
+) -> Latencies:
+    """A plain consumer assigned every partition at its end, polling until ``seconds`` pass."""
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+    result = Latencies("raw")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": f"bench-latency-raw-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+    started = time.time()
+    result.warmup_until = started + warmup_s
+    while time.time() < started + warmup_s + seconds:
+        msgs = consumer.consume(num_messages=1000, timeout=0.1)
+        now = time.time()
+        result.add([m.timestamp()[1] for m in msgs if m.error() is None], now)
+    consumer.close()
+    return result
+
+
+def timestamp_sink(result: Latencies) -> Any:
+    """A foreachBatch function noting the latency of every record of the batch."""
+
+    def sink(frame: Any, batch_id: int) -> None:
+        rows = frame.selectExpr("unix_millis(timestamp) AS ts").collect()
+        result.add([r.ts for r in rows], time.time())
+
+    return sink
+
+
+def measure_spark(
+    spark: Any,
+    name: str,
+    reader: Any,
+    work: str,
+    warmup_s: float,
+    seconds: float,
+) -> tuple[Latencies, list[dict[str, Any]]]:
+    """Run ``reader`` (a streaming DataFrameReader, loaded here) with the default trigger into
+    the timestamp sink; its latencies and the progress of the measured batches."""
+    result = Latencies(name)
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(timestamp_sink(result))
+        .option("checkpointLocation", os.path.join(work, f"checkpoint-latency-{name}"))
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while result.batches == 0 and time.monotonic() < deadline:  # the first record
+            if not query.isActive:
+                raise RuntimeError(f"{name}: query failed: {query.exception()}")
+            time.sleep(0.1)
+        result.warmup_until = time.time() + warmup_s
+        time.sleep(warmup_s + seconds)
+        progress = [
+            p
+            for p in query.recentProgress
+            if p.get("numInputRows", 0) > 0 and _epoch_s(p["timestamp"]) >= result.warmup_until
+        ]
+    finally:
+        query.stop()
+    return result, progress
+
+
+def _epoch_s(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def phase_means(progress: list[dict[str, Any]]) -> str:
+    """Mean ms per Spark progress phase over the batches, largest first."""
+    if not progress:
+        return "(no batch)"
+    sums: dict[str, float] = {}
+    for p in progress:
+        for phase, ms in p["durationMs"].items():
+            sums[phase] = sums.get(phase, 0.0) + ms
+    means = {k: v / len(progress) for k, v in sums.items()}
+    return ", ".join(f"{k}={v:.0f}" for k, v in sorted(means.items(), key=lambda kv: -kv[1]))
+
+
+# ---------------------------------------------------------------------------- plain source
+
+
+def plain_source() -> Any:
+    """The do-nothing Python streaming source (pickled by value): no group, no commits."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    from spark_kafka_group.fetcher.pool import FETCH_DEFAULTS
+    from spark_kafka_group.fetcher.schema import arrow_schema, spark_schema_ddl
+
+    consumers: dict[str, Any] = {}  # one consumer per Python worker and servers
+
+    def consumer_for(servers: str) -> Any:
+        from confluent_kafka import Consumer
+
+        if servers not in consumers:
+            consumers[servers] = Consumer(
+                {
+                    "bootstrap.servers": servers,
+                    "group.id": "bench-plain",
+                    "enable.auto.commit": False,
+                    "log_level": 0,
+                    # The source's fetch settings, so that the two compare code, not settings
+                    # (librdkafka's 1 MB max.partition.fetch.bytes is several times slower
+                    # on Tansu).
+                    **{k: FETCH_DEFAULTS[k] for k in FETCH_TUNING_KEYS if k in FETCH_DEFAULTS},
+                }
+            )
+        return consumers[servers]
+
+    class PlainRange(InputPartition):
+        def __init__(self, partition: int, start: int, end: int) -> None:
+            super().__init__((partition, start, end))
+            self.partition, self.start, self.end = partition, start, end
+
+    class PlainReader(DataSourceStreamReader):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.servers = options["servers"]
+            self.topic = options["topic"]
+            self.count = int(options["partitions"])
+            self._admin: Any = None
+
+        def _ends(self) -> PlainOffsets:
+            from confluent_kafka import TopicPartition
+            from confluent_kafka.admin import AdminClient, OffsetSpec
+
+            if self._admin is None:
+                self._admin = AdminClient({"bootstrap.servers": self.servers, "log_level": 0})
+            futures = self._admin.list_offsets(
+                {TopicPartition(self.topic, p): OffsetSpec.latest() for p in range(self.count)}
+            )
+            return {str(tp.partition): f.result().offset for tp, f in futures.items()}
+
+        def initialOffset(self) -> PlainOffsets:
+            return self._ends()
+
+        def latestOffset(self, start: Any = None, limit: Any = None) -> PlainOffsets:
+            return self._ends()
+
+        def partitions(self, start: PlainOffsets, end: PlainOffsets) -> list[InputPartition]:
+            return [
+                PlainRange(int(p), start.get(p, 0), e)
+                for p, e in end.items()
+                if e > start.get(p, 0)
+            ]
+
+        def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+            from confluent_kafka import TopicPartition
+
+            assert isinstance(partition, PlainRange)
+            consumer = consumer_for(self.servers)
+            consumer.assign([TopicPartition(self.topic, partition.partition, partition.start)])
+            rows: list[Any] = []
+            position = partition.start
+            while position < partition.end:
+                # consume() waits for num_messages or the timeout: ask for what is left.
+                wanted = min(1000, partition.end - position)
+                for m in consumer.consume(num_messages=wanted, timeout=0.1):
+                    if m.error() is None and m.offset() < partition.end:
+                        rows.append(m)
+                        position = m.offset() + 1
+            consumer.unassign()
+            ts = [m.timestamp() for m in rows]
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array([m.key() for m in rows], pa.binary()),
+                    pa.array([m.value() for m in rows], pa.binary()),
+                    pa.array([self.topic] * len(rows), pa.string()),
+                    pa.array([partition.partition] * len(rows), pa.int32()),
+                    pa.array([m.offset() for m in rows], pa.int64()),
+                    pa.array([t[1] * 1000 for t in ts], pa.timestamp("us", tz="UTC")),
+                    pa.array([t[0] - 1 for t in ts], pa.int32()),
+                ],
+                schema=arrow_schema(False),
+            )
+
+        def commit(self, end: PlainOffsets) -> None:
+            pass
+
+    class PlainSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-plain-kafka"
+
+        def schema(self) -> str:
+            return spark_schema_ddl(False)
+
+        def streamReader(self, schema: Any) -> DataSourceStreamReader:
+            return PlainReader(self.options)
+
+    return PlainSource
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+@dataclass
+class LatencyRun:
+    readers: dict[str, Latencies]
+    phases: dict[str, str]
+    batches_per_s: dict[str, float]
+
+
+def measure(
+    spark: Any,
+    servers: str,
+    topic: str,
+    partitions: int,
+    work: str,
+    *,
+    rate: float,
+    warmup_s: float,
+    seconds: float,
+    source_options: dict[str, str] | None = None,
+) -> LatencyRun:
+    """Raw, plain and source take turns (in that order), each on a fresh topic ``topic-<name>``
+    with the producer writing ``rate`` records a second."""
+    readers: dict[str, Latencies] = {}
+    phases: dict[str, str] = {}
+    rates: dict[str, float] = {}
+    with _producing(servers, f"{topic}-raw", partitions, rate):
+        readers["raw"] = measure_raw(servers, f"{topic}-raw", partitions, warmup_s, seconds)
+
+    spark.dataSource.register(plain_source())
+
+    def plain_reader(name: str) -> Any:
+        return (
+            spark.readStream.format("bench-plain-kafka")
+            .option("servers", servers)
+            .option("topic", f"{topic}-{name}")
+            .option("partitions", str(partitions))
+        )
+
+    # Unmeasured: the first streaming query of the session starts the Python workers and
+    # warms the JVM; measured first, the do-nothing source would start with a backlog.
+    with _producing(servers, f"{topic}-warmup", partitions, rate):
+        measure_spark(spark, "warmup", plain_reader("warmup"), work, warmup_s, 0.0)
+    with _producing(servers, f"{topic}-plain", partitions, rate):
+        plain = plain_reader("plain")
+        readers["plain"], progress = measure_spark(spark, "plain", plain, work, warmup_s, seconds)
+        phases["plain"] = phase_means(progress)
+        rates["plain"] = len(progress) / seconds
+
+    with _producing(servers, f"{topic}-source", partitions, rate):
+        source = (
+            spark.readStream.format("kafka-group")
+            .option("kafka.bootstrap.servers", servers)
+            .option("subscribe", f"{topic}-source")
+            .option("groupId", f"bench-latency-{uuid.uuid4().hex[:6]}")
+            .option("groupStore", os.path.join(work, "groups"))
+            .option("startingOffsets", "latest")
+        )
+        for k, v in (source_options or {}).items():
+            source = source.option(k, v)
+        readers["source"], progress = measure_spark(
+            spark, "source", source, work, warmup_s, seconds
+        )
+        phases["source"] = phase_means(progress)
+        rates["source"] = len(progress) / seconds
+    return LatencyRun(readers, phases, rates)
+
+
+@contextlib.contextmanager
+def _producing(servers: str, topic: str, partitions: int, rate: float) -> Iterator[None]:
+    """A fresh ``topic`` with a producer process writing ``rate`` records a second to it."""
+    from spark_kafka_group.sample_data import create_topic
+
+    create_topic(servers, topic, partitions)
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    producer = ctx.Process(
+        target=produce_steadily, args=(servers, topic, partitions, rate, stop), daemon=True
+    )
+    producer.start()
+    try:
+        time.sleep(1.0)  # the producer's connection
+        yield
+    finally:
+        stop.set()
+        producer.join(30)
