@@ -28,6 +28,7 @@ from spark_kafka_group.group.assignors import (
     builtin_assignors,
     load_assignor,
 )
+from spark_kafka_group.group.config import MAX_SESSION_TIMEOUT_MS, MIN_SESSION_TIMEOUT_MS
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.java_settings import translate_java_settings
@@ -290,7 +291,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     validate_group_id(group_id)  # the store's rule: the group id names the log's directory
 
     heartbeat = _positive_int("heartbeatIntervalMs", get("heartbeatIntervalMs"))
-    session = _positive_int("sessionTimeoutMs", get("sessionTimeoutMs"))
+    session = _session_timeout_ms(get("sessionTimeoutMs"))
     if heartbeat >= session:
         raise OptionError(
             f"Option 'heartbeatIntervalMs' = {heartbeat} must be lower than 'sessionTimeoutMs' = "
@@ -676,6 +677,18 @@ def _non_negative_int(name: str, value: str | None) -> int:
     number = _int(name, value)
     if number < 0:
         raise OptionError(f"Option {name!r} = {value!r} must be 0 or more.")
+    return number
+
+
+def _session_timeout_ms(value: str | None) -> int:
+    """``sessionTimeoutMs``: within the bounds every group accepts (checked again at join)."""
+    number = _int("sessionTimeoutMs", value)
+    if not MIN_SESSION_TIMEOUT_MS <= number <= MAX_SESSION_TIMEOUT_MS:
+        raise OptionError(
+            f"Option 'sessionTimeoutMs' = {value!r} is outside the range a group accepts: use "
+            f"{MIN_SESSION_TIMEOUT_MS} to {MAX_SESSION_TIMEOUT_MS} ms (Kafka's "
+            "group.min.session.timeout.ms / group.max.session.timeout.ms)."
+        )
     return number
 
 

@@ -135,6 +135,16 @@ BAD_OPTION_SETS = [
         ["heartbeatIntervalMs", "sessionTimeoutMs"],
     ),
     (
+        "sessionTimeoutMs below the group's minimum",
+        without(sessionTimeoutMs="5999", heartbeatIntervalMs="1000"),
+        ["sessionTimeoutMs", "'5999'", "6000 to 1800000 ms"],
+    ),
+    (
+        "sessionTimeoutMs above the group's maximum",
+        without(sessionTimeoutMs="1800001"),
+        ["sessionTimeoutMs", "'1800001'", "6000 to 1800000 ms"],
+    ),
+    (
         "unknown strategy",
         without(assignmentStrategy="cooperative_sticky"),
         ["did you mean 'cooperative-sticky'"],
