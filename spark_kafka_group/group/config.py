@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS, Assignor
 
-
 #: The session timeouts a group accepts (Kafka's broker defaults of
 #: group.min.session.timeout.ms / group.max.session.timeout.ms). The ``sessionTimeoutMs`` option
 #: is checked against these when a query is defined, the JOIN again by the coordinator.
