@@ -360,9 +360,19 @@ class GroupMember:
                 return records, None
 
             self._client.transact(decide)
-            log.info("Left group %s as member %s", self.settings.group_id, self.member_id)
             self._drop_lease(self.member_id)
-            self._update_view(self._client.coordinator)
+            # Gone from the group because it left: say so, and neither call it an expiry nor
+            # rejoin (what _update_view does for a member the group no longer knows). As
+            # Kafka's onLeavePrepare, the listener hears "revoked", not "lost".
+            given_up = sorted(self._assignment.held)
+            log.info(
+                "Left group %s as member %s%s", self.settings.group_id, self.member_id,
+                f", giving up {_names(given_up)}" if given_up else "",
+            )  # fmt: skip
+            self._in_flight = BatchesInFlight()
+            self._assignment = MemberAssignment(generation=-1, member_id=self.member_id)
+            if given_up:
+                self._listener.revoked(given_up)
 
     # -- what the reader calls ---------------------------------------------------------------
 
