@@ -264,6 +264,14 @@ class GroupMember:
         """Why the member stopped for good (fenced, a refused option), or None."""
         return self._fatal
 
+    def group_metadata(self) -> Mapping[str, int] | None:
+        """The partition count of each subscribed topic in the group's last assignment or
+        metadata change, as folded from the log now (call before :meth:`start` to see what
+        the group knew before this member)."""
+        with self._lock:
+            known = self._client.fold().group.latest_metadata
+            return None if known is None else dict(known)
+
     def refresh_metadata(self) -> None:
         """Fetch topic metadata now (the background refresher does it every few heartbeats)."""
         self._metadata.refresh()

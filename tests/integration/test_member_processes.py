@@ -18,7 +18,8 @@ import spark_kafka_group
 from spark_kafka_group.group import GroupError, replay
 from spark_kafka_group.group.payloads import JoinPayload, payload_of
 from spark_kafka_group.member import GroupLogClient
-from spark_kafka_group.sample_data import create_topic
+from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.source.reader import HAS_ADMISSION_CONTROL
 from tests.delivery import check_delivery, collected_batches, journal_batches
 from tests.processes import MemberProcess, wait_until
 from tests.streaming import Collected, SteadyProducer, group_records, source_options, start_query
@@ -262,3 +263,44 @@ def test_restart_from_checkpoint_after_sigkill_takes_over_and_replays_only_the_i
         for p, o in batch["records"]:
             first = seen.setdefault((p, o), batch["batch"])
             assert first == batch["batch"], f"{(p, o)} read in batches {first} and {batch['batch']}"
+
+
+@pytest.mark.smoke
+def test_restart_after_a_sigkill_between_batches_replaces_at_once_on_4_2_else_waits_for_expiry(
+    setup, group_store, bootstrap_servers, topic_name
+) -> None:
+    """A crash after the last batch completed, then a restart on the checkpoint. pyspark 4.2+
+    passes the checkpointed offset (naming the crashed member) to the first ``latestOffset``:
+    the restart replaces it at once. pyspark 4.0 / 4.1 call ``latestOffset()`` without it and
+    replay no batch, so the restart joins as a new member and the crashed one holds its
+    partitions until its session timeout expires it (docs/design.md, "Replace on restart")."""
+    member, _, _ = setup
+    group = "g-crash-idle"
+    session_s = 12
+    first = produce_sample(bootstrap_servers, topic_name, partitions=PARTITIONS, per_partition=3)
+    alone = member("idle", group, session_timeout_ms=session_s * 1000).start()
+    try:
+        committed = {(topic_name, p): n for p, n in first.items()}
+        wait_until(lambda: describe(group_store, group).committed == committed, 180, "commits")
+        time.sleep(2)  # idle triggers: the last batch is complete, in Spark's log and ours
+        (old,) = owners(group_store, group)
+        alone.kill()
+        killed_at = time.time()
+        more = produce_sample(
+            bootstrap_servers, topic_name, partitions=PARTITIONS, per_partition=3, start=3
+        )
+        alone.start()  # same checkpoint, a new member id
+        total = sum(first.values()) + sum(more.values())
+        wait_until(lambda: len(set(alone.records())) >= total, 120, "the records after the kill")
+        took = min(b["time"] for b in alone.batches() if b["time"] > killed_at and b["records"])
+    finally:
+        alone.stop()
+    print(f"SIGKILL between batches + restart: reading {took - killed_at:.1f}s after the kill "
+          f"(session timeout {session_s} s)")  # fmt: skip
+    records = group_records(group_store, group)
+    replaced = any(r.kind == "JOIN" and JoinPayload.of(r).replaces == old for r in records)
+    expired = any(r.kind == "EXPIRE" and r.member_id == old for r in records)
+    if HAS_ADMISSION_CONTROL:
+        assert replaced and not expired, "pyspark 4.2+ replaces the crashed member at once"
+    else:
+        assert expired and not replaced, "pyspark 4.0/4.1 wait for the session timeout"
