@@ -33,6 +33,7 @@ from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.java_settings import translate_java_settings
 from spark_kafka_group.store.paths import default_group_store, validate_group_id
+from spark_kafka_group.store.table_properties import DEFAULT_LOG_RETENTION_MS
 
 OffsetMode = Literal["earliest", "latest", "none", "group", "json"]
 
@@ -99,6 +100,11 @@ OPTION_SPECS: tuple[_Spec, ...] = (
     _Spec("groupInstanceId", None, "Static member id (KIP-345): keep partitions across restarts."),
     _Spec(
         "scheduledRebalanceMaxDelayMs", "0", "How long a departed static member's partitions wait."
+    ),
+    _Spec(
+        "groupLogRetention",
+        "1h",
+        "How long the group log keeps its history for Delta time travel (at least 1h).",
     ),
     _Spec("rebalanceListener", None, "module:Class with on_partitions_assigned/revoked/lost."),
     _Spec("commitToKafka", "false", "Also commit offsets to the Kafka consumer group groupId."),
@@ -186,6 +192,8 @@ class GroupSettings:
     #: group.initial.rebalance.delay.ms (a broker setting in Kafka; here the group's first
     #: member's, as it starts the rebalance).
     initial_rebalance_delay_ms: int = 3000
+    #: How long the group log keeps its history for Delta time travel (groupLogRetention).
+    log_retention_ms: int = DEFAULT_LOG_RETENTION_MS
 
     @property
     def protocol_names(self) -> tuple[str, ...]:
@@ -325,6 +333,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         initial_rebalance_delay_ms=_non_negative_int(
             "initialRebalanceDelayMs", get("initialRebalanceDelayMs")
         ),
+        log_retention_ms=_log_retention_ms(get("groupLogRetention") or ""),
     )
 
     return SourceOptions(
@@ -650,6 +659,17 @@ def _duration_ms(name: str, value: str) -> int:
             "'500ms', '30s', '15m', '1h' or '2d' (a bare number is milliseconds)."
         )
     return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
+
+
+def _log_retention_ms(value: str) -> int:
+    """``groupLogRetention``: a duration, at least the default (see DEFAULT_LOG_RETENTION_MS)."""
+    retention = _duration_ms("groupLogRetention", value)
+    if retention < DEFAULT_LOG_RETENTION_MS:
+        raise OptionError(
+            f"Option 'groupLogRetention' = {value!r} is shorter than 1h, the least the group "
+            "log allows (its files must outlive every read); use '1h' or more, e.g. '7d'."
+        )
+    return retention
 
 
 def _bool(name: str, value: str | None) -> bool:

@@ -64,6 +64,7 @@ from spark_kafka_group.member.topic_metadata import TopicMetadataCache
 from spark_kafka_group.member.view import MemberAssignment
 from spark_kafka_group.options import GroupSettings, SourceOptions
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
+from spark_kafka_group.store.table_properties import retention_properties
 
 if TYPE_CHECKING:
     from spark_kafka_group.kafka.cluster import KafkaCluster
@@ -147,6 +148,7 @@ class GroupMember:
             log=log,
             leases=leases,
             random_seed=random_seed,
+            table_properties=retention_properties(settings.log_retention_ms),
         )
         self._leases = leases = self._client.leases
         if features is None:
