@@ -23,8 +23,12 @@ def retention_properties(retention_ms: int) -> dict[str, str]:
     """The table properties that keep a group log's history for ``retention_ms``: its JSON
     commits (``delta.logRetentionDuration``) and the files compaction replaced
     (``delta.deletedFileRetentionDuration``); both are needed to time travel."""
-    value = f"interval {max(1, retention_ms // 1000)} seconds"
-    return dict.fromkeys(_RETENTION_KEYS, value)
+    seconds = max(1, retention_ms // 1000)
+    # In the largest whole unit, so the default reads as logs created before the option did.
+    for unit, size in (("days", 86_400), ("hours", 3_600), ("minutes", 60), ("seconds", 1)):
+        if seconds % size == 0:
+            return dict.fromkeys(_RETENTION_KEYS, f"interval {seconds // size} {unit}")
+    raise AssertionError("unreachable: every whole number of seconds is whole in seconds")
 
 
 def retention_to_apply(configured: Mapping[str, str], wanted: Mapping[str, str]) -> dict[str, str]:

@@ -486,3 +486,13 @@ def test_maintenance_gives_an_existing_log_the_retention_it_was_opened_with(
     created = GroupLog.open(str(tmp_path / "new"), table_properties=week)
     fill(created, 1)
     assert DeltaTable(str(tmp_path / "new")).metadata().configuration.items() >= week.items()
+
+
+def test_the_default_retention_is_what_logs_were_created_with_before_the_option() -> None:
+    """Else the first maintenance of every existing log would rewrite its properties."""
+    assert retention_properties(3_600_000) == {
+        "delta.logRetentionDuration": "interval 1 hours",
+        "delta.deletedFileRetentionDuration": "interval 1 hours",
+    }
+    assert set(retention_properties(7 * 86_400_000).values()) == {"interval 7 days"}
+    assert set(retention_properties(90_000).values()) == {"interval 90 seconds"}
