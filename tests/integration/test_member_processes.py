@@ -276,7 +276,7 @@ def test_restart_after_a_sigkill_between_batches_replaces_at_once_on_4_2_else_wa
     partitions until its session timeout expires it (docs/design.md, "Replace on restart")."""
     member, _, _ = setup
     group = "g-crash-idle"
-    session_s = 12
+    session_s = 45  # Kafka's default: well above a restart's own start-up on a loaded machine
     first = produce_sample(bootstrap_servers, topic_name, partitions=PARTITIONS, per_partition=3)
     alone = member("idle", group, session_timeout_ms=session_s * 1000).start()
     try:
