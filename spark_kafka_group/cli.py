@@ -1,6 +1,6 @@
 """The ``kafka-group`` command line: operate kafka-group consumer groups like Kafka's own.
 
-    kafka-group list --store S
+    kafka-group list [--store S]          (every command: --store defaults as groupStore does)
     kafka-group describe --store S --group G [--bootstrap-servers B]
     kafka-group reset-offsets --store S --group G --topic T[:p,p] --to-earliest ... [--execute]
     kafka-group export-to-kafka --store S --group G --kafka-group K --bootstrap-servers B
@@ -29,6 +29,7 @@ from spark_kafka_group._version import __version__
 from spark_kafka_group.errors import KafkaGroupError, OptionError
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.options import read_properties
+from spark_kafka_group.store.paths import default_group_store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -405,8 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser, *, group: bool = True, read: bool = True) -> None:
         p.add_argument(
             "--store",
-            default=os.environ.get("SPARK_KAFKA_GROUP_STORE"),
-            help="the group store (the groupStore option; default $SPARK_KAFKA_GROUP_STORE)",
+            default=None,
+            help="the group store (the groupStore option); default as the source's: "
+            "$SPARK_KAFKA_GROUP_STORE, else ~/.spark-kafka-group/groups",
         )
         p.add_argument(
             "--store-option",
@@ -504,8 +506,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_OK
-    if not args.store:
-        parser.error(f"{args.command}: --store is required (or set $SPARK_KAFKA_GROUP_STORE)")
+    # The source's rule, so a group created with default options is found with none here.
+    args.store = (args.store or "").strip() or default_group_store()
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

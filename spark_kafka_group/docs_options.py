@@ -44,6 +44,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "groupInstanceId",
             "scheduledRebalanceMaxDelayMs",
             "rebalanceListener",
+            "groupLogRetention",
         ),
     ),
     (

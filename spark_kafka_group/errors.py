@@ -46,3 +46,8 @@ class GroupJoinTimeoutError(KafkaGroupError):
 
 class MemberFencedError(KafkaGroupError):
     """This member was fenced (expired, duplicate instance id or stale generation)."""
+
+
+class CommitRejectedError(KafkaGroupError):
+    """The group refused a commit from a query that is not one of its members (``assign``):
+    as Kafka, it accepts those only while the group has no members."""

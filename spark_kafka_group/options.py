@@ -28,10 +28,12 @@ from spark_kafka_group.group.assignors import (
     builtin_assignors,
     load_assignor,
 )
+from spark_kafka_group.group.config import MAX_SESSION_TIMEOUT_MS, MIN_SESSION_TIMEOUT_MS
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.java_settings import translate_java_settings
 from spark_kafka_group.store.paths import default_group_store, validate_group_id
+from spark_kafka_group.store.table_properties import DEFAULT_LOG_RETENTION_MS
 
 OffsetMode = Literal["earliest", "latest", "none", "group", "json"]
 
@@ -100,7 +102,9 @@ OPTION_SPECS: tuple[_Spec, ...] = (
         'JSON `{"topic": [0, 1]}`: read exactly these partitions without joining the group, '
         "as Kafka's `assign()`.\n\n"
         "Such a query commits its offsets to the group only while the group has no subscribing "
-        "members. Queries with `assign` do not split partitions between them: two `assign` "
+        "members, as in Kafka: a commit while queries subscribe with the same `groupId` fails "
+        "the query with `CommitRejectedError`, naming the group and those members. Queries "
+        "with `assign` do not split partitions between them: two `assign` "
         "queries with the same `groupId` and partitions both read all of them, as two Kafka "
         "consumers using `assign()` would. A partition number the topic does not have is an "
         "error naming the topic's partition count.",
@@ -189,8 +193,10 @@ OPTION_SPECS: tuple[_Spec, ...] = (
         "45000",
         "A member whose lease is not renewed for this long is expired (Kafka's "
         "`session.timeout.ms`).\n\n"
-        "A static member (`groupInstanceId`) that stops keeps its partitions this long, "
-        "waiting for its restart.",
+        "From 6000 to 1800000 ms (Kafka's broker defaults `group.min.session.timeout.ms` and "
+        "`group.max.session.timeout.ms`), checked when the query is defined. A static member "
+        "(`groupInstanceId`) that stops keeps its partitions this long, waiting for its "
+        "restart.",
     ),
     _Spec(
         "rebalanceTimeoutMs",
@@ -224,6 +230,16 @@ OPTION_SPECS: tuple[_Spec, ...] = (
         "timeout keeps its partitions, with no rebalance.\n\n"
         "Give each query of the group its own stable id. See "
         "[Static membership](concepts.md#static-membership).",
+    ),
+    _Spec(
+        "groupLogRetention",
+        "1h",
+        "How far back Delta time travel (`versionAsOf` / `timestampAsOf`) reaches on the group "
+        "log: its JSON commits and the files compaction replaced are kept this long (`1h`, "
+        "`7d`; at least `1h`).\n\n"
+        "Records themselves are never deleted: query the whole history by `log_version` or "
+        "timestamp at any time. A new log is created with it; on an existing one the group's "
+        "leader sets it at its next maintenance (give every query of the group the same).",
     ),
     _Spec(
         "scheduledRebalanceMaxDelayMs",
@@ -417,6 +433,8 @@ class GroupSettings:
     #: group.initial.rebalance.delay.ms (a broker setting in Kafka; here the group's first
     #: member's, as it starts the rebalance).
     initial_rebalance_delay_ms: int = 3000
+    #: How long the group log keeps its history for Delta time travel (groupLogRetention).
+    log_retention_ms: int = DEFAULT_LOG_RETENTION_MS
 
     @property
     def protocol_names(self) -> tuple[str, ...]:
@@ -522,7 +540,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     validate_group_id(group_id)  # the store's rule: the group id names the log's directory
 
     heartbeat = _positive_int("heartbeatIntervalMs", get("heartbeatIntervalMs"))
-    session = _positive_int("sessionTimeoutMs", get("sessionTimeoutMs"))
+    session = _session_timeout_ms(get("sessionTimeoutMs"))
     if heartbeat >= session:
         raise OptionError(
             f"Option 'heartbeatIntervalMs' = {heartbeat} must be lower than 'sessionTimeoutMs' = "
@@ -556,6 +574,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         initial_rebalance_delay_ms=_non_negative_int(
             "initialRebalanceDelayMs", get("initialRebalanceDelayMs")
         ),
+        log_retention_ms=_log_retention_ms(get("groupLogRetention") or ""),
     )
 
     return SourceOptions(
@@ -883,6 +902,17 @@ def _duration_ms(name: str, value: str) -> int:
     return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
 
 
+def _log_retention_ms(value: str) -> int:
+    """``groupLogRetention``: a duration, at least the default (see DEFAULT_LOG_RETENTION_MS)."""
+    retention = _duration_ms("groupLogRetention", value)
+    if retention < DEFAULT_LOG_RETENTION_MS:
+        raise OptionError(
+            f"Option 'groupLogRetention' = {value!r} is shorter than 1h, the least the group "
+            "log allows (its files must outlive every read); use '1h' or more, e.g. '7d'."
+        )
+    return retention
+
+
 def _bool(name: str, value: str | None) -> bool:
     text = (value or "").strip().lower()
     if text in ("true", "false"):
@@ -908,6 +938,18 @@ def _non_negative_int(name: str, value: str | None) -> int:
     number = _int(name, value)
     if number < 0:
         raise OptionError(f"Option {name!r} = {value!r} must be 0 or more.")
+    return number
+
+
+def _session_timeout_ms(value: str | None) -> int:
+    """``sessionTimeoutMs``: within the bounds every group accepts (checked again at join)."""
+    number = _int("sessionTimeoutMs", value)
+    if not MIN_SESSION_TIMEOUT_MS <= number <= MAX_SESSION_TIMEOUT_MS:
+        raise OptionError(
+            f"Option 'sessionTimeoutMs' = {value!r} is outside the range a group accepts: use "
+            f"{MIN_SESSION_TIMEOUT_MS} to {MAX_SESSION_TIMEOUT_MS} ms (Kafka's "
+            "group.min.session.timeout.ms / group.max.session.timeout.ms)."
+        )
     return number
 
 

@@ -12,12 +12,18 @@ from dataclasses import dataclass, field
 
 from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS, Assignor
 
+#: The session timeouts a group accepts (Kafka's broker defaults of
+#: group.min.session.timeout.ms / group.max.session.timeout.ms). The ``sessionTimeoutMs`` option
+#: is checked against these when a query is defined, the JOIN again by the coordinator.
+MIN_SESSION_TIMEOUT_MS = 6_000
+MAX_SESSION_TIMEOUT_MS = 1_800_000
+
 
 @dataclass(frozen=True)
 class GroupConfig:
     #: Kafka's group.min.session.timeout.ms / group.max.session.timeout.ms.
-    min_session_timeout_ms: int = 6_000
-    max_session_timeout_ms: int = 1_800_000
+    min_session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS
+    max_session_timeout_ms: int = MAX_SESSION_TIMEOUT_MS
     #: KIP-415 scheduled.rebalance.max.delay.ms: how long a departed static member's
     #: partitions wait for it (0: redistribute at once).
     scheduled_rebalance_max_delay_ms: int = 0

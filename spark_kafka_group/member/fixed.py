@@ -2,8 +2,9 @@
 
 As with a Kafka consumer that uses ``assign()`` and commits to a group, the query does not
 join the group: it owns exactly the listed partitions and commits as a "simple" group member,
-which the protocol accepts only while the group has no dynamic members (Kafka: commits with
-generation -1 to an Empty group). Several ``assign`` queries may share a group id; nothing
+which the protocol accepts only while the group has no members (Kafka: commits with
+generation -1 to an Empty group); a commit while it has some fails the query with
+:class:`CommitRejectedError` naming them. Several ``assign`` queries may share a group id; nothing
 then stops them from reading the same partitions, exactly as in Kafka.
 """
 
@@ -12,9 +13,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
-from spark_kafka_group.errors import MemberFencedError
+from spark_kafka_group.errors import CommitRejectedError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import MemberMetadata, TopicPartition
 from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch, offsets_to_write
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.member import new_member_id
@@ -51,6 +52,10 @@ class FixedAssignmentMember:
     def poll(self) -> MemberAssignment:
         return self._assignment
 
+    def group_metadata(self) -> Mapping[str, int] | None:
+        """An ``assign`` query has no subscription to discover partitions in."""
+        return None
+
     def adopt(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
     ) -> frozenset[TopicPartition]:
@@ -86,20 +91,30 @@ class FixedAssignmentMember:
     ) -> MemberAssignment:
         mine = {tp: o for tp, o in offsets.items() if tp in self._assignment.held}
 
-        def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], GroupError]:
+        def decide(
+            work: GroupCoordinator, now: int
+        ) -> tuple[list[GroupRecord], tuple[GroupError, list[str]]]:
             fresh = offsets_to_write(mine, work.group.offsets, in_order=True)
             if not fresh:
-                return [], GroupError.NONE
+                return [], (GroupError.NONE, [])
             records, response = work.commit_offsets(None, -1, fresh, now)
-            return records, response.error
+            members = [_describe_member(m) for m in work.group.members.values()]
+            return records, (response.error, sorted(members))
 
-        error = self._client.transact(decide)
+        error, members = self._client.transact(decide)
         if error is not GroupError.NONE:
-            raise MemberFencedError(
-                f"Group {self.settings.group_id!r} rejected the commit of this 'assign' query "
-                f"({error}): the group has members that subscribe to topics, and Kafka only "
-                "accepts commits from queries without group management while the group is "
-                "empty. Use 'subscribe' in every query of the group, or another groupId."
+            group = self.settings.group_id
+            if members:
+                raise CommitRejectedError(
+                    f"Group {group!r} rejected the commit of this 'assign' query: the group has "
+                    f"subscribing members ({'; '.join(members)}), and as in Kafka a consumer "
+                    "that is not a member (assign) may commit only while the group has none. "
+                    "Stop those queries, use 'subscribe' in every query of the group, or give "
+                    "this query another groupId."
+                )
+            raise CommitRejectedError(
+                f"Group {group!r} rejected the commit of this 'assign' query ({error.name}). "
+                "Retry the query, or give it another groupId."
             )
         return self._assignment
 
@@ -108,3 +123,12 @@ class FixedAssignmentMember:
 
     def close(self) -> None:
         """Nothing to stop."""
+
+
+def _describe_member(member: MemberMetadata) -> str:
+    """A member as an operator finds it: its id, host, instance id and subscription."""
+    sub = member.subscription
+    what = ", ".join([*sub.topics, *([f"pattern {sub.pattern}"] if sub.pattern else [])])
+    where = f" on {member.client_host}" if member.client_host else ""
+    static = f", groupInstanceId {member.instance_id}" if member.instance_id else ""
+    return f"{member.member_id}{where}{static}, subscribing to {what or 'nothing'}"

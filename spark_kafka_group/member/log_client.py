@@ -80,16 +80,21 @@ class GroupLogClient:
         log: LogStore | None = None,
         leases: LeaseStore | None = None,
         random_seed: int | None = None,
+        table_properties: Mapping[str, str] | None = None,
     ) -> None:
         """``log`` and ``leases``: the group log itself and the members' leases, instead of
-        the Delta table under ``store`` and its lease files."""
+        the Delta table under ``store`` and its lease files. ``table_properties``: of a log
+        this client creates, and the retention its maintenance gives an existing one."""
         self.group_id = group_id
         self.clock: Clock = clock or SystemClock()
         self._config = config or GroupConfig()
         if log is None:
             self.uri = group_log_uri(store, group_id)
             self._log: LogStore = GroupLog.open(
-                self.uri, storage_options=storage_options, create=create
+                self.uri,
+                storage_options=storage_options,
+                create=create,
+                table_properties=table_properties,
             )
             leases = LeaseFiles(self.uri, storage_options=storage_options)
         else:

@@ -63,6 +63,7 @@ from spark_kafka_group.member.topic_metadata import TopicMetadataCache
 from spark_kafka_group.member.view import MemberAssignment
 from spark_kafka_group.options import GroupSettings, SourceOptions
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
+from spark_kafka_group.store.table_properties import retention_properties
 
 if TYPE_CHECKING:
     from spark_kafka_group.kafka.cluster import KafkaCluster
@@ -146,6 +147,7 @@ class GroupMember:
             log=log,
             leases=leases,
             random_seed=random_seed,
+            table_properties=retention_properties(settings.log_retention_ms),
         )
         self._leases = leases = self._client.leases
         if features is None:
@@ -265,6 +267,14 @@ class GroupMember:
         """Why the member stopped for good (fenced, a refused option), or None."""
         return self._fatal
 
+    def group_metadata(self) -> Mapping[str, int] | None:
+        """The partition count of each subscribed topic in the group's last assignment or
+        metadata change, as folded from the log now (call before :meth:`start` to see what
+        the group knew before this member)."""
+        with self._lock:
+            known = self._client.fold().group.latest_metadata
+            return None if known is None else dict(known)
+
     def refresh_metadata(self) -> None:
         """Fetch topic metadata now (the background refresher does it every few heartbeats)."""
         self._metadata.refresh()
@@ -365,9 +375,19 @@ class GroupMember:
                 return records, None
 
             self._client.transact(decide)
-            log.info("Left group %s as member %s", self.settings.group_id, self.member_id)
             self._drop_lease(self.member_id)
-            self._update_view(self._client.coordinator)
+            # Gone from the group because it left: say so, and neither call it an expiry nor
+            # rejoin (what _update_view does for a member the group no longer knows). As
+            # Kafka's onLeavePrepare, the listener hears "revoked", not "lost".
+            given_up = sorted(self._assignment.held)
+            log.info(
+                "Left group %s as member %s%s", self.settings.group_id, self.member_id,
+                f", giving up {_names(given_up)}" if given_up else "",
+            )  # fmt: skip
+            self._in_flight = BatchesInFlight()
+            self._assignment = MemberAssignment(generation=-1, member_id=self.member_id)
+            if given_up:
+                self._listener.revoked(given_up)
 
     # -- what the reader calls ---------------------------------------------------------------
 

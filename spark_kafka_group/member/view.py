@@ -53,6 +53,11 @@ class Member(Protocol):
         """Step the protocol; the assignment after it."""
         ...
 
+    def group_metadata(self) -> Mapping[str, int] | None:
+        """The partition count of each subscribed topic as the group last assigned them
+        (before this member joins: what its earlier members knew); None if it never did."""
+        ...
+
     def adopt(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
     ) -> frozenset[TopicPartition]:

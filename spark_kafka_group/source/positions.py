@@ -4,8 +4,10 @@
    (the reader handles that; this module is only asked about partitions new to the batch).
 2. Else the group's committed offset from the group log.
 3. Else, for a partition discovered after the member's query started (a new partition, a
-   new topic matching ``subscribePattern``), the earliest offset: every record written to it
-   before its discovery is read, as Spark's and Flink's Kafka sources do.
+   new topic matching ``subscribePattern``), or created while the group's members were all
+   stopped (one the group's last assignment did not know), the earliest offset: every record
+   written to it before its discovery is read, as Spark's and Flink's Kafka sources do for a
+   partition that is not in a restarted query's checkpoint.
 4. Else ``startingOffsets`` (earliest / latest / per-partition JSON, or a timestamp option)
    resolved with ListOffsets.
 5. Else (``none``) :class:`NoOffsetForPartitionError` naming the partitions.
@@ -42,10 +44,33 @@ class LogBounds:
 TimestampResolver = Callable[[Mapping[TopicPartition, int]], Mapping[TopicPartition, int | None]]
 
 
+def known_at_start(
+    current: Iterable[TopicPartition],
+    group_metadata: Mapping[str, int] | None,
+    *,
+    pattern: bool,
+) -> frozenset[TopicPartition]:
+    """Of the subscription's partitions when the query starts (``current``), those
+    ``startingOffsets`` applies to: all of them for a group that never assigned partitions
+    (``group_metadata`` None); else those the group's last assignment knew
+    (``group_metadata``: partition count per topic). A partition beyond a known topic's count,
+    or, under ``subscribePattern``, of a matching topic the group did not know, was created
+    while the group's members were stopped: it is discovered. A topic a ``subscribe`` list
+    names anew is a new subscription, not a discovery: ``startingOffsets`` applies to it."""
+    if group_metadata is None:
+        return frozenset(current)
+    known: set[TopicPartition] = set()
+    for tp in current:
+        count = group_metadata.get(tp.topic)
+        if (count is None and not pattern) or (count is not None and tp.partition < count):
+            known.add(tp)
+    return frozenset(known)
+
+
 class PartitionsAtStart:
-    """The subscription's partitions when the member's query first started (its first
-    ``initialOffset``/``latestOffset``): ``startingOffsets`` applies to those; a partition
-    seen later without a commit was created since and starts at the earliest offset."""
+    """The partitions ``startingOffsets`` applies to, fixed when the member's query first
+    starts (:func:`known_at_start`); a partition seen later without a commit was created
+    since and starts at the earliest offset."""
 
     def __init__(self) -> None:
         self._known: frozenset[TopicPartition] | None = None

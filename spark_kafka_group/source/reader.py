@@ -48,6 +48,7 @@ from spark_kafka_group.source.positions import (
     PartitionsAtStart,
     check_in_range,
     initial_positions,
+    known_at_start,
 )
 from spark_kafka_group.source.subscription import subscription_partitions
 from spark_kafka_group.source.timestamps import offsets_for_timestamps
@@ -131,8 +132,17 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             from spark_kafka_group.member import member_for_source
 
             self._cluster = cluster_for_source(self._opts)
-            self._at_start.record(subscription_partitions(self._cluster, self._opts))
+            current = subscription_partitions(self._cluster, self._opts)
             self._member = member = member_for_source(self._opts, self._cluster)
+            # Before the join: what the group knew while this query (or all its members) was
+            # stopped, so a partition created meanwhile counts as discovered.
+            self._at_start.record(
+                known_at_start(
+                    current,
+                    member.group_metadata(),
+                    pattern=self._opts.subscribe_pattern is not None,
+                )
+            )
             stop_on_process_end(self.stop)
             # Trigger.AvailableNow reads only what it is assigned: it must complete its join
             # first. pyspark < 4.2 does not tell the source it runs AvailableNow (it runs one
@@ -428,7 +438,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         for tp in partitions:
             origin = "committed offset" if tp in checked else "startingOffsets"
             if tp in discovered and tp not in checked:
-                origin = "discovered after the query started: earliest"
+                origin = "new since the query or the group last started: earliest"
             log.info("%s-%d starts at %d (%s)", tp[0], tp[1], positions[tp], origin)
         return positions
 

@@ -18,6 +18,7 @@ from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Wr
 from deltalake.exceptions import DeltaError
 
 from spark_kafka_group.store.table import LogTable
+from spark_kafka_group.store.table_properties import retention_to_apply
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ class MaintenanceReport:
     log_cleanup: bool = False
     files_vacuumed: int = 0
     skipped: list[str] = field(default_factory=list)
+    #: Retention properties this run set on the table (groupLogRetention changed).
+    retention: dict[str, str] = field(default_factory=dict)
     duration_ms: float = 0.0
     now_ms: int = 0
 
@@ -67,6 +70,7 @@ def maintain(table: LogTable, *, now_ms: int | None = None) -> MaintenanceReport
         files_after=0,
         now_ms=now,
     )
+    snapshot = _retention(table, snapshot, report)
     snapshot = _compact(table, snapshot, report)
     snapshot = _vacuum(table, snapshot, report)
     snapshot = _checkpoint(table, snapshot, report)
@@ -102,6 +106,26 @@ def _step(
         report.skipped.append(name)
         log.info("group log %s: maintenance step %s skipped: %s", table.uri, name, exc)
         return table.load()
+
+
+def _retention(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) -> DeltaTable:
+    """Give an existing log the retention its maintainer was opened with (groupLogRetention):
+    table properties are otherwise only set when a log is created."""
+    changes = retention_to_apply(snapshot.metadata().configuration, table.table_properties)
+    if not changes:
+        return snapshot
+
+    def set_retention() -> None:
+        snapshot.alter.set_table_properties(
+            changes,
+            commit_properties=_commit_properties("retention"),
+            post_commithook_properties=_NO_HOOKS,
+        )
+
+    snapshot = _step(table, report, "retention", snapshot, set_retention)
+    if "retention" not in report.skipped:
+        report.retention = changes
+    return snapshot
 
 
 def _compact(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) -> DeltaTable:

@@ -29,6 +29,10 @@ from spark_kafka_group.store.safety import (
     check_storage_options,
     probe_put_if_absent,
 )
+from spark_kafka_group.store.table_properties import (
+    DEFAULT_LOG_RETENTION_MS,
+    retention_properties,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +55,10 @@ DEFAULT_TABLE_PROPERTIES: Mapping[str, str] = {
     # Opening reads the last checkpoint plus at most this many JSON commits.
     "delta.checkpointInterval": "50",
     # JSON commits older than this (and older than the last checkpoint) are deleted by
-    # maintain(). Records stay in the data files for ever; only Delta time travel is cut.
-    "delta.logRetentionDuration": "interval 1 hours",
-    # Files compacted away are deleted this long after compaction: far longer than any
-    # read, plus clock skew between members.
-    "delta.deletedFileRetentionDuration": "interval 1 hours",
+    # maintain(), and files compacted away this long after compaction (far longer than any
+    # read). Records stay in the data files for ever; only Delta time travel is cut. The
+    # groupLogRetention option sets both (retention_properties).
+    **retention_properties(DEFAULT_LOG_RETENTION_MS),
     "delta.enableExpiredLogCleanup": "false",  # maintain() does it, not every append
 }
 

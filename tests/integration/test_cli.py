@@ -19,6 +19,7 @@ from spark_kafka_group.kafka.consumer_group_offsets import (
     seed_from_kafka_group,
 )
 from spark_kafka_group.kafka.java_settings import JKS_MAGIC
+from spark_kafka_group.options import parse_options
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store.leases import LeaseFiles
 from tests.integration.cli_support import GroupDriver, run_cli
@@ -105,9 +106,6 @@ def test_errors_are_messages_with_exit_codes(group_store: str) -> None:
     assert "no group log for group 'absent'" in missing.err and "present" in missing.err
     assert "Traceback" not in missing.err
 
-    no_store = run_cli("list")
-    assert no_store.code == 2 and "--store" in no_store.err
-
     bad_mode = run_cli(
         "reset-offsets", "--store", group_store, "--group", "present", "--topic", "t"
     )
@@ -117,6 +115,27 @@ def test_errors_are_messages_with_exit_codes(group_store: str) -> None:
     assert timeline.code == 1 and "no group log" in timeline.err
 
     assert run_cli("list", "--store", group_store + "/nothing-here").out.startswith("No groups")
+
+
+def test_without_store_the_cli_finds_what_the_source_created_with_default_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source's default store (no groupStore option) is the CLI's default too."""
+    monkeypatch.delenv("SPARK_KAFKA_GROUP_STORE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    empty = run_cli("list")
+    assert empty.code == 0, empty.err
+    assert empty.out.startswith("No groups in store ") and str(tmp_path / "home") in empty.out
+
+    options = parse_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "groupId": "g"})
+    _three_generations(options.group.store, "g", "t")
+    described = run_cli("describe", "--group", "g", "--json")
+    assert described.code == 0, described.err
+    assert described.json()["group_id"] == "g"
+    assert "g" in run_cli("list").out
+
+    monkeypatch.setenv("SPARK_KAFKA_GROUP_STORE", str(tmp_path / "elsewhere"))
+    assert run_cli("describe", "--group", "g").code == 1  # the environment wins, in both
 
 
 def test_timeline_png_and_summary(group_store: str, tmp_path) -> None:

@@ -113,6 +113,63 @@ def test_new_topic_under_a_running_pattern_query_is_read_from_earliest(
     assert sorted(seen) == sorted(expected)
 
 
+@pytest.mark.spark
+@pytest.mark.smoke
+def test_topic_created_while_the_pattern_query_was_stopped_is_read_from_earliest(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    """Not in the group's last assignment, so discovered on restart (as Spark and Flink treat
+    a partition missing from a restarted query's checkpoint): earliest, not startingOffsets."""
+    first, later = f"{topic_name}-a", f"{topic_name}-b"
+    create_topic(bootstrap_servers, first, 1)
+    produce(bootstrap_servers, first, 1, 5)  # before the query: skipped (latest)
+    options = source_options(bootstrap_servers, "", "g-stopped-new", group_store)
+    del options["subscribe"]
+    options.update(subscribePattern=f"{topic_name}-.*", startingOffsets="latest")
+    checkpoint = str(tmp_path / "ckpt")
+    seen: list[tuple[str, int, int]] = []
+    lock = threading.Lock()
+
+    def sink(frame, _batch_id: int) -> None:
+        rows = frame.select("topic", "partition", "offset").collect()
+        with lock:
+            seen.extend((r.topic, r.partition, r.offset) for r in rows)
+
+    def start():  # type: ignore[no-untyped-def]
+        reader = spark.readStream.format("kafka-group")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return (
+            reader.load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime="500 milliseconds")
+            .start()
+        )
+
+    query = start()
+    try:
+        wait_until(lambda: query.lastProgress is not None, 120, "the query's first trigger")
+        produce(bootstrap_servers, first, 1, 5)
+        wait_until(lambda: len(seen) >= 5, 120, "5 records of the first topic")
+    finally:
+        query.stop()
+    assert sorted(seen) == [(first, 0, o) for o in range(5, 10)]
+
+    create_topic(bootstrap_servers, later, 1)
+    produce(bootstrap_servers, later, 1, 30)  # while no member of the group runs
+    query = start()
+    try:
+        wait_until(lambda: len(seen) >= 35, 120, "the 30 records of the new topic")
+        time.sleep(1.5)  # nothing more may arrive
+    finally:
+        query.stop()
+        spark_kafka_group.leave_group(query)
+    assert sorted(seen) == [(first, 0, o) for o in range(5, 10)] + [
+        (later, 0, o) for o in range(30)
+    ]
+
+
 # -- 2. failOnDataLoss=false skips exactly what is gone -------------------------------------
 
 

@@ -135,6 +135,22 @@ BAD_OPTION_SETS = [
         ["heartbeatIntervalMs", "sessionTimeoutMs"],
     ),
     (
+        "sessionTimeoutMs below the group's minimum",
+        without(sessionTimeoutMs="5999", heartbeatIntervalMs="1000"),
+        ["sessionTimeoutMs", "'5999'", "6000 to 1800000 ms"],
+    ),
+    (
+        "sessionTimeoutMs above the group's maximum",
+        without(sessionTimeoutMs="1800001"),
+        ["sessionTimeoutMs", "'1800001'", "6000 to 1800000 ms"],
+    ),
+    (
+        "groupLogRetention shorter than an hour",
+        without(groupLogRetention="30m"),
+        ["groupLogRetention", "'30m'", "1h"],
+    ),
+    ("groupLogRetention not a duration", without(groupLogRetention="a week"), ["'2d'"]),
+    (
         "unknown strategy",
         without(assignmentStrategy="cooperative_sticky"),
         ["did you mean 'cooperative-sticky'"],
@@ -324,6 +340,8 @@ def test_defaults() -> None:
     assert opts.group.protocol_names == ("cooperative-sticky",)
     assert opts.group.heartbeat_interval_ms == 3000
     assert opts.group.session_timeout_ms == 45000
+    assert opts.group.log_retention_ms == 3_600_000
+    assert parse_options(without(groupLogRetention="7d")).group.log_retention_ms == 7 * 86_400_000
     assert opts.group.store == "/s"
     assert opts.fetch_offset_retry == OffsetFetchRetry(num_retries=3, retry_interval_ms=1000)
 

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_kafka_group.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.options import EARLIEST, OffsetLimit
 from spark_kafka_group.source.planning import TriggerMinimum
 from spark_kafka_group.source.positions import (
@@ -16,6 +17,7 @@ from spark_kafka_group.source.positions import (
     PartitionsAtStart,
     check_in_range,
     initial_positions,
+    known_at_start,
 )
 from spark_kafka_group.source.timestamps import answer_holds, first_offset_at_or_after
 
@@ -148,3 +150,15 @@ def test_trigger_minimum_waits_for_records_unless_the_delay_passed() -> None:
     assert minimum.hold(50, now_ms=1_006_999)
     assert not minimum.hold(50, now_ms=1_007_000)  # 5 s since the last batch
     assert minimum.hold(0, now_ms=1_007_001)
+
+
+def test_partitions_the_group_did_not_know_are_discovered_at_start() -> None:
+    a0, a1, b0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+    current = [a0, a1, b0]
+    # A group that never assigned: startingOffsets applies to every partition there now.
+    assert known_at_start(current, None, pattern=True) == {a0, a1, b0}
+    # Its last assignment knew a with one partition: a-1 and (under a pattern) topic b were
+    # created while its members were stopped.
+    assert known_at_start(current, {"a": 1}, pattern=True) == {a0}
+    # A topic a subscribe list names anew is a new subscription, not a discovery.
+    assert known_at_start(current, {"a": 1}, pattern=False) == {a0, b0}

@@ -26,6 +26,7 @@ from spark_kafka_group.store import (
 from spark_kafka_group.store.codec import SCHEMA, to_arrow
 from spark_kafka_group.store.leases import LeaseFiles
 from spark_kafka_group.store.table import LOG_TABLE_NAME
+from spark_kafka_group.store.table_properties import retention_properties
 
 
 def hb(member: str = "m1", ts: int = 0) -> GroupRecord:
@@ -464,3 +465,34 @@ def test_a_log_being_created_by_another_member_is_not_refused(tmp_path: Path) ->
     with pytest.raises(IncompatibleGroupStoreError, match="not a Delta table"):
         GroupLog.open(str(uri))
     assert data_file.read_bytes() == b"PAR1"
+
+
+def test_maintenance_gives_an_existing_log_the_retention_it_was_opened_with(
+    tmp_path: Path,
+) -> None:
+    """groupLogRetention: a new log is created with it; maintenance sets it on an older one."""
+    uri = str(tmp_path / "g")
+    version = fill(GroupLog.open(uri), 3)  # created with the default retention, one hour
+    hour, week = retention_properties(3_600_000), retention_properties(7 * 86_400_000)
+    assert DeltaTable(uri).metadata().configuration.items() >= hour.items()
+
+    log = GroupLog.open(uri, table_properties=week)
+    report = log.maintain()
+    assert report.skipped == [] and report.retention == week
+    assert DeltaTable(uri).metadata().configuration.items() >= week.items()
+    assert log.maintain().retention == {}  # already set
+    log.append([hb()], expected_version=DeltaTable(uri).version())  # appends go on
+    assert len(log.read(after_version=version)) == 1
+    created = GroupLog.open(str(tmp_path / "new"), table_properties=week)
+    fill(created, 1)
+    assert DeltaTable(str(tmp_path / "new")).metadata().configuration.items() >= week.items()
+
+
+def test_the_default_retention_is_what_logs_were_created_with_before_the_option() -> None:
+    """Else the first maintenance of every existing log would rewrite its properties."""
+    assert retention_properties(3_600_000) == {
+        "delta.logRetentionDuration": "interval 1 hours",
+        "delta.deletedFileRetentionDuration": "interval 1 hours",
+    }
+    assert set(retention_properties(7 * 86_400_000).values()) == {"interval 7 days"}
+    assert set(retention_properties(90_000).values()) == {"interval 90 seconds"}
