@@ -31,6 +31,32 @@ class GroupNotEmptyError(KafkaGroupError):
     """The operation needs a group without live members (as Kafka's offset reset does)."""
 
 
+def expire_and_require_no_members(
+    work: GroupCoordinator,
+    now_ms: int,
+    leases: Mapping[str, int] | None,
+    group_id: str,
+    doing: str,
+) -> list[GroupRecord]:
+    """The rule of every operation that needs a group without live members (as Kafka's offset
+    reset and group deletion do): members past their session timeout (by their records and
+    leases) are expired first, any other member refuses the operation. Applies the EXPIRE
+    records to ``work`` and returns them (the caller writes them with its own records)."""
+    records = work.tick(now_ms, leases)
+    work.apply_all(records)
+    if work.group.members:
+        live = ", ".join(
+            f"{m.member_id}" + (f" (instance {m.instance_id})" if m.instance_id else "")
+            for m in work.group.members.values()
+        )
+        raise GroupNotEmptyError(
+            f"Group {group_id!r} has live members ({live}): stop their queries (a stopped "
+            "query's member leaves; a static member expires after its session timeout) "
+            f"before {doing}."
+        )
+    return records
+
+
 def _client(
     store: str, group_id: str, storage_options: Mapping[str, str] | None, *, create: bool
 ) -> GroupLogClient:
@@ -111,19 +137,8 @@ def reset_offsets(
     def decide(
         work: GroupCoordinator, now: int
     ) -> tuple[list[GroupRecord], dict[TopicPartition, tuple[int | None, int]]]:
-        records = work.tick(now, leases)  # members past their session timeout are not live
-        work.apply_all(records)
+        records = expire_and_require_no_members(work, now, leases, group_id, "resetting offsets")
         group = work.group
-        if group.members:
-            live = ", ".join(
-                f"{m.member_id}" + (f" (instance {m.instance_id})" if m.instance_id else "")
-                for m in group.members.values()
-            )
-            raise GroupNotEmptyError(
-                f"Group {group_id!r} has live members ({live}): stop their queries (a stopped "
-                "query's member leaves; a static member expires after its session timeout) "
-                "before resetting offsets."
-            )
         plan = {
             tp: (group.offsets[tp].offset if tp in group.offsets else None, int(new))
             for tp, new in sorted(offsets.items())

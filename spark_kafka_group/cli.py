@@ -6,6 +6,7 @@
     kafka-group export-to-kafka --store S --group G --kafka-group K --bootstrap-servers B
     kafka-group import-from-kafka --store S --group G --kafka-group K --bootstrap-servers B
     kafka-group timeline --store S --group G --out group.png
+    kafka-group delete --store S --group G [--yes]
 
 ``--json`` prints a machine-readable result instead of text. Exit codes: 0 success, 1 the
 operation failed (the message says why), 2 wrong usage. The logic lives in
@@ -387,6 +388,45 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_delete(args: argparse.Namespace) -> int:
+    from spark_kafka_group.admin import describe_existing_group
+    from spark_kafka_group.ops.delete import delete_group
+
+    storage = _storage_options(args)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise OptionError(
+                f"deleting group {args.group!r} needs a confirmation, and stdin is not a "
+                "terminal: add --yes to delete without asking"
+            )
+        group = describe_existing_group(args.store, args.group, storage_options=storage)
+        answer = input(
+            f"Delete group {args.group} ({group.uri}: state {group.state.value}, "
+            f"{len(group.members)} member(s), {len(group.committed)} committed offset(s))? "
+            "This cannot be undone. [y/N] "
+        )
+        if answer.strip().lower() not in ("y", "yes"):
+            print(f"Group {args.group} not deleted")
+            return EXIT_FAILED
+    deleted = delete_group(args.store, args.group, storage_options=storage)
+    data = {
+        "group": deleted.group_id,
+        "uri": deleted.uri,
+        "deleted": True,
+        "committed_offsets": deleted.committed,
+        "expired_members": deleted.expired,
+    }
+    _emit(
+        args,
+        data,
+        lambda: (
+            f"Deleted group {deleted.group_id} ({deleted.uri}) and its "
+            f"{deleted.committed} committed offset(s)"
+        ),
+    )
+    return EXIT_OK
+
+
 # -- parser ------------------------------------------------------------------------------------
 
 
@@ -492,6 +532,17 @@ def build_parser() -> argparse.ArgumentParser:
     kafka(p, required=False)
     p.add_argument("--out", required=True, metavar="FILE.png", help="the PNG file to write")
     p.set_defaults(func=cmd_timeline)
+
+    p = sub.add_parser(
+        "delete",
+        help="delete a group without live members: its log, offsets and leases",
+        description="Delete a group: its group log (with its committed offsets) and the "
+        "member leases beside it. Refused while the group has live members. Asks for "
+        "confirmation unless --yes is given.",
+    )
+    common(p)
+    p.add_argument("--yes", action="store_true", help="delete without asking")
+    p.set_defaults(func=cmd_delete)
     return parser
 
 

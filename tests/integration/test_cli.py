@@ -468,3 +468,46 @@ def test_source_options_import_from_and_commit_to_kafka(
     assert kafka_group_offsets(bootstrap_servers, None, group) == {
         (topic_name, p): n for p, n in produced.items()
     }
+
+
+def test_delete_refused_while_members_live_then_the_group_is_gone(
+    group_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group, other = _group(), _group()
+    d = GroupDriver(group_store, group, {"t": 2})
+    d.rebalance(["live-member"])
+    d.commit("live-member", {("t", 0): 4, ("t", 1): 6})
+    LeaseFiles(d.client.uri).renew("live-member", int(time.time() * 1000))
+    _three_generations(group_store, other, "t")
+    base = ["--store", group_store, "--group", group]
+
+    def listed() -> list[str]:
+        return [
+            g["group"] for g in run_cli("list", "--store", group_store, "--json").json()["groups"]
+        ]
+
+    refused = run_cli("delete", *base, "--yes")
+    assert refused.code == 1, refused.err
+    assert "live members" in refused.err and "live-member" in refused.err
+    assert "Traceback" not in refused.err
+    assert sorted(listed()) == sorted([group, other])
+
+    d.leave("live-member")
+    unconfirmed = run_cli("delete", *base)  # stdin is not a terminal under pytest
+    assert unconfirmed.code == 2 and "--yes" in unconfirmed.err
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    declined = run_cli("delete", *base)
+    assert declined.code == 1 and "not deleted" in declined.out
+    assert group in listed()
+
+    monkeypatch.setattr("builtins.input", lambda prompt: "y")
+    deleted = run_cli("delete", *base, "--json")
+    assert deleted.code == 0, deleted.err
+    assert deleted.json()["deleted"] and deleted.json()["committed_offsets"] == 2
+    assert listed() == [other]
+    assert not (Path(group_store) / group).exists()  # the table, its leases and probes
+    assert describe_group(group_store, other).state == "Stable"  # the other group is untouched
+
+    again = run_cli("delete", *base, "--yes")
+    assert again.code == 1 and "no group log" in again.err
