@@ -72,10 +72,16 @@ def remove_group_directory(uri: str, storage_options: Mapping[str, str] | None) 
             if os.path.exists(path):
                 shutil.rmtree(path)
             return
+        import pyarrow.fs as pafs
         from deltalake._internal import DeltaFileSystemHandler
 
+        # An object store has no directories to remove: every object under the prefix goes
+        # (delete_dir left them on S3).
         parent, _, name = uri.rstrip("/").rpartition("/")
-        DeltaFileSystemHandler(parent, dict(storage_options or {})).delete_dir(name)
+        fs = DeltaFileSystemHandler(parent, dict(storage_options or {}))
+        for info in fs.get_file_info_selector(name, True, True):
+            if info.type == pafs.FileType.File:
+                fs.delete_file(info.path)
     except Exception as exc:
         raise GroupStoreError(
             f"The group log at {uri} ends in DELETE, but its directory could not be removed: "

@@ -21,7 +21,9 @@ from spark_kafka_group.kafka.consumer_group_offsets import (
 from spark_kafka_group.kafka.java_settings import JKS_MAGIC
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store.leases import LeaseFiles
+from spark_kafka_group.store.paths import list_dir
 from tests.integration.cli_support import GroupDriver, run_cli
+from tests.object_stores import STORE_KINDS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -511,3 +513,23 @@ def test_delete_refused_while_members_live_then_the_group_is_gone(
 
     again = run_cli("delete", *base, "--yes")
     assert again.code == 1 and "no group log" in again.err
+
+
+@pytest.mark.parametrize("any_store", STORE_KINDS, indirect=True)
+def test_delete_removes_the_group_and_its_leases_on_every_store(
+    any_store: tuple[str, dict[str, str]],
+) -> None:
+    store, options = any_store
+    group = _group()
+    d = GroupDriver(store, group, {"t": 1}, storage_options=options)
+    d.rebalance(["A"])
+    d.commit("A", {("t", 0): 3})
+    LeaseFiles(d.client.uri, storage_options=options).renew("A", int(time.time() * 1000))
+    d.leave("A")
+    args = ["--store", store, *(f"--store-option={k}={v}" for k, v in sorted(options.items()))]
+    assert run_cli("list", *args, "--json").json()["groups"][0]["group"] == group
+
+    deleted = run_cli("delete", *args, "--group", group, "--yes")
+    assert deleted.code == 0, deleted.err
+    assert run_cli("list", *args, "--json").json()["groups"] == []
+    assert not list_dir(d.client.uri, options)  # nothing left: no table, no _members
