@@ -76,12 +76,19 @@ def remove_group_directory(uri: str, storage_options: Mapping[str, str] | None) 
         from deltalake._internal import DeltaFileSystemHandler
 
         # An object store has no directories to remove: every object under the prefix goes
-        # (delete_dir left them on S3).
+        # (delete_dir left them on S3), and what a listing still shows is reported, not hidden.
         parent, _, name = uri.rstrip("/").rpartition("/")
         fs = DeltaFileSystemHandler(parent, dict(storage_options or {}))
-        for info in fs.get_file_info_selector(name, True, True):
-            if info.type == pafs.FileType.File:
-                fs.delete_file(info.path)
+
+        def objects() -> list[str]:
+            infos = fs.get_file_info_selector(name, True, True)
+            return [i.path for i in infos if i.type != pafs.FileType.Directory]
+
+        for path in objects():
+            fs.delete_file(path)
+        left = objects()
+        if left:
+            raise OSError(f"{len(left)} object(s) still there, e.g. {left[:3]}")
     except Exception as exc:
         raise GroupStoreError(
             f"The group log at {uri} ends in DELETE, but its directory could not be removed: "
