@@ -9,15 +9,20 @@
 # MAGIC
 # MAGIC ## Which compute
 # MAGIC
-# MAGIC * **Classic compute, dedicated (single user) access mode**: classic PySpark; the notebook's
-# MAGIC   Python process is the driver's. Needs Databricks Runtime 15.4 LTS or above (Python data
-# MAGIC   sources). `register(spark)` registers the source and adds the progress listener in the
-# MAGIC   notebook's process. Every trigger works.
-# MAGIC * **Standard (formerly shared) access mode**: the notebook talks to Spark through Spark
-# MAGIC   Connect. Runtime 15.4 LTS or above. `register(spark)` sends the source to the server;
-# MAGIC   the listener is pickled and the server runs it in a Python process of its own.
-# MAGIC * **Serverless**: Spark Connect as on standard compute, environment version 2 or above.
-# MAGIC   Streaming there runs with `trigger(availableNow=True)` only, as below.
+# MAGIC This package needs pyspark 4.0 or later, that is **Databricks Runtime 17.x or later**
+# MAGIC (Spark 4.0). Python data sources as such exist from Runtime 15.4 LTS, but the 15.x and
+# MAGIC 16.x runtimes run Spark 3.5, which this package does not support.
+# MAGIC
+# MAGIC * **Classic compute, dedicated (single user) access mode**, Runtime 17.x or later: classic
+# MAGIC   PySpark; the notebook's Python process is the driver's. `register(spark)` registers the
+# MAGIC   source and adds the progress listener in the notebook's process. Every trigger works.
+# MAGIC * **Standard (formerly shared) access mode**, Runtime 17.x or later: the notebook talks to
+# MAGIC   Spark through Spark Connect. `register(spark)` sends the source to the server; the
+# MAGIC   listener is pickled and the server runs it in a Python process of its own.
+# MAGIC * **Serverless**: Spark Connect as on standard compute, with a serverless environment
+# MAGIC   whose Spark is 4.0 or later. Streaming there runs only with `trigger(availableNow=True)`,
+# MAGIC   as in the ingest cell below, and storage is governed by Unity Catalog: keep the group
+# MAGIC   store and the checkpoint under an external location the job may write to.
 # MAGIC
 # MAGIC Why the same code works on all three: the source's stream reader (the group member, with
 # MAGIC its heartbeat thread) never runs in the notebook's Python process. Spark runs it in a
@@ -39,9 +44,11 @@
 # MAGIC   store must be reachable from it (egress rules; on serverless, network connectivity
 # MAGIC   configuration), and Unity Catalog credentials cannot be used inside the listener.
 # MAGIC
-# MAGIC Tested by the project: the same calls through Apache Spark Connect
-# MAGIC (`SparkSession.builder.remote`) and on a Spark cluster with executors in separate JVMs;
-# MAGIC not on Databricks itself.
+# MAGIC Tested by the project: this notebook runs through Apache Spark Connect
+# MAGIC (`SparkSession.builder.remote("local[2]")`) with `Trigger.AvailableNow`, as on serverless
+# MAGIC (tests/integration/test_databricks_notebook.py; the cells that read the group log with
+# MAGIC Spark SQL need Delta Lake in Spark, which every Databricks runtime has, and are not run
+# MAGIC there); not on Databricks itself.
 
 # COMMAND ----------
 
@@ -99,21 +106,23 @@ events = (
     .load()
 )
 # `display` of a stream starts a query: a member of the group while it runs (classic and
-# standard compute only: it uses a processing-time trigger). Stop it before the next cell.
+# standard compute only: it uses a processing-time trigger, which serverless refuses). Stop it
+# before the next cell.
 display(events.selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value"))
 
 # COMMAND ----------
 
 # MAGIC %md
 # MAGIC ## Ingest into a Delta table
-# MAGIC Spark's Delta sink is idempotent per checkpoint and batch id. Start this cell in several
-# MAGIC jobs with the same `group_id` to split the partitions between them.
+# MAGIC The table is in the workspace's default format, Delta, whose sink is idempotent per
+# MAGIC checkpoint and batch id. `Trigger.AvailableNow` reads what the group's partitions hold
+# MAGIC and stops: the trigger serverless streaming allows. Start this cell in several jobs with
+# MAGIC the same `group_id` to split the partitions between them.
 
 # COMMAND ----------
 
 query = (
-    events.writeStream.format("delta")
-    .option("checkpointLocation", checkpoint)
+    events.writeStream.option("checkpointLocation", checkpoint)
     .trigger(availableNow=True)
     .toTable(table)
 )
@@ -135,6 +144,7 @@ group_log = f"delta.`{group_store}/{group_id}`"
 
 # COMMAND ----------
 
+# needs: Delta Lake in Spark
 # committed offset of every partition: the last accepted COMMIT
 display(
     spark.sql(f"""
@@ -150,6 +160,7 @@ display(
 
 # COMMAND ----------
 
+# needs: Delta Lake in Spark
 # rebalances: every generation, when and why
 display(
     spark.sql(f"""
@@ -164,6 +175,7 @@ display(
 
 # COMMAND ----------
 
+# needs: Delta Lake in Spark
 # time travel: the log as it was half an hour ago. It reaches back as far as the source option
 # groupLogRetention (default 1h); older history is in the table itself, by log_version.
 display(
@@ -186,7 +198,13 @@ from spark_kafka_group.ops.lag import describe_with_lag
 report = describe_with_lag(group_store, group_id, bootstrap_servers=bootstrap_servers)
 group = report.group
 print(f"{group.state.value}, generation {group.generation}, total lag {report.total_lag}")
-display(spark.createDataFrame([p.__dict__ for p in report.partitions]))
+display(
+    spark.createDataFrame(
+        report.to_json()["partitions"],
+        "topic string, partition int, owner string, owner_state string, committed long, "
+        "committed_at_ms long, log_end long, lag long",
+    )
+)
 
 # COMMAND ----------
 

@@ -21,7 +21,7 @@ from spark_kafka_group.group import (
     SystemClock,
     TopicPartition,
 )
-from spark_kafka_group.group.clocks import SingleClock, silent_past_session
+from spark_kafka_group.group.clocks import Sightings, SingleClock, silent_past_session
 from spark_kafka_group.member.in_flight import offsets_to_write
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
@@ -31,6 +31,30 @@ log = logging.getLogger(__name__)
 
 class GroupNotEmptyError(KafkaGroupError):
     """The operation needs a group without live members (as Kafka's offset reset does)."""
+
+
+def expire_and_require_no_members(
+    work: GroupCoordinator, now_ms: int, seen: Sightings, group_id: str, doing: str
+) -> list[GroupRecord]:
+    """The rule of every operation that needs a group without live members (as Kafka's offset
+    reset and group deletion do): members this process saw silent past their session timeout
+    (``seen``, its own sightings; see :func:`expire_stopped_members`) are expired first, any
+    other member refuses the operation. ``now_ms`` is this writer's wall clock, stamped on the
+    records. Applies the EXPIRE records to ``work`` and returns
+    them (the caller writes them with its own records)."""
+    records = work.tick(now_ms, seen)
+    work.apply_all(records)
+    if work.group.members:
+        live = ", ".join(
+            f"{m.member_id}" + (f" (instance {m.instance_id})" if m.instance_id else "")
+            for m in work.group.members.values()
+        )
+        raise GroupNotEmptyError(
+            f"Group {group_id!r} has live members ({live}): stop their queries (a stopped "
+            "query's member leaves; a static member expires after its session timeout) "
+            f"before {doing}."
+        )
+    return records
 
 
 def _client(
@@ -110,25 +134,16 @@ def reset_offsets(
         return {tp: (None, int(o)) for tp, o in sorted(offsets.items())}
 
     if execute:
-        _expire_stopped_members(client)
+        expire_stopped_members(client)
 
     def decide(
         work: GroupCoordinator, now: int
     ) -> tuple[list[GroupRecord], dict[TopicPartition, tuple[int | None, int]]]:
         # Members this process watched stay silent past their session timeout are not live.
-        records = work.tick(now, client.sightings())
-        work.apply_all(records)
+        records = expire_and_require_no_members(
+            work, now, client.sightings(), group_id, "resetting offsets"
+        )
         group = work.group
-        if group.members:
-            live = ", ".join(
-                f"{m.member_id}" + (f" (instance {m.instance_id})" if m.instance_id else "")
-                for m in group.members.values()
-            )
-            raise GroupNotEmptyError(
-                f"Group {group_id!r} has live members ({live}): stop their queries (a stopped "
-                "query's member leaves; a static member expires after its session timeout) "
-                "before resetting offsets."
-            )
         plan = {
             tp: (group.offsets[tp].offset if tp in group.offsets else None, int(new))
             for tp, new in sorted(offsets.items())
@@ -147,11 +162,11 @@ def reset_offsets(
     return client.transact(decide)
 
 
-#: How often :func:`_expire_stopped_members` looks at the log and the leases.
+#: How often :func:`expire_stopped_members` looks at the log and the leases.
 WATCH_POLL_S = 1.0
 
 
-def _expire_stopped_members(client: GroupLogClient) -> None:
+def expire_stopped_members(client: GroupLogClient) -> None:
     """Expire the group's members if every one of them has stopped.
 
     Whether a member stopped is decided only on this process's clock: nothing of it (record,

@@ -6,6 +6,8 @@
     kafka-group export-to-kafka --store S --group G --kafka-group K --bootstrap-servers B
     kafka-group import-from-kafka --store S --group G --kafka-group K --bootstrap-servers B
     kafka-group timeline --store S --group G --out group.png
+    kafka-group delete --store S --group G [--yes]
+    kafka-group exporter --store S --bootstrap-servers B [--group G ...] [--port 9308]
 
 ``--json`` prints a machine-readable result instead of text. Exit codes: 0 success, 1 the
 operation failed (the message says why), 2 wrong usage. The logic lives in
@@ -391,6 +393,62 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_delete(args: argparse.Namespace) -> int:
+    from spark_kafka_group.admin import describe_existing_group
+    from spark_kafka_group.ops.delete import delete_group
+
+    storage = _storage_options(args)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise OptionError(
+                f"deleting group {args.group!r} needs a confirmation, and stdin is not a "
+                "terminal: add --yes to delete without asking"
+            )
+        group = describe_existing_group(args.store, args.group, storage_options=storage)
+        answer = input(
+            f"Delete group {args.group} ({group.uri}: state {group.state.value}, "
+            f"{len(group.members)} member(s), {len(group.committed)} committed offset(s))? "
+            "This cannot be undone. [y/N] "
+        )
+        if answer.strip().lower() not in ("y", "yes"):
+            print(f"Group {args.group} not deleted")
+            return EXIT_FAILED
+    deleted = delete_group(args.store, args.group, storage_options=storage)
+    data = {
+        "group": deleted.group_id,
+        "uri": deleted.uri,
+        "deleted": True,
+        "committed_offsets": deleted.committed,
+        "expired_members": deleted.expired,
+    }
+    _emit(
+        args,
+        data,
+        lambda: (
+            f"Deleted group {deleted.group_id} ({deleted.uri}) and its "
+            f"{deleted.committed} committed offset(s)"
+        ),
+    )
+    return EXIT_OK
+
+
+def cmd_exporter(args: argparse.Namespace) -> int:
+    from spark_kafka_group.ops.exporter import GroupLagCollector, serve
+
+    collector = GroupLagCollector(
+        args.store,
+        groups=args.group,
+        bootstrap_servers=args.bootstrap_servers,
+        client_conf=_client_conf(args),
+        storage_options=_storage_options(args),
+    )
+    host, port, thread = serve(collector, args.port, args.addr)
+    shown = ", ".join(args.group) if args.group else f"every group in {args.store}"
+    print(f"Serving the lag of {shown} on http://{host}:{port}/metrics", flush=True)
+    thread.join()  # until interrupted (exit 130) or killed
+    return EXIT_OK
+
+
 # -- parser ------------------------------------------------------------------------------------
 
 
@@ -497,6 +555,32 @@ def build_parser() -> argparse.ArgumentParser:
     kafka(p, required=False)
     p.add_argument("--out", required=True, metavar="FILE.png", help="the PNG file to write")
     p.set_defaults(func=cmd_timeline)
+
+    p = sub.add_parser(
+        "delete",
+        help="delete a group without live members: its log, offsets and leases",
+        description="Delete a group: its group log (with its committed offsets) and the "
+        "member leases beside it. Refused while the group has live members. Asks for "
+        "confirmation unless --yes is given.",
+    )
+    common(p)
+    p.add_argument("--yes", action="store_true", help="delete without asking")
+    p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser(
+        "exporter",
+        help="serve groups' lag to Prometheus (kafka_exporter's metric names)",
+        description="Serve the lag, committed offsets and members of groups at /metrics, "
+        "under kafka_exporter's metric names and labels, figured at each scrape.",
+    )
+    common(p, group=False)
+    kafka(p, required=True)
+    p.add_argument(
+        "--group", action="append", help="only this group (repeatable; default: every group)"
+    )
+    p.add_argument("--port", type=int, default=9308, help="HTTP port (default 9308; 0: any)")
+    p.add_argument("--addr", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.set_defaults(func=cmd_exporter)
     return parser
 
 

