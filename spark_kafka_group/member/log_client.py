@@ -32,6 +32,7 @@ from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.store import AppendConflict, GroupLog, group_log_uri
+from spark_kafka_group.store.commit_objects import CommitObjectFiles, CommitObjectStore
 from spark_kafka_group.store.leases import LeaseFiles
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
 
@@ -78,10 +79,13 @@ class GroupLogClient:
         create: bool = True,
         log: LogStore | None = None,
         leases: LeaseStore | None = None,
+        commit_objects: CommitObjectStore | None = None,
         random_seed: int | None = None,
     ) -> None:
-        """``log`` and ``leases``: the group log itself and the members' leases, instead of
-        the Delta table under ``store`` and its lease files."""
+        """``log``, ``leases`` and ``commit_objects``: the group log itself, the members'
+        leases and their commit objects, instead of the Delta table under ``store`` and the
+        files next to it (with ``log`` given, no ``commit_objects`` means commits go to the
+        log directly)."""
         self.group_id = group_id
         self.clock: Clock = clock or SystemClock()
         self._config = config or GroupConfig()
@@ -91,11 +95,14 @@ class GroupLogClient:
                 self.uri, storage_options=storage_options, create=create
             )
             leases = LeaseFiles(self.uri, storage_options=storage_options)
+            commit_objects = CommitObjectFiles(self.uri, storage_options=storage_options)
         else:
             self.uri = getattr(log, "uri", store)
             self._log = log
         #: The members' leases (None: liveness is in the log's records only).
         self.leases: LeaseStore | None = leases
+        #: The members' commit objects (None: members commit to the log directly).
+        self.commit_objects: CommitObjectStore | None = commit_objects
         self._random = random.Random(random_seed)
         #: Seconds one append took lately (the unit of the conflict backoff).
         self.append_s = MIN_BACKOFF_BASE_S
