@@ -28,7 +28,7 @@ from spark_kafka_group.store.commit_objects import CommitObject
 COMMIT_FOLD_INTERVAL_MS = 1_000
 #: A member whose own commit is not folded this many intervals after it was recorded folds
 #: every member's objects itself.
-FOLD_FALLBACK_INTERVALS = 3
+FOLD_FALLBACK_INTERVALS = 5
 
 
 def fold_commit_objects(

@@ -180,6 +180,7 @@ class GroupMember:
         self._folded_ms = -(10**15)
         self._folded_seq: dict[str, int] = {}
         self._seen_seq: dict[str, int] = {}
+        self._fold_started_ms: int | None = None
         #: Called with offsets of this member that became durable in the log, whoever wrote
         #: them (commitToKafka copies them); and what it was last called with.
         self.on_durable: Callable[[dict[TopicPartition, int]], None] | None = None
@@ -501,6 +502,38 @@ class GroupMember:
         owner starts exactly there.
         """
         with self._lock:
+            if not self.record_commit(
+                offsets,
+                batch_generation=batch_generation,
+                batch_member=batch_member,
+                release=release,
+            ):
+                self.wake()  # the background step writes the commit object now
+                return self._assignment
+            try:
+                self._step()  # commits and steps in one write
+            except GroupStoreError as exc:
+                log.warning(
+                    "group %s: commit of %d partition(s) postponed, the group log is "
+                    "unavailable: %s",
+                    self.settings.group_id,
+                    len(self._pending_offsets),
+                    exc,
+                )
+            return self._assignment
+
+    def record_commit(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        batch_generation: int,
+        batch_member: str,
+        release: Iterable[TopicPartition] = (),
+    ) -> bool:
+        """The bookkeeping half of :meth:`commit`: record the offsets (and the releases);
+        whether something must be written to the log now (a partition being revoked, a
+        release, or every commit without commit objects)."""
+        with self._lock:
             assignment = self._assignment
             accepted = {}
             if batch_member == self.member_id or batch_member in self._adopted_members:
@@ -516,21 +549,8 @@ class GroupMember:
                     self._recorded[tp] = RecordedOffset(offset, assignment.generation)
             self._pending_release.update(set(release) & assignment.revoking)
             if self._closing.is_set():
-                return self._assignment  # close() writes what is pending
-            if not (self._pending_offsets or self._pending_release):
-                self.wake()  # the background step writes the commit object now
-                return self._assignment
-            try:
-                self._step()  # commits and steps in one write
-            except GroupStoreError as exc:
-                log.warning(
-                    "group %s: commit of %d partition(s) postponed, the group log is "
-                    "unavailable: %s",
-                    self.settings.group_id,
-                    len(self._pending_offsets),
-                    exc,
-                )
-            return self._assignment
+                return False  # close() writes what is pending
+            return bool(self._pending_offsets or self._pending_release)
 
     # -- the protocol step -------------------------------------------------------------------
 
@@ -545,9 +565,13 @@ class GroupMember:
         # this one: the follow-up round starts when another member releases its partitions.
         if self._assignment.settled:
             interval = self.settings.heartbeat_interval_ms
-            if self._objects is not None and (self._client.maintainer or self._recorded):
-                # The folder folds every interval; a member with a recorded commit watches it
-                # land (and folds itself if the folder is gone).
+            if self._objects is not None and self._client.maintainer:
+                # The folder folds every interval, counted from the start of the last fold.
+                due = self._folded_ms + COMMIT_FOLD_INTERVAL_MS - self._clock.now_ms()
+                interval = max(0, min(interval, due))
+            elif self._objects is not None and self._recorded:
+                # A member with a recorded commit watches it land (and folds itself if the
+                # folder is gone).
                 interval = min(interval, COMMIT_FOLD_INTERVAL_MS)
             return interval / 1000.0
         return self._rebalance_poll_s()
@@ -623,6 +647,11 @@ class GroupMember:
     def _after_step(self, attempt: Attempt[tuple[Decision, PendingWork]]) -> None:
         decision, pending = attempt.result
         self._timers = decision.timers
+        if self._fold_started_ms is not None:
+            now = self._fold_started_ms
+            self._folded_ms, self._fold_started_ms = now, None
+            # A fallback fold waits as long again before the next one.
+            self._waiting = {tp: (o, max(since, now)) for tp, (o, since) in self._waiting.items()}
         for member_id in decision.folded:
             if member_id in self._seen_seq:
                 self._folded_seq[member_id] = self._seen_seq[member_id]
@@ -689,10 +718,9 @@ class GroupMember:
         leads = self._client.coordinator.group.leader == self.member_id
         if not stalled and not (leads and now - self._folded_ms >= interval):
             return self._objects_of_replaced(), frozenset()
-        self._folded_ms = now
+        # Counted as a fold once its append lands (a lost race folds again at the retry).
+        self._fold_started_ms = now
         if stalled:
-            # The next fallback, if still needed, only after as long again.
-            self._waiting = {tp: (o, now) for tp, (o, _) in self._waiting.items()}
             self._folded_seq.clear()  # read every object: the folder may have missed some
         try:
             listed = self._objects.list()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -176,12 +176,14 @@ class CommitObjectFiles:
 
 
 class InMemoryCommitObjects:
-    """Commit objects in a dict, for the simulation and the property tests. ``visible_after``
-    (a function of nothing, returning the current time in ms) and ``latency_ms`` model a store
-    whose put becomes visible to a listing only ``latency_ms`` after it was issued."""
+    """Commit objects in a dict, for the simulation and the property tests. ``now_ms`` (the
+    clock) and ``latency_ms`` model a store on which a put becomes visible only ``latency_ms``
+    after it was issued; the previous object stays visible until then (it is deleted after
+    the put)."""
 
-    def __init__(self, *, now_ms: object = None, latency_ms: int = 0) -> None:
-        self._objects: dict[str, tuple[int, CommitObject]] = {}  # member -> (visible at, obj)
+    def __init__(self, *, now_ms: Callable[[], int] | None = None, latency_ms: int = 0) -> None:
+        # member -> [(visible at, object)], oldest first
+        self._objects: dict[str, list[tuple[int, CommitObject]]] = {}
         self._now = now_ms
         self._latency_ms = latency_ms
         self.puts = 0
@@ -189,15 +191,24 @@ class InMemoryCommitObjects:
         self.gets = 0
 
     def _time(self) -> int:
-        return int(self._now()) if callable(self._now) else 0
+        return self._now() if self._now is not None else 0
 
     def put(self, obj: CommitObject) -> None:
         self.puts += 1
-        self._objects[obj.member_id] = (self._time() + self._latency_ms, obj)
+        now = self._time()
+        versions = [v for v in self._objects.get(obj.member_id, []) if v[0] > now][-1:]
+        visible = self._newest(obj.member_id)
+        if visible is not None:
+            versions.insert(0, (now, visible))
+        self._objects[obj.member_id] = [*versions, (now + self._latency_ms, obj)]
+
+    def _newest(self, member_id: str) -> CommitObject | None:
+        now = self._time()
+        visible = [obj for at, obj in self._objects.get(member_id, []) if at <= now]
+        return visible[-1] if visible else None
 
     def _visible(self) -> Iterable[CommitObject]:
-        now = self._time()
-        return (obj for at, obj in self._objects.values() if at <= now)
+        return (o for o in map(self._newest, list(self._objects)) if o is not None)
 
     def list(self) -> Mapping[str, int]:
         self.lists += 1
@@ -205,9 +216,7 @@ class InMemoryCommitObjects:
 
     def get(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
         self.gets += len(members)
-        return {
-            o.member_id: o for o in self._visible() if members.get(o.member_id) == o.seq
-        }
+        return {o.member_id: o for o in self._visible() if members.get(o.member_id) == o.seq}
 
     def drop(self, member_id: str) -> None:
         self._objects.pop(member_id, None)
