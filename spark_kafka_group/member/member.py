@@ -547,7 +547,15 @@ class GroupMember:
                     self._pending_offsets[tp] = offset
                 if self._objects is not None:
                     self._recorded[tp] = RecordedOffset(offset, assignment.generation)
-            self._pending_release.update(set(release) & assignment.revoking)
+            released = set(release) & assignment.revoking
+            self._pending_release.update(released)
+            committed = self._client.coordinator.group.offsets
+            for tp in released & set(self._recorded):
+                # Its last batch was committed earlier, in the commit object: its release
+                # must come with that offset in the log (the new owner starts there).
+                offset = self._recorded[tp].offset
+                if tp not in committed or committed[tp].offset != offset:
+                    self._pending_offsets.setdefault(tp, offset)
             if self._closing.is_set():
                 return False  # close() writes what is pending
             return bool(self._pending_offsets or self._pending_release)
@@ -695,6 +703,13 @@ class GroupMember:
         if self._objects is None:
             return {}, frozenset()
         self._settle_recorded()
+        committed = self._client.coordinator.group.offsets
+        for tp in self._assignment.revoking & set(self._recorded):
+            # Recorded before its revocation began: its final offset goes to the log now,
+            # directly (its release waits for exactly that offset).
+            offset = self._recorded[tp].offset
+            if tp not in committed or committed[tp].offset != offset:
+                self._pending_offsets.setdefault(tp, offset)
         if self._recorded and self._recorded != self._written and not self._closing.is_set():
             self._object_seq += 1
             obj = CommitObject(self.member_id, self._object_seq, dict(self._recorded))
@@ -704,7 +719,6 @@ class GroupMember:
             except GroupStoreError as exc:  # kept, and written at the next step
                 log.warning("group %s: commit object not written: %s", self.settings.group_id,
                             exc)  # fmt: skip
-        committed = self._client.coordinator.group.offsets
         for tp in self._recorded:
             log_offset = committed[tp].offset if tp in committed else None
             if tp not in self._waiting or self._waiting[tp][0] != log_offset:
