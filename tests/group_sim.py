@@ -344,7 +344,7 @@ class _Simulation:
             if self.alive.get(m.member.member_id) is not m and m.member.member_id not in self.alive:
                 return
             m.member.refresh_metadata()
-            self.schedule(m, self.clock.now_ms(), 0)
+            self.step(m, 0)
 
         def wake() -> None:  # a commit was recorded: the background step runs now
             if self.busy.get(key):

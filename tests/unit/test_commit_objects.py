@@ -36,7 +36,9 @@ class Group:
         self.objects = InMemoryCommitObjects()
         self.members: list[SimMember] = []
 
-    def add(self, name: str, *, instance_id: str | None = None, replaces: str | None = None) -> SimMember:
+    def add(
+        self, name: str, *, instance_id: str | None = None, replaces: str | None = None
+    ) -> SimMember:
         m = SimMember(
             name, self.log, self.clock, lambda: META, leases=self.leases,
             commit_objects=self.objects, session_timeout_ms=10_000,
@@ -154,7 +156,7 @@ def test_a_crashed_members_recorded_commits_land_before_its_expiry() -> None:
 
 def test_a_member_leaving_commits_what_it_recorded_first() -> None:
     g = Group()
-    a, b = g.add("a"), g.add("b")
+    _, b = g.add("a"), g.add("b")
     g.settle()
     theirs = {tp: 5 for tp in b.member.assignment.held}
     commit(b, theirs)
@@ -171,7 +173,7 @@ def test_a_member_leaving_commits_what_it_recorded_first() -> None:
 
 def test_a_replaced_incarnations_recorded_commits_are_folded_before_it_is_fenced() -> None:
     g = Group()
-    a, b = g.add("a"), g.add("b")
+    _, b = g.add("a"), g.add("b")
     g.settle()
     theirs = {tp: 9 for tp in b.member.assignment.held}
     commit(b, theirs)
@@ -192,7 +194,7 @@ def test_stale_objects_are_never_applied() -> None:
     """An object of a member that is gone, or with offsets of a partition that moved away and
     back since they were recorded, changes nothing; the fold never moves an offset back."""
     g = Group()
-    a, b = g.add("a"), g.add("b")
+    a, _ = g.add("a"), g.add("b")
     g.settle()
     work = a.coord.fork()
     now = g.clock.now_ms()
