@@ -10,7 +10,7 @@ then stops them from reading the same partitions, exactly as in Kafka.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from spark_kafka_group.errors import MemberFencedError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
@@ -40,6 +40,7 @@ class FixedAssignmentMember:
             stable=True,
         )
         self._in_flight = BatchesInFlight()
+        self.on_durable: Callable[[dict[TopicPartition, int]], None] | None = None
 
     def start(
         self, *, replacing: str | None = None, must_complete_join: bool = False
@@ -49,6 +50,10 @@ class FixedAssignmentMember:
         return self._assignment
 
     def poll(self) -> MemberAssignment:
+        return self._assignment
+
+    @property
+    def assignment(self) -> MemberAssignment:
         return self._assignment
 
     def adopt(
@@ -86,14 +91,20 @@ class FixedAssignmentMember:
     ) -> MemberAssignment:
         mine = {tp: o for tp, o in offsets.items() if tp in self._assignment.held}
 
+        written: dict[TopicPartition, int] = {}
+
         def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], GroupError]:
             fresh = offsets_to_write(mine, work.group.offsets, in_order=True)
+            written.clear()
+            written.update(fresh)
             if not fresh:
                 return [], GroupError.NONE
             records, response = work.commit_offsets(None, -1, fresh, now)
             return records, response.error
 
         error = self._client.transact(decide)
+        if error is GroupError.NONE and written and self.on_durable is not None:
+            self.on_durable(dict(written))
         if error is not GroupError.NONE:
             raise MemberFencedError(
                 f"Group {self.settings.group_id!r} rejected the commit of this 'assign' query "
