@@ -226,3 +226,23 @@ def test_a_member_folds_itself_when_the_leader_is_gone() -> None:
         g.step([other], ms=COMMIT_FOLD_INTERVAL_MS // 2)  # the leader never steps
         assert g.clock.now_ms() - start <= (FOLD_FALLBACK_INTERVALS + 2) * COMMIT_FOLD_INTERVAL_MS
     assert g.clock.now_ms() - start >= FOLD_FALLBACK_INTERVALS * COMMIT_FOLD_INTERVAL_MS
+
+
+def test_every_durable_commit_is_reported_once_whoever_wrote_it() -> None:
+    """What ``commitToKafka`` copies: a member's offsets once the log holds them, folded by the
+    leader, written at a release or at its LEAVE."""
+    g = Group()
+    a, b = g.add("a"), g.add("b")
+    g.settle()
+    copied: list[dict[TopicPartition, int]] = []
+    b.member.on_durable = copied.append
+    theirs = {tp: 11 for tp in b.member.assignment.held}
+    commit(b, theirs)
+    assert copied == []  # recorded, not durable yet
+    for _ in range(4):
+        g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)
+    assert copied == [theirs]
+    last = {tp: 12 for tp in theirs}
+    commit(b, last)
+    b.member.leave()  # the LEAVE writes the last commit first
+    assert copied == [theirs, last]
