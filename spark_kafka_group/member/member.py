@@ -565,7 +565,7 @@ class GroupMember:
     def _background_step(self) -> None:
         with self._lock:
             if self._fatal is None and not self._closing.is_set():
-                self._step()
+                self._step(commit_objects=True)
 
     def next_step_delay_s(self) -> float:
         """How long until the member's next step (the heartbeat thread's timer)."""
@@ -588,13 +588,15 @@ class GroupMember:
         members = len(self._client.coordinator.group.members)
         return rebalance_poll_ms(members, self.settings.heartbeat_interval_ms) / 1000.0
 
-    def _step(self) -> None:
+    def _step(self, *, commit_objects: bool = False) -> None:
         """One write (or none): the pending commits, the release of revoked partitions whose
         last batch is committed, and the protocol step (tick, join, sync), retried on
-        compare-and-swap conflicts."""
-        self._client.retry(self.begin_step, self.end_step)
+        compare-and-swap conflicts. ``commit_objects``: also write this member's commit object
+        and fold the group's (the background thread's work: the reader's calls never wait on
+        it)."""
+        self._client.retry(lambda: self.begin_step(commit_objects=commit_objects), self.end_step)
 
-    def begin_step(self) -> Attempt[tuple[Decision, PendingWork]]:
+    def begin_step(self, *, commit_objects: bool = True) -> Attempt[tuple[Decision, PendingWork]]:
         """Renew the lease if due, fold the log and decide this step's records. With nothing
         to write the step is over; otherwise :meth:`end_step` appends them."""
         with self._lock:
@@ -604,7 +606,11 @@ class GroupMember:
             if self._leases is not None and now - self._lease_renewed_ms >= interval:
                 self._leases.renew(self.member_id, now)
                 self._lease_renewed_ms = now
-            objects, looked_up = self._commit_objects_step(now)
+            objects, looked_up = (
+                self._commit_objects_step(now)
+                if commit_objects
+                else (self._objects_of_replaced(), frozenset())  # a join replacing: first
+            )
             pending = PendingWork(
                 offsets=dict(self._pending_offsets),
                 release=frozenset(self._pending_release),
