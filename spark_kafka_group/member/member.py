@@ -576,7 +576,7 @@ class GroupMember:
             if self._objects is not None and self._client.maintainer:
                 # The folder folds every interval, counted from the start of the last fold.
                 due = self._folded_ms + COMMIT_FOLD_INTERVAL_MS - self._clock.now_ms()
-                interval = max(0, min(interval, due))
+                interval = max(REBALANCE_POLL_MS // 2, min(interval, due))
             elif self._objects is not None and self._recorded:
                 # A member with a recorded commit watches it land (and folds itself if the
                 # folder is gone).
