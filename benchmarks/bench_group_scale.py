@@ -13,12 +13,26 @@ process start-up and interpreter memory do not swamp 2 cores, and measures per N
 - false expiries: EXPIRE records for members that are alive, over the steady period (the
   last N runs ``--steady-s``, the others ``--steady-small-s``).
 
+With ``--commit-every SECONDS`` every member, once it holds partitions, also commits every
+that many seconds as a query's reader does after each batch (``begin_batch``, then
+``commit``; the offset committed is the wall-clock millisecond of the commit, so the log itself
+tells when it was made), and the steady period also measures:
+
+- ``commit()`` p50 / p99 / max as its caller sees it;
+- commit-to-durable p50 / p99: from the commit to the COMMIT record that carries it (or a
+  later commit of that partition that supersedes it; the record's timestamp is when its writer
+  decided it, on this same machine);
+- that the log holds every member's last commit once they all stopped (lost: partitions whose
+  final committed offset is below the last commit made), and a fair split (the largest and
+  smallest assignment at the end of the steady period).
+
 Each process also reports the CPU it used, so that what the machine limits is told apart from
 what the design costs. The baseline is the smallest N of the same run: every figure is also
 printed as a ratio to it.
 
     python -m benchmarks.bench_group_scale --members 4,16,32,64 --partitions 256
     python -m benchmarks.bench_group_scale --store s3 --members 4,32   # a SeaweedFS server
+    python -m benchmarks.bench_group_scale --members 16,32,64 --commit-every 1
 
 The last line is ``key=value`` pairs. Runs against any release of the package whose
 ``GroupMember`` takes (settings, subscription, topic_counts): ``PYTHONPATH=<old checkout>``
@@ -97,6 +111,8 @@ def worker(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     polls: dict[str, list[float]] = {"converge": [], "steady": []}
+    commits: dict[str, list[float]] = {"converge": [], "steady": []}
+    last: dict[str, int] = {}
     phase = ["converge"]
     signal.signal(signal.SIGUSR1, lambda *_: phase.__setitem__(0, "steady"))
     errors: list[str] = []
@@ -109,9 +125,24 @@ def worker(args: argparse.Namespace) -> int:
             joins.append(time.monotonic() - started)
             while not stop.is_set():
                 started = time.monotonic()
-                member.poll()
+                assignment = member.poll()
                 polls[phase[0]].append(time.monotonic() - started)
-                stop.wait(args.poll_s)
+                if args.commit_every > 0 and assignment.generation >= 0 and assignment.held:
+                    planned = assignment.held - assignment.revoking
+                    offset = int(time.time() * 1000)  # when it was committed
+                    ends = {tp: offset for tp in planned}
+                    member.begin_batch(ends, batch_generation=assignment.generation)
+                    started = time.monotonic()
+                    member.commit(
+                        ends,
+                        batch_generation=assignment.generation,
+                        batch_member=member.member_id,
+                        release=assignment.revoking,
+                    )
+                    commits[phase[0]].append(time.monotonic() - started)
+                    for tp in planned:
+                        last[f"{tp[0]}:{tp[1]}"] = offset
+                stop.wait(args.commit_every if args.commit_every > 0 else args.poll_s)
         except Exception as exc:  # reported, not hidden
             errors.append(f"{member.member_id}: {exc!r}")
 
@@ -133,6 +164,8 @@ def worker(args: argparse.Namespace) -> int:
                 "event": "done",
                 "index": args.index,
                 "polls": polls,
+                "commits": commits,
+                "last": last,
                 "joins": joins,
                 "conflicts": sum(getattr(c, "conflicts", 0) for c in client_stats if c),
                 "cpu_s": usage.ru_utime + usage.ru_stime,
@@ -165,6 +198,14 @@ class RunResult:
     conflicts: int
     cpu_per_member_s: float
     errors: list[str]
+    commit_p50_ms: float = 0.0
+    commit_p99_ms: float = 0.0
+    commit_max_ms: float = 0.0
+    durable_p50_s: float | None = None
+    durable_p99_s: float | None = None
+    durable_commits: int = 0
+    lost_last_commits: int = 0
+    split: tuple[int, int] = (0, 0)
 
 
 def _p(values: list[float], q: float) -> float:
@@ -232,7 +273,7 @@ def run_once(
             "--partitions", str(args.partitions), "--heartbeat-ms", str(args.heartbeat_ms),
             "--session-timeout-ms", str(args.session_timeout_ms),
             "--rebalance-timeout-ms", str(args.rebalance_timeout_ms),
-            "--poll-s", str(args.poll_s),
+            "--poll-s", str(args.poll_s), "--commit-every", str(args.commit_every),
         ]  # fmt: skip
         root = str(Path(__file__).resolve().parents[1])
         env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or root}
@@ -270,6 +311,12 @@ def run_once(
     for r in expiries:
         print(f"    EXPIRE of {r.member_id} at {r.timestamp_ms}: {r.payload}", flush=True)
     steady_writes = watch.version - steady_from_version
+    sizes = (
+        [len(m.assignment) for m in watch.coordinator.group.members.values()]
+        if (watch.coordinator)
+        else [0]
+    )
+    durable = _durable_lags(steady, args.commit_every)
     generation_changes = watch.coordinator.group.generation - generation if watch.coordinator else 0
     for p in procs:
         p.send_signal(signal.SIGTERM)
@@ -285,6 +332,19 @@ def run_once(
         reports += [json.loads(line) for line in out.splitlines() if '"done"' in line]
     if stuck:
         print(f"    {stuck} of {len(procs)} processes did not stop within 120 s", flush=True)
+    watch.fold()  # the final commits, written as the members left
+    final = watch.coordinator.group.offsets if watch.coordinator else {}
+    last: dict[str, int] = {}
+    for r in reports:
+        for key, offset in r.get("last", {}).items():
+            last[key] = max(offset, last.get(key, -1))
+    lost = 0
+    for key, offset in last.items():
+        topic, _, part = key.rpartition(":")
+        got = final.get((topic, int(part)))
+        if got is None or got.offset < offset:
+            lost += 1
+    commits_s = [d for r in reports for d in r.get("commits", {}).get("steady", [])]
     polls_c = [d for r in reports for d in r["polls"]["converge"]]
     polls_s = [d for r in reports for d in r["polls"]["steady"]]
     converge_window = (converged_at or time.monotonic()) - launched
@@ -305,7 +365,35 @@ def run_once(
         conflicts=sum(r["conflicts"] for r in reports),
         cpu_per_member_s=sum(r["cpu_s"] for r in reports) / n,
         errors=[e for r in reports for e in r["errors"]],
+        commit_p50_ms=_p(commits_s, 0.5),
+        commit_p99_ms=_p(commits_s, 0.99),
+        commit_max_ms=_p(commits_s, 1.0),
+        durable_p50_s=_p(durable, 0.5) / 1000 if durable else None,
+        durable_p99_s=_p(durable, 0.99) / 1000 if durable else None,
+        durable_commits=len(durable),
+        lost_last_commits=lost,
+        split=(min(sizes), max(sizes)),
     )
+
+
+def _durable_lags(records: list[Any], commit_every_s: float) -> list[float]:
+    """Seconds from commit to durable for the COMMIT records among ``records`` (offsets are
+    commit wall-clock ms). A record also makes durable the commits it superseded since the
+    previous record of its partition: the oldest of them, about one interval after that
+    record's commit, is counted too."""
+    previous: dict[tuple[str, int], int] = {}
+    lags: list[float] = []
+    step_ms = int(commit_every_s * 1000)
+    for r in records:
+        if r.kind != "COMMIT" or r.offset is None or r.offset < 10**12:
+            continue
+        key = (r.topic, r.partition)
+        lags.append(max(0, r.timestamp_ms - r.offset) / 1000)
+        before = previous.get(key)
+        if before is not None and r.offset - before > 1.5 * step_ms:
+            lags.append(max(0, r.timestamp_ms - (before + step_ms)) / 1000)
+        previous[key] = r.offset
+    return lags
 
 
 @contextlib.contextmanager
@@ -333,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rebalance-timeout-ms", type=int, default=60000)
     parser.add_argument("--poll-s", type=float, default=1.0, help="a reader's trigger interval")
     parser.add_argument("--workdir", help="keep the group logs here (default: a temporary dir)")
+    parser.add_argument(
+        "--commit-every", type=float, default=0.0, help="seconds between a member's commits"
+    )
     # worker mode (internal)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--group", help=argparse.SUPPRESS)
@@ -366,6 +457,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r.cpu_per_member_s:.1f}s",
                 flush=True,
             )
+            if args.commit_every > 0:
+
+                def s(x: float | None) -> str:
+                    return "-" if x is None else f"{x:.2f}s"
+
+                print(
+                    f"    commits every {args.commit_every:g}s: commit() p50/p99/max "
+                    f"{r.commit_p50_ms:.1f}/{r.commit_p99_ms:.1f}/{r.commit_max_ms:.0f} ms  "
+                    f"durable p50/p99 {s(r.durable_p50_s)}/{s(r.durable_p99_s)} "
+                    f"({r.durable_commits} records)  last commits lost {r.lost_last_commits}  "
+                    f"split {r.split[0]}-{r.split[1]} partitions per member",
+                    flush=True,
+                )
             for e in r.errors[:5]:
                 print(f"    member error: {e}", flush=True)
     base = results[0]
@@ -379,6 +483,14 @@ def main(argv: list[str] | None = None) -> int:
             f"conflicts_{r.members}={r.conflicts}",
             f"false_expiries_{r.members}={r.false_expiries}",
         ]
+        if args.commit_every > 0:
+            parts += [
+                f"commit_p99_ms_{r.members}={r.commit_p99_ms:.1f}",
+                f"durable_p99_s_{r.members}="
+                + ("none" if r.durable_p99_s is None else f"{r.durable_p99_s:.2f}"),
+                f"lost_last_commits_{r.members}={r.lost_last_commits}",
+                f"split_{r.members}={r.split[0]}-{r.split[1]}",
+            ]
         if r is not base and r.converge_s is not None and base.converge_s:
             parts.append(
                 f"converge_ratio_{r.members}_vs_{base.members}={r.converge_s / base.converge_s:.2f}"

@@ -14,6 +14,16 @@ every member rejoins every rebalance, no initial delay), and prints per run:
     python -m benchmarks.simulate_group                    # the full report (some minutes)
     python -m benchmarks.simulate_group --members 10,100 --latencies 10,100
 
+With ``--commit-every SECONDS[,SECONDS...]`` it measures commits instead: every member that
+holds partitions commits that often, and per (members, interval, store latency) it prints, for
+the steady minute after the group settled, commit-to-durable p50 and p99 (from ``commit()`` to
+the offset in the log), compare-and-swap writes per second, lost races per write and false
+expiries; for commit objects folded once per interval (``objects``, the design) and for every
+commit an append to the log (``log``, the design before; up to ``--log-commits-up-to``
+members).
+
+    python -m benchmarks.simulate_group --commit-every 1,5 --members 16,64,1000 --latencies 10,100
+
 The last line is ``key=value`` pairs; the baseline of each ratio is the classic design at the
 same size, where it converges.
 """
@@ -67,6 +77,60 @@ HEADER = (
 )
 
 
+COMMIT_HEADER = (
+    "path     members every(s)  ms  durable-p50(s) durable-p99(s) CAS-wr/s lost/wr fexp "
+    "commits   (wall)"
+)
+
+
+def _commit_row(r: SimResult, path: str, every_s: float) -> str:
+    steady = next((p for p in r.phases if p.name == "steady"), None)
+    if steady is None:
+        return f"{path:8s} {r.members:7d} {every_s:8.1f} {r.append_ms:3d}  never settled"
+
+    def s(x: float | None) -> str:
+        return "          none" if x is None else f"{x:14.2f}"
+
+    return (
+        f"{path:8s} {r.members:7d} {every_s:8.1f} {r.append_ms:3d} "
+        f"{s(steady.commit_lag_s(0.5))} {s(steady.commit_lag_s(0.99))} "
+        f"{steady.writes_per_s:8.2f} {steady.conflicts_per_write:7.2f} {steady.false_expiries:4d} "
+        f"{steady.commits:7d}   ({r.wall_s:.0f}s)"
+    )
+
+
+def commits_report(args: argparse.Namespace) -> int:
+    latencies = [int(x) for x in args.latencies.split(",")]
+    print(COMMIT_HEADER, flush=True)
+    summary: list[str] = []
+    for every_s in (float(x) for x in args.commit_every.split(",")):
+        for n in map(int, args.members.split(",")):
+            for ms in latencies:
+                paths = ["objects"] + (["log"] if n <= args.log_commits_up_to else [])
+                for path in paths:
+                    r = simulate(
+                        members=n,
+                        partitions=max(args.min_partitions, n * args.partitions_per_member),
+                        append_ms=ms,
+                        steady_ms=args.steady_ms,
+                        converge_limit_ms=args.limit_ms,
+                        rebalance_timeout_ms=args.rebalance_timeout_ms,
+                        commit_every_ms=int(every_s * 1000),
+                        commit_objects=path == "objects",
+                    )
+                    print(_commit_row(r, path, every_s), flush=True)
+                    steady = next((p for p in r.phases if p.name == "steady"), None)
+                    key = f"{path}_{n}m_{every_s:g}s_{ms}ms"
+                    if steady is None:
+                        summary.append(f"p99_{key}=none")
+                        continue
+                    p99 = steady.commit_lag_s(0.99)
+                    summary.append(f"p99_{key}={'none' if p99 is None else f'{p99:.2f}'}")
+                    summary.append(f"writes_per_s_{key}={steady.writes_per_s:.2f}")
+    print(" ".join(summary))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", default="10,100,300,1000")
@@ -81,8 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rebalance-timeout-ms", type=int, default=60_000, help="the option's default"
     )
+    parser.add_argument("--commit-every", help="seconds: report commits instead (see above)")
+    parser.add_argument("--log-commits-up-to", type=int, default=100, help="largest 'log' run")
+    parser.add_argument("--min-partitions", type=int, default=256, help="with --commit-every")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # members log every rebalance
+    if args.commit_every:
+        return commits_report(args)
 
     runs: list[tuple[int, int]] = [
         (n, n * args.partitions_per_member) for n in map(int, args.members.split(","))

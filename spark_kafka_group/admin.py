@@ -22,9 +22,11 @@ from spark_kafka_group.group import (
     TopicPartition,
 )
 from spark_kafka_group.group.clocks import Sightings, SingleClock, silent_past_session
+from spark_kafka_group.member.commit_fold import fold_commit_objects
 from spark_kafka_group.member.in_flight import offsets_to_write
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
+from spark_kafka_group.store.commit_objects import CommitObject
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,9 @@ def describe_group(
     now_ms: int | None = None,
 ) -> GroupDescription:
     """The group as its log says at ``now_ms`` (default: now; read only). A group without a
-    log is described as ``Dead`` with ``version`` -1, as Kafka describes an unknown group."""
+    log is described as ``Dead`` with ``version`` -1, as Kafka describes an unknown group.
+    Committed offsets include the members' commits recorded in their commit objects and not
+    folded into the log yet (those the fold would apply: of live owners, never moving back)."""
     now = SystemClock().now_ms() if now_ms is None else int(now_ms)
     uri = group_log_uri(store, group_id)
     try:
@@ -79,9 +83,23 @@ def describe_group(
     except GroupLogNotFoundError:
         dead = GroupCoordinator(group_id, group=GroupMetadata(group_id, state=GroupState.DEAD))
         return dead.describe(now, uri=uri, version=-1)
-    group = client.fold()
+    group = client.fold().fork()
+    fold_commit_objects(group, _all_commit_objects(client), now)  # applied to the fork only
     # Shown only: liveness on the writers' timestamps (a one-shot process has watched nobody).
     return group.describe(now, leases=client.read_leases(), uri=uri, version=client.version)
+
+
+def _all_commit_objects(client: GroupLogClient) -> list[CommitObject]:
+    """Every member's newest commit object (none if the store cannot list them: the log's
+    own commits are still described)."""
+    objects = client.commit_objects
+    if objects is None:
+        return []
+    try:
+        return list(objects.get(objects.list()).values())
+    except GroupStoreError as exc:
+        log.warning("group %s: commit objects not read: %s", client.group_id, exc)
+        return []
 
 
 def describe_existing_group(
@@ -252,13 +270,16 @@ def leave_for_member(
     :func:`commit_for_member`."""
     if client is None:
         client = _client(store, group_id, storage_options, create=False)
+    # The commits the member recorded but the group has not folded yet land first.
+    recorded = _commit_objects_of(client, member_id)
 
     def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], bool]:
         member = work.group.member(member_id)
         if member is None or member.instance_id is not None:
             return [], False
+        commits, _ = fold_commit_objects(work, recorded, now)
         records, response = work.leave(member_id, now, reason=reason, seen=client.sightings())
-        return records, response.error is GroupError.NONE
+        return commits + records, response.error is GroupError.NONE
 
     left = client.transact(decide)
     if left:
@@ -266,4 +287,21 @@ def leave_for_member(
         if client.leases is not None:
             with contextlib.suppress(GroupStoreError):  # a leftover lease is only a file
                 client.leases.drop(member_id)
+        if client.commit_objects is not None:
+            with contextlib.suppress(GroupStoreError):  # never applied: its member is gone
+                client.commit_objects.drop(member_id)
     return left
+
+
+def _commit_objects_of(client: GroupLogClient, member_id: str) -> list[CommitObject]:
+    """The member's newest commit object, if it has one (best effort: the store may be
+    unavailable, and then the LEAVE goes without it)."""
+    objects = client.commit_objects
+    if objects is None:
+        return []
+    try:
+        newest = {m: s for m, s in objects.list().items() if m == member_id}
+        return list(objects.get(newest).values()) if newest else []
+    except GroupStoreError as exc:
+        log.warning("group %s: commit object of %s not read: %s", client.group_id, member_id, exc)
+        return []

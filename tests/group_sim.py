@@ -30,6 +30,7 @@ from spark_kafka_group.group.metadata import IMPLICIT_REJOIN, LEASES
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
+from spark_kafka_group.store.commit_objects import CommitObjectStore, InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
 
 
@@ -122,6 +123,7 @@ class SimMember:
         heartbeat_interval_ms: int = 3_000,
         config: GroupConfig | None = None,
         leases: InMemoryLeases | None = None,
+        commit_objects: CommitObjectStore | None = None,
         features: tuple[str, ...] | None = None,
         random_seed: int | None = None,
         clock_offset_ms: int = 0,
@@ -144,6 +146,7 @@ class SimMember:
             clock=self.clock,
             log=log,
             leases=leases,
+            commit_objects=commit_objects,
             member_id=member_id,
             config=config or GroupConfig(),
             features=features,
@@ -246,6 +249,11 @@ class Phase:
     log_reads: int = 0
     lease_reads: int = 0
     false_expiries: int = 0
+    #: Seconds from a member's commit() to its offset in the log, for every commit that
+    #: became durable during the phase; and commits accepted by no one (superseded ones
+    #: count as durable with the newer one).
+    commit_lags_s: list[float] = field(default_factory=list)
+    commits: int = 0
     #: Partitions whose owner did not change, and the longest time one of them had no
     #: owner allowed to read it (in the log's view; members see it one read later).
     unmoved: int = 0
@@ -260,6 +268,13 @@ class Phase:
     def conflicts_per_write(self) -> float:
         return self.conflicts / self.writes if self.writes else 0.0
 
+    def commit_lag_s(self, q: float) -> float | None:
+        """The ``q`` quantile of commit-to-durable seconds (None: no commit became durable)."""
+        lags = sorted(self.commit_lags_s)
+        if not lags:
+            return None
+        return lags[min(len(lags) - 1, int(q * len(lags)))]
+
 
 @dataclass
 class SimResult:
@@ -270,6 +285,8 @@ class SimResult:
     implicit_rejoin: bool
     initial_delay_ms: int
     strategy: str
+    commit_every_ms: int | None = None
+    commit_objects: bool = False
     phases: list[Phase] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -295,11 +312,30 @@ class _Simulation:
         initial_delay_ms: int,
         seed: int,
         clock_offsets_ms: int = 0,
+        commit_every_ms: int | None = None,
+        commit_objects: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
         self.clock = ManualClock(0)
         self.log = InMemoryLog()
         self.leases = InMemoryLeases() if leases else None
+        # A put becomes visible to a listing one store latency after it was issued.
+        self.objects = (
+            InMemoryCommitObjects(now_ms=self.clock.now_ms, latency_ms=append_ms)
+            if commit_objects
+            else None
+        )
+        self.commit_every_ms = commit_every_ms
+        # Per member: the step chain's token (a wake starts a new chain, the old one ends)
+        # and whether an append is in flight.
+        self.token: dict[str, int] = {}
+        self.busy: dict[str, bool] = {}
+        self.woken: dict[str, bool] = {}
+        # Commits not yet in the log: partition -> [(offset, committed at ms)].
+        self.next_offset: dict[TopicPartition, int] = {}
+        self.awaiting: dict[TopicPartition, list[tuple[int, int]]] = {}
+        self.commit_lags_ms: list[int] = []
+        self.commits = 0
         self.meta = {"t": partitions}
         self.append_ms, self.read_ms = append_ms, read_ms
         self.events: list[tuple[int, int, Callable[[], None]]] = []
@@ -323,6 +359,7 @@ class _Simulation:
                 rebalance_timeout_ms=rebalance_timeout_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 leases=self.leases,
+                commit_objects=self.objects,
                 config=GroupConfig(initial_rebalance_delay_ms=initial_delay_ms),
                 features=tuple(
                     f for f, on in ((LEASES, leases), (IMPLICIT_REJOIN, implicit_rejoin)) if on
@@ -350,35 +387,92 @@ class _Simulation:
         return False
 
     def start(self, m: SimMember, t: int) -> None:
+        key = m.member_id
+
         def begin() -> None:
             if self.alive.get(m.member.member_id) is not m and m.member.member_id not in self.alive:
                 return
             m.member.refresh_metadata()
             self.step(m, 0)
 
+        def wake() -> None:  # a commit was recorded: the background step runs now
+            if self.busy.get(key):
+                self.woken[key] = True
+            else:
+                self.schedule(m, self.clock.now_ms(), 0)
+
+        m.member.wake = wake
         self.alive[m.member_id] = m
         self.at(t, begin)
+        if self.commit_every_ms:
+            self.at(t + self.rng.randint(0, self.commit_every_ms), lambda: self.commit(m))
+
+    def schedule(self, m: SimMember, t: int, lost: int) -> None:
+        """The member's next step at ``t``; any step scheduled before is void."""
+        key = m.member_id
+        token = self.token[key] = self.token.get(key, 0) + 1
+        self.at(t, lambda: self.step(m, lost) if self.token[key] == token else None)
+
+    def commit(self, m: SimMember) -> None:
+        """The member's query completed a batch: it reads a little of each partition it may
+        plan and commits (and releases what it is revoking), as the reader does."""
+        if m.member.failure is not None or m not in self.alive.values():
+            return
+        assert self.commit_every_ms is not None
+        self.at(self.clock.now_ms() + self.commit_every_ms, lambda: self.commit(m))
+        assignment = m.member.assignment
+        plannable = assignment.held - assignment.revoking
+        if assignment.generation < 0 or not assignment.held:
+            return
+        now = self.clock.now_ms()
+        ends = {}
+        for tp in sorted(plannable):
+            ends[tp] = self.next_offset[tp] = self.next_offset.get(tp, 0) + 1
+            self.awaiting.setdefault(tp, []).append((ends[tp], now))
+            self.commits += 1
+        m.member.begin_batch(ends, batch_generation=assignment.generation)
+        # Written by the member's next step, which starts now: by the caller of commit()
+        # when something goes to the log directly, else by the background step.
+        m.member.record_commit(
+            ends,
+            batch_generation=assignment.generation,
+            batch_member=m.member_id,
+            release=assignment.revoking,
+        )
+        m.member.wake()
 
     def step(self, m: SimMember, lost: int) -> None:
         if m.member.failure is not None or m not in self.alive.values():
             return
+        key = m.member_id
+        objects = self.objects
+        listed = objects.lists + objects.gets if objects is not None else 0
         attempt = m.member.begin_step()
         now = self.clock.now_ms()
+        self.observe()  # what the step's fold or object put changed
+        # Listing the commit objects and reading them (in parallel) costs a store round
+        # trip each before the append can start.
+        if objects is not None and objects.lists + objects.gets != listed:
+            now += 2 * self.read_ms
         if not attempt.records:
-            self.observe()
-            self.at(now + self.delay_ms(m), lambda: self.step(m, 0))
+            self.schedule(m, now + self.delay_ms(m), 0)
             return
 
         def end() -> None:
+            self.busy[key] = False
             if m not in self.alive.values():
                 return
             if m.member.end_step(attempt):
                 self.observe()
-                self.at(self.clock.now_ms() + self.delay_ms(m), lambda: self.step(m, 0))
+                woken, self.woken[key] = self.woken.get(key, False), False
+                delay = 0 if woken else self.delay_ms(m)
+                self.schedule(m, self.clock.now_ms() + delay, 0)
             else:
                 wait = m.member.client.backoff_s(lost + 1, append_s=self.append_ms / 1000)
-                self.at(self.clock.now_ms() + int(wait * 1000), lambda: self.step(m, lost + 1))
+                self.schedule(m, self.clock.now_ms() + int(wait * 1000), lost + 1)
 
+        self.busy[key] = True
+        self.token[key] = self.token.get(key, 0) + 1  # no other step until this one ends
         self.at(now + self.read_ms + self.append_ms, end)
 
     def delay_ms(self, m: SimMember) -> int:
@@ -391,11 +485,21 @@ class _Simulation:
             return
         piece = self.log.read_slice(after_version=self.monitor_version)
         self.log.reads -= 1  # the monitor is not a member
+        now = self.clock.now_ms()
+        moved = False
         for _, r in piece.records:
+            moved = moved or r.kind not in ("COMMIT", "HEARTBEAT")
             if r.kind == "EXPIRE" and r.member_id in self.alive:
                 self.expired_alive += 1
+            if r.kind == "COMMIT" and r.topic is not None and r.offset is not None:
+                tp = TopicPartition(r.topic, int(r.partition or 0))
+                waiting = self.awaiting.get(tp, [])
+                while waiting and waiting[0][0] <= r.offset:
+                    self.commit_lags_ms.append(now - waiting.pop(0)[1])
             self.monitor.apply(r)
         self.monitor_version = piece.version
+        if moved and self.awaiting:
+            self.forget_moved()
 
     def settled(self) -> bool:
         g = self.monitor.group
@@ -409,6 +513,14 @@ class _Simulation:
             for mid, m in self.monitor.group.members.items()
             for tp in m.assignment - m.revoking
         }
+
+    def forget_moved(self) -> None:
+        """Commits of a partition its member lost before they landed are never durable: they
+        are not counted (their batch is read again by the new owner)."""
+        owners = {tp for m in self.monitor.group.members.values() for tp in m.held}
+        for tp in list(self.awaiting):
+            if tp not in owners:
+                self.awaiting[tp] = []
 
     def counters(self) -> tuple[int, int, int, int]:
         lease_reads = self.leases.reads if self.leases else 0
@@ -427,6 +539,7 @@ class _Simulation:
         t0 = self.clock.now_ms()
         c0 = self.counters()
         expired0 = self.expired_alive
+        lags0, commits0 = len(self.commit_lags_ms), self.commits
         before = self.plannable() if track_pause else {}
         paused_since: dict[TopicPartition, int] = {}
         longest: dict[TopicPartition, int] = {}
@@ -465,6 +578,8 @@ class _Simulation:
             b - a for a, b in zip(c0, c1, strict=True)
         )
         phase.false_expiries = self.expired_alive - expired0
+        phase.commit_lags_s = [ms / 1000 for ms in self.commit_lags_ms[lags0:]]
+        phase.commits = self.commits - commits0
         return phase
 
 
@@ -486,6 +601,8 @@ def simulate(
     converge_limit_ms: int = 900_000,
     seed: int = 0,
     clock_offsets_ms: int = 0,
+    commit_every_ms: int | None = None,
+    commit_objects: bool = False,
 ) -> SimResult:
     """Run a group through three phases on simulated time and measure each:
 
@@ -500,6 +617,12 @@ def simulate(
     Every append takes ``read_ms`` + ``append_ms`` of simulated time (a fold, then a
     conditional write), and lands only if no other append landed meanwhile. Each member's
     wall clock is off by a random amount up to ``clock_offsets_ms`` either way.
+
+    ``commit_every_ms``: every member that holds partitions commits this often (a query's
+    completed batch), through the member's ``record_commit`` and its background step, as the
+    reader does; each phase measures commit-to-durable seconds. ``commit_objects``: members
+    record commits in commit objects (a put is visible a store latency later; the folder pays
+    a listing and a parallel read of the objects), else every commit is an append.
     """
     wall = time.monotonic()
     sim = _Simulation(
@@ -517,9 +640,19 @@ def simulate(
         initial_delay_ms=initial_delay_ms,
         seed=seed,
         clock_offsets_ms=clock_offsets_ms,
+        commit_every_ms=commit_every_ms,
+        commit_objects=commit_objects,
     )
     result = SimResult(
-        members, partitions, append_ms, leases, implicit_rejoin, initial_delay_ms, strategy
+        members,
+        partitions,
+        append_ms,
+        leases,
+        implicit_rejoin,
+        initial_delay_ms,
+        strategy,
+        commit_every_ms=commit_every_ms,
+        commit_objects=commit_objects,
     )
 
     starts = [sim.rng.randint(0, start_spread_ms) for _ in range(members)]

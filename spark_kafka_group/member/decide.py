@@ -29,7 +29,9 @@ from spark_kafka_group.group import (
 from spark_kafka_group.group.clocks import Sightings
 from spark_kafka_group.group.messages import CommitResponse
 from spark_kafka_group.group.metadata import LEASES
+from spark_kafka_group.member.commit_fold import fold_commit_objects
 from spark_kafka_group.member.in_flight import BatchesInFlight, offsets_to_write
+from spark_kafka_group.store.commit_objects import CommitObject
 
 #: How often a member compares topic metadata with the group's assignment snapshot (new
 #: partitions, topics matching a pattern), in heartbeat intervals.
@@ -71,6 +73,11 @@ class Decision:
     timers: Timers
     commit: CommitResponse | None = None
     join_error: GroupError = GroupError.NONE
+    #: Members whose commit objects this step folded completely (see ``commit_fold``).
+    folded: frozenset[str] = frozenset()
+    #: Decide again with these members' commit objects: the step would remove them from the
+    #: group (EXPIRE) and their last commits must land first, in the same append.
+    needs_objects: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,12 @@ class StepContext:
     seen: Sightings | None = None
     #: This member keeps its liveness in a lease (else in HEARTBEAT records).
     leases: bool = False
+    #: The group's members record commits in commit objects (else: in the log directly).
+    uses_commit_objects: bool = False
+    #: Commit objects to fold into the log at this step, by member.
+    commit_objects: Mapping[str, CommitObject] = field(default_factory=dict)
+    #: Members whose objects were looked up for this step (found or not).
+    objects_looked_up: frozenset[str] = frozenset()
 
     @property
     def member_id(self) -> str:
@@ -102,8 +115,17 @@ def decide_step(
 ) -> Decision:
     """One step's records, decided on ``work`` (a fork of the folded group, changed here)."""
     out: list[GroupRecord] = []
+    folded: set[str] = set()
+    if ctx.commit_objects:  # first: a commit recorded before a rebalance or an expiry
+        records, folded = fold_commit_objects(work, ctx.commit_objects.values(), now)
+        out.extend(records)
     commit = _commit_and_release(work, now, ctx, pending, out)
     ticked = work.tick(now, ctx.seen)
+    if ctx.uses_commit_objects:
+        expiring = {r.member_id for r in ticked if r.kind == "EXPIRE" and r.member_id}
+        missing = expiring - set(ctx.commit_objects) - ctx.objects_looked_up
+        if missing:  # a crashed member's recorded commits are not lost: fold them first
+            return Decision([], timers, needs_objects=frozenset(missing))
     work.apply_all(ticked)
     out.extend(ticked)
     join_error, metadata_checked = _protocol_step(work, now, ctx, pending, timers, out)
@@ -117,6 +139,7 @@ def decide_step(
         ),
         commit=commit,
         join_error=join_error,
+        folded=frozenset(folded),
     )
 
 

@@ -11,7 +11,7 @@ then stops them from reading the same partitions, exactly as in Kafka.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from spark_kafka_group.errors import CommitRejectedError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
@@ -41,6 +41,7 @@ class FixedAssignmentMember:
             stable=True,
         )
         self._in_flight = BatchesInFlight()
+        self.on_durable: Callable[[dict[TopicPartition, int]], None] | None = None
 
     def start(
         self, *, replacing: str | None = None, must_complete_join: bool = False
@@ -55,6 +56,10 @@ class FixedAssignmentMember:
     def group_metadata(self) -> Mapping[str, int] | None:
         """An ``assign`` query has no subscription to discover partitions in."""
         return None
+
+    @property
+    def assignment(self) -> MemberAssignment:
+        return self._assignment
 
     def adopt(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
@@ -91,10 +96,14 @@ class FixedAssignmentMember:
     ) -> MemberAssignment:
         mine = {tp: o for tp, o in offsets.items() if tp in self._assignment.held}
 
+        written: dict[TopicPartition, int] = {}
+
         def decide(
             work: GroupCoordinator, now: int
         ) -> tuple[list[GroupRecord], tuple[GroupError, list[str]]]:
             fresh = offsets_to_write(mine, work.group.offsets, in_order=True)
+            written.clear()
+            written.update(fresh)
             if not fresh:
                 return [], (GroupError.NONE, [])
             records, response = work.commit_offsets(None, -1, fresh, now)
@@ -102,6 +111,8 @@ class FixedAssignmentMember:
             return records, (response.error, sorted(members))
 
         error, members = self._client.transact(decide)
+        if error is GroupError.NONE and written and self.on_durable is not None:
+            self.on_durable(dict(written))
         if error is not GroupError.NONE:
             group = self.settings.group_id
             if members:

@@ -21,6 +21,8 @@ class HeartbeatThread:
         self._step = step
         self._delay_s = delay_s
         self._stop = threading.Event()
+        # Set by wake() (or stop()): step now instead of at the end of the delay.
+        self._woken = threading.Event()
         self._thread: threading.Thread | None = None
         self._failures = 0
 
@@ -31,8 +33,13 @@ class HeartbeatThread:
             )
             self._thread.start()
 
+    def wake(self) -> None:
+        """Step as soon as possible (a commit was recorded: write it out now)."""
+        self._woken.set()
+
     def stop(self) -> None:
         self._stop.set()
+        self._woken.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=10)
@@ -42,7 +49,11 @@ class HeartbeatThread:
         self._stop.wait(seconds)
 
     def _run(self) -> None:
-        while not self._stop.wait(self._next_delay()):
+        while True:
+            self._woken.wait(self._next_delay())
+            self._woken.clear()
+            if self._stop.is_set():
+                return
             try:
                 self._step()
                 self._failures = 0

@@ -33,6 +33,7 @@ from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
 from spark_kafka_group.group.clocks import LocalSightings, Watch
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.store import AppendConflict, GroupLog, group_log_uri
+from spark_kafka_group.store.commit_objects import CommitObjectFiles, CommitObjectStore
 from spark_kafka_group.store.leases import LeaseFiles
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
 
@@ -79,12 +80,15 @@ class GroupLogClient:
         create: bool = True,
         log: LogStore | None = None,
         leases: LeaseStore | None = None,
+        commit_objects: CommitObjectStore | None = None,
         random_seed: int | None = None,
         table_properties: Mapping[str, str] | None = None,
     ) -> None:
-        """``log`` and ``leases``: the group log itself and the members' leases, instead of
-        the Delta table under ``store`` and its lease files. ``table_properties``: of a log
-        this client creates, and the retention its maintenance gives an existing one."""
+        """``log``, ``leases`` and ``commit_objects``: the group log itself, the members'
+        leases and their commit objects, instead of the Delta table under ``store`` and the
+        files next to it (with ``log`` given, no ``commit_objects`` means commits go to the
+        log directly). ``table_properties``: of a log this client creates, and the retention
+        its maintenance gives an existing one."""
         self.group_id = group_id
         self.clock: Clock = clock or SystemClock()
         self._config = config or GroupConfig()
@@ -97,11 +101,14 @@ class GroupLogClient:
                 table_properties=table_properties,
             )
             leases = LeaseFiles(self.uri, storage_options=storage_options)
+            commit_objects = CommitObjectFiles(self.uri, storage_options=storage_options)
         else:
             self.uri = getattr(log, "uri", store)
             self._log = log
         #: The members' leases (None: liveness is in the log's records only).
         self.leases: LeaseStore | None = leases
+        #: The members' commit objects (None: members commit to the log directly).
+        self.commit_objects: CommitObjectStore | None = commit_objects
         self._random = random.Random(random_seed)
         #: Seconds one append took lately (the unit of the conflict backoff).
         self.append_s = MIN_BACKOFF_BASE_S
@@ -129,7 +136,10 @@ class GroupLogClient:
             self._loaded = True
         else:
             piece = self._log.read_slice(after_version=self.version)
-            self.coordinator.apply_all(record for _, record in piece.records)
+            # A SNAPSHOT is the state folded up to the version before it (its writer appended
+            # it on top of exactly that version), which this fold already holds: parsing it
+            # again would cost every member the whole group's size at every snapshot.
+            self.coordinator.apply_all(r for _, r in piece.records if r.kind != "SNAPSHOT")
             self._records_since_snapshot += len(piece.records)
         self.version = piece.version
         self.watch.saw_log(self.coordinator.group, self.clock.monotonic_ms())

@@ -45,8 +45,9 @@ from spark_kafka_group.group import (
     JoinRequest,
     TopicPartition,
 )
-from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, LEASES
+from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, LEASES, OffsetAndMetadata
 from spark_kafka_group.group.timer import Clock
+from spark_kafka_group.member.commit_fold import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
 from spark_kafka_group.member.decide import (
     METADATA_CHECK_EVERY_HEARTBEATS,
     Decision,
@@ -62,6 +63,7 @@ from spark_kafka_group.member.log_client import Attempt, GroupLogClient
 from spark_kafka_group.member.topic_metadata import TopicMetadataCache
 from spark_kafka_group.member.view import MemberAssignment
 from spark_kafka_group.options import GroupSettings, SourceOptions
+from spark_kafka_group.store.commit_objects import CommitObject, CommitObjectStore, RecordedOffset
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
 from spark_kafka_group.store.table_properties import retention_properties
 
@@ -115,6 +117,7 @@ class GroupMember:
         clock: Clock | None = None,
         log: LogStore | None = None,
         leases: LeaseStore | None = None,
+        commit_objects: CommitObjectStore | None = None,
         member_id: str | None = None,
         config: GroupConfig | None = None,
         features: Iterable[str] | None = None,
@@ -122,7 +125,9 @@ class GroupMember:
     ) -> None:
         """``log`` and ``leases``: the group log and the leases (default: the Delta group log
         under ``settings.store`` and its lease files; with ``log`` given, ``leases=None``
-        keeps liveness in the log as HEARTBEAT records). ``features``: what the member
+        keeps liveness in the log as HEARTBEAT records). ``commit_objects``: where commits
+        are recorded (default: files next to the Delta group log; with ``log`` given and no
+        ``commit_objects``, every commit is an append to the log). ``features``: what the member
         announces beyond Kafka's classic protocol (default: all it can; the simulation turns
         them off to measure the classic protocol). ``random_seed``: of the conflict backoff's jitter
         (the simulation repeats exactly)."""
@@ -146,6 +151,7 @@ class GroupMember:
             clock=clock,
             log=log,
             leases=leases,
+            commit_objects=commit_objects,
             random_seed=random_seed,
             table_properties=retention_properties(settings.log_retention_ms),
         )
@@ -163,7 +169,27 @@ class GroupMember:
         self.member_id = member_id or new_member_id(client_id)
         self._assignment = MemberAssignment(generation=-1, member_id=self.member_id)
         self._timers = Timers()
-        # Offsets and releases waiting to be written (the store may be briefly unavailable).
+        # Commits recorded in commit objects: the newest offset per partition not yet seen in
+        # the log (with the generation it was recorded in), what the last object held, its
+        # sequence number, and for each partition with a recorded commit, the log's offset
+        # when it began to wait and since when (this member's clock): the log not moving for
+        # a few fold intervals means the folder is gone.
+        self._objects = self._client.commit_objects
+        self._recorded: dict[TopicPartition, RecordedOffset] = {}
+        self._written: dict[TopicPartition, RecordedOffset] = {}
+        self._object_seq = 0
+        self._waiting: dict[TopicPartition, tuple[int | None, int]] = {}
+        # As the group's folder: when it last folded, and the objects it has folded.
+        self._folded_ms = -(10**15)
+        self._folded_seq: dict[str, int] = {}
+        self._seen_seq: dict[str, int] = {}
+        self._fold_started_ms: int | None = None
+        #: Called with offsets of this member that became durable in the log, whoever wrote
+        #: them (commitToKafka copies them); and what it was last called with.
+        self.on_durable: Callable[[dict[TopicPartition, int]], None] | None = None
+        self._reported: dict[TopicPartition, int] = {}
+        # Offsets and releases waiting to be written to the log directly (the final offsets of
+        # partitions being revoked; every commit without commit objects).
         self._pending_offsets: dict[TopicPartition, int] = {}
         self._pending_release: set[TopicPartition] = set()
         # The batches handed to Spark: a partition being revoked is released once a commit
@@ -181,6 +207,8 @@ class GroupMember:
         self._closed = False
         self._listener = RebalanceListenerRunner.load(settings.rebalance_listener)
         self._heartbeat = HeartbeatThread(self._background_step, self.next_step_delay_s)
+        #: Asks the background step to run now (the simulation replaces it).
+        self.wake: Callable[[], None] = self._heartbeat.wake
 
     @classmethod
     def for_source(cls, opts: SourceOptions, *, cluster: KafkaCluster) -> GroupMember:
@@ -298,6 +326,7 @@ class GroupMember:
             try:
                 if self.settings.instance_id is not None:
                     with self._lock:
+                        self._flush_recorded()
                         if self._pending_offsets or self._pending_release:
                             self._step()
                     return
@@ -315,7 +344,8 @@ class GroupMember:
                 group = self._client.fold().group
                 if group.member(self.member_id) is None:
                     return False
-                uncommitted = self._in_flight.uncommitted(group.offsets)
+                # A recorded commit counts: the LEAVE writes it first, in the log itself.
+                uncommitted = self._in_flight.uncommitted(self._committed_with_recorded())
             if not uncommitted or time.monotonic() >= deadline:
                 if uncommitted:
                     log.info(
@@ -359,6 +389,7 @@ class GroupMember:
     def leave(self, reason: str = "the query left the group") -> None:
         """Write LEAVE now, so the group rebalances at once instead of after the timeout."""
         with self._lock:
+            self._flush_recorded()
             if self._pending_offsets or self._pending_release:
                 self._step()  # the final commit first
 
@@ -375,7 +406,9 @@ class GroupMember:
                 return records, None
 
             self._client.transact(decide)
+            self._report_durable()
             self._drop_lease(self.member_id)
+            self._drop_objects(self.member_id)
             # Gone from the group because it left: say so, and neither call it an expiry nor
             # rejoin (what _update_view does for a member the group no longer knows). As
             # Kafka's onLeavePrepare, the listener hears "revoked", not "lost".
@@ -486,15 +519,22 @@ class GroupMember:
         Partitions the batch planned under another incarnation of the member, or before the
         member (re)acquired them, are left out: their committed offset belongs to whoever
         read them since. If the store is unavailable the commit is kept and retried.
+
+        With commit objects (the default) the commit is only recorded: the background step
+        writes it to this member's commit object at once and the group's folder brings it into
+        the log within about a fold interval. Only the final offsets of partitions being
+        revoked, and releases, are written to the log here (one append), so that their new
+        owner starts exactly there.
         """
         with self._lock:
-            if batch_member == self.member_id or batch_member in self._adopted_members:
-                for tp, offset in offsets.items():
-                    if self._assignment.held_throughout(tp, batch_generation):
-                        self._pending_offsets[tp] = offset
-            self._pending_release.update(set(release) & self._assignment.revoking)
-            if self._closing.is_set():
-                return self._assignment  # close() writes what is pending
+            if not self.record_commit(
+                offsets,
+                batch_generation=batch_generation,
+                batch_member=batch_member,
+                release=release,
+            ):
+                self.wake()  # the background step writes the commit object now
+                return self._assignment
             try:
                 self._step()  # commits and steps in one write
             except GroupStoreError as exc:
@@ -507,19 +547,66 @@ class GroupMember:
                 )
             return self._assignment
 
+    def record_commit(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        batch_generation: int,
+        batch_member: str,
+        release: Iterable[TopicPartition] = (),
+    ) -> bool:
+        """The bookkeeping half of :meth:`commit`: record the offsets (and the releases);
+        whether something must be written to the log now (a partition being revoked, a
+        release, or every commit without commit objects)."""
+        with self._lock:
+            assignment = self._assignment
+            accepted = {}
+            if batch_member == self.member_id or batch_member in self._adopted_members:
+                accepted = {
+                    tp: offset
+                    for tp, offset in offsets.items()
+                    if assignment.held_throughout(tp, batch_generation)
+                }
+            for tp, offset in accepted.items():
+                if self._objects is None or tp in assignment.revoking:
+                    self._pending_offsets[tp] = offset
+                if self._objects is not None:
+                    self._recorded[tp] = RecordedOffset(offset, assignment.generation)
+            released = set(release) & assignment.revoking
+            self._pending_release.update(released)
+            committed = self._client.coordinator.group.offsets
+            for tp in released & set(self._recorded):
+                # Its last batch was committed earlier, in the commit object: its release
+                # must come with that offset in the log (the new owner starts there).
+                offset = self._recorded[tp].offset
+                if tp not in committed or committed[tp].offset != offset:
+                    self._pending_offsets.setdefault(tp, offset)
+            if self._closing.is_set():
+                return False  # close() writes what is pending
+            return bool(self._pending_offsets or self._pending_release)
+
     # -- the protocol step -------------------------------------------------------------------
 
     def _background_step(self) -> None:
         with self._lock:
             if self._fatal is None and not self._closing.is_set():
-                self._step()
+                self._step(commit_objects=True)
 
     def next_step_delay_s(self) -> float:
         """How long until the member's next step (the heartbeat thread's timer)."""
         # Poll fast until a cooperative rebalance has finished for every member, not only
         # this one: the follow-up round starts when another member releases its partitions.
         if self._assignment.settled:
-            return min(self.settings.heartbeat_interval_ms, self._until_next_expiry_ms()) / 1000.0
+            interval = min(self.settings.heartbeat_interval_ms, self._until_next_expiry_ms())
+            if self._objects is not None and self._client.maintainer:
+                # The folder folds every interval, counted from the start of the last fold.
+                due = self._folded_ms + COMMIT_FOLD_INTERVAL_MS - self._clock.monotonic_ms()
+                interval = max(REBALANCE_POLL_MS // 2, min(interval, due))
+            elif self._objects is not None and self._recorded:
+                # A member with a recorded commit watches it land (and folds itself if the
+                # folder is gone).
+                interval = min(interval, COMMIT_FOLD_INTERVAL_MS)
+            return interval / 1000.0
         return self._rebalance_poll_s()
 
     def _until_next_expiry_ms(self) -> int:
@@ -538,13 +625,15 @@ class GroupMember:
         members = len(self._client.coordinator.group.members)
         return rebalance_poll_ms(members, self.settings.heartbeat_interval_ms) / 1000.0
 
-    def _step(self) -> None:
+    def _step(self, *, commit_objects: bool = False) -> None:
         """One write (or none): the pending commits, the release of revoked partitions whose
         last batch is committed, and the protocol step (tick, join, sync), retried on
-        compare-and-swap conflicts."""
-        self._client.retry(self.begin_step, self.end_step)
+        compare-and-swap conflicts. ``commit_objects``: also write this member's commit object
+        and fold the group's (the background thread's work: the reader's calls never wait on
+        it)."""
+        self._client.retry(lambda: self.begin_step(commit_objects=commit_objects), self.end_step)
 
-    def begin_step(self) -> Attempt[tuple[Decision, PendingWork]]:
+    def begin_step(self, *, commit_objects: bool = True) -> Attempt[tuple[Decision, PendingWork]]:
         """Renew the lease if due, fold the log and decide this step's records. With nothing
         to write the step is over; otherwise :meth:`end_step` appends them."""
         with self._lock:
@@ -552,6 +641,13 @@ class GroupMember:
             interval = self.settings.heartbeat_interval_ms
             self._renew_lease(interval)
             self._watch_leases(interval)
+            # Commit-object timing (folds, fallback) on this process's monotonic clock.
+            now = self._clock.monotonic_ms()
+            objects, looked_up = (
+                self._commit_objects_step(now)
+                if commit_objects
+                else (self._objects_of_replaced(), frozenset())  # a join replacing: first
+            )
             pending = PendingWork(
                 offsets=dict(self._pending_offsets),
                 release=frozenset(self._pending_release),
@@ -565,6 +661,9 @@ class GroupMember:
                 topics=self._metadata.get(),  # never fetched here: see topic_metadata.py
                 seen=self._client.sightings(),
                 leases=self._leases is not None,
+                uses_commit_objects=self._objects is not None,
+                commit_objects=objects,
+                objects_looked_up=looked_up,
             )
             timers = self._timers
 
@@ -572,6 +671,15 @@ class GroupMember:
                 work: GroupCoordinator, now: int
             ) -> tuple[list[GroupRecord], tuple[Decision, PendingWork]]:
                 decision = decide_step(work, now, ctx, pending, timers)
+                if decision.needs_objects:  # members about to expire: their commits first
+                    extra = self._read_objects(decision.needs_objects)
+                    retry_ctx = replace(
+                        ctx,
+                        commit_objects={**ctx.commit_objects, **extra},
+                        objects_looked_up=ctx.objects_looked_up | decision.needs_objects,
+                    )
+                    work = self._client.coordinator.fork()
+                    decision = decide_step(work, now, retry_ctx, pending, timers)
                 return decision.records, (decision, pending)
 
             attempt = self._client.prepare(decide, fold=False)
@@ -591,6 +699,14 @@ class GroupMember:
     def _after_step(self, attempt: Attempt[tuple[Decision, PendingWork]]) -> None:
         decision, pending = attempt.result
         self._timers = decision.timers
+        if self._fold_started_ms is not None:
+            now = self._fold_started_ms
+            self._folded_ms, self._fold_started_ms = now, None
+            # A fallback fold waits as long again before the next one.
+            self._waiting = {tp: (o, max(since, now)) for tp, (o, since) in self._waiting.items()}
+        for member_id in decision.folded:
+            if member_id in self._seen_seq:
+                self._folded_seq[member_id] = self._seen_seq[member_id]
         for tp, offset in pending.offsets.items():  # not what the reader added meanwhile
             if self._pending_offsets.get(tp) == offset:
                 del self._pending_offsets[tp]
@@ -614,7 +730,158 @@ class GroupMember:
             for r in decision.records:
                 if r.kind == "EXPIRE" and r.member_id:
                     self._drop_lease(r.member_id)
+        for r in decision.records:
+            if r.kind == "EXPIRE" and r.member_id:
+                self._drop_objects(r.member_id)
+        self._report_durable()
         self._update_view(self._client.coordinator)
+        self._settle_recorded()
+
+    # -- commit objects ----------------------------------------------------------------------
+
+    def _commit_objects_step(self, now: int) -> tuple[dict[str, CommitObject], frozenset[str]]:
+        """Write this member's commit object if it recorded something new; as the group's
+        folder (its leader, every fold interval; or any member whose own commit has waited
+        :data:`FOLD_FALLBACK_INTERVALS` intervals), read the objects to fold. Returns them,
+        and the members whose objects were looked up."""
+        if self._objects is None:
+            return {}, frozenset()
+        self._settle_recorded()
+        committed = self._client.coordinator.group.offsets
+        for tp in self._assignment.revoking & set(self._recorded):
+            # Recorded before its revocation began: its final offset goes to the log now,
+            # directly (its release waits for exactly that offset).
+            offset = self._recorded[tp].offset
+            if tp not in committed or committed[tp].offset != offset:
+                self._pending_offsets.setdefault(tp, offset)
+        if self._recorded and self._recorded != self._written and not self._closing.is_set():
+            self._object_seq += 1
+            obj = CommitObject(self.member_id, self._object_seq, dict(self._recorded))
+            try:
+                self._objects.put(obj)
+                self._written = dict(self._recorded)
+            except GroupStoreError as exc:  # kept, and written at the next step
+                log.warning("group %s: commit object not written: %s", self.settings.group_id,
+                            exc)  # fmt: skip
+        for tp in self._recorded:
+            log_offset = committed[tp].offset if tp in committed else None
+            if tp not in self._waiting or self._waiting[tp][0] != log_offset:
+                self._waiting[tp] = (log_offset, now)  # new, or the log moved on: folded
+        for tp in set(self._waiting) - set(self._recorded):
+            del self._waiting[tp]
+        interval = COMMIT_FOLD_INTERVAL_MS
+        stalled = any(
+            now - since >= FOLD_FALLBACK_INTERVALS * interval for _, since in self._waiting.values()
+        )
+        leads = self._client.coordinator.group.leader == self.member_id
+        if not stalled and not (leads and now - self._folded_ms >= interval):
+            return self._objects_of_replaced(), frozenset()
+        # Counted as a fold once its append lands (a lost race folds again at the retry).
+        self._fold_started_ms = now
+        if stalled:
+            self._folded_seq.clear()  # read every object: the folder may have missed some
+        try:
+            listed = self._objects.list()
+        except GroupStoreError as exc:
+            log.warning("group %s: commit objects not listed: %s", self.settings.group_id, exc)
+            return {}, frozenset()
+        members = self._client.coordinator.group.members
+        new = {
+            m: seq
+            for m, seq in listed.items()
+            if m in members and seq > self._folded_seq.get(m, -1)
+        }
+        self._seen_seq = dict(new)
+        objects = self._get_objects(new)
+        objects.update(self._objects_of_replaced())
+        return objects, frozenset()
+
+    def _objects_of_replaced(self) -> dict[str, CommitObject]:
+        """At its join, the commit objects of the incarnation this member replaces (a restart
+        on its checkpoint, or a static member's previous incarnation): folded before it is
+        fenced."""
+        if self._assignment.generation >= 0:
+            return {}
+        group = self._client.coordinator.group
+        previous = {self._replacing} if self._replacing else set()
+        if self.settings.instance_id is not None:
+            previous.add(group.static_members.get(self.settings.instance_id) or "")
+        previous = {m for m in previous if m and m != self.member_id and group.member(m)}
+        return self._read_objects(frozenset(previous)) if previous else {}
+
+    def _read_objects(self, members: frozenset[str]) -> dict[str, CommitObject]:
+        """The newest commit objects of ``members`` (those that have one)."""
+        if self._objects is None or not members:
+            return {}
+        try:
+            listed = self._objects.list()
+        except GroupStoreError as exc:
+            log.warning("group %s: commit objects not listed: %s", self.settings.group_id, exc)
+            return {}
+        return self._get_objects({m: s for m, s in listed.items() if m in members})
+
+    def _get_objects(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
+        if self._objects is None or not members:
+            return {}
+        try:
+            return self._objects.get(members)
+        except GroupStoreError as exc:
+            log.warning("group %s: commit objects not read: %s", self.settings.group_id, exc)
+            return {}
+
+    def _settle_recorded(self) -> None:
+        """Forget recorded commits the log now holds (or that no longer apply)."""
+        if not self._recorded:
+            return
+        committed = self._client.coordinator.group.offsets
+        held = self._assignment.held
+        for tp, recorded in list(self._recorded.items()):
+            current = committed.get(tp)
+            if tp not in held or (current is not None and current.offset == recorded.offset):
+                del self._recorded[tp]
+                self._written.pop(tp, None)
+
+    def _flush_recorded(self) -> None:
+        """Write the recorded commits to the log directly at the next step (the member leaves,
+        or a static member stops): a LEAVE must come after them."""
+        committed = self._client.coordinator.group.offsets
+        for tp, recorded in self._recorded.items():
+            current = committed.get(tp)
+            if current is None or current.offset != recorded.offset:
+                self._pending_offsets[tp] = recorded.offset
+
+    def _committed_with_recorded(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The log's committed offsets, with this member's recorded commits over them."""
+        committed = dict(self._client.coordinator.group.offsets)
+        for tp, recorded in self._recorded.items():
+            committed[tp] = OffsetAndMetadata(recorded.offset)
+        return committed
+
+    def _report_durable(self) -> None:
+        """Tell :attr:`on_durable` which of this member's offsets the log newly holds."""
+        if self.on_durable is None:
+            return
+        mine = {self.member_id} | self._adopted_members
+        fresh = {
+            tp: o.offset
+            for tp, o in self._client.coordinator.group.offsets.items()
+            if o.member_id in mine and self._reported.get(tp) != o.offset
+        }
+        if fresh:
+            self._reported.update(fresh)
+            try:
+                self.on_durable(fresh)
+            except Exception as exc:  # a copy is best effort; the group log is the record
+                log.warning("group %s: copying commits failed: %s", self.settings.group_id, exc)
+
+    def _drop_objects(self, member_id: str) -> None:
+        self._folded_seq.pop(member_id, None)
+        try:
+            if self._objects is not None:
+                self._objects.drop(member_id)
+        except GroupStoreError as exc:  # a leftover is never applied (its member is gone)
+            log.debug("group %s: commit objects of %s not dropped: %s", self.settings.group_id,
+                      member_id, exc)  # fmt: skip
 
     def _renew_lease(self, interval_ms: int) -> None:
         """Renew this member's lease once a heartbeat interval (its monotonic clock), under a

@@ -10,7 +10,7 @@ generation. (An assignor's output, the leader's plan for every member, is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -71,6 +71,11 @@ class Member(Protocol):
         ...
 
     @property
+    def assignment(self) -> MemberAssignment:
+        """The assignment after the last step (without stepping, unlike ``poll``)."""
+        ...
+
+    @property
     def in_flight(self) -> BatchesInFlight:
         """The batches handed to Spark and not yet seen committed."""
         ...
@@ -78,6 +83,10 @@ class Member(Protocol):
     def committed_offsets(self) -> dict[TopicPartition, int]:
         """The group's committed offsets."""
         ...
+
+    #: Called with this member's offsets once the group log holds them, whoever wrote them
+    #: (its own commits, the group's fold of its commit object, the progress listener).
+    on_durable: Callable[[dict[TopicPartition, int]], None] | None
 
     def commit(
         self,

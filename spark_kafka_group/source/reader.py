@@ -165,6 +165,10 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                     self._opts.kafka_params,
                     self._opts.group.group_id,
                 )
+                # Every commit the group log accepts for this member is copied, whichever
+                # path wrote it (its commit object's fold, a release, its LEAVE, the
+                # progress listener), once it is durable there.
+                member.on_durable = self._kafka_mirror.commit
         return self._member
 
     # -- Spark API ------------------------------------------------------------------------
@@ -314,11 +318,13 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         with self._lock:
             member = self._member
             if member is not None:
+                # The assignment as last stepped (latestOffset and the background thread step
+                # the protocol): commit() records the batch and does not wait on the group log.
                 self._commit_completed(
                     member,
                     SourceOffset.from_json(end),
                     batch_running=True,
-                    revoking=member.poll().revoking,
+                    revoking=member.assignment.revoking,
                 )
 
     def stop(self) -> None:
@@ -328,6 +334,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         member = self._member
         if member is not None:
             member.close()  # without the reader's lock: it also ends a join wait holding it
+            if self._kafka_mirror is not None:
+                self._kafka_mirror.close()  # the final commit's copy is sent before the end
         with self._lock:
             self._member = None
             if self._cluster is not None:
@@ -357,9 +365,6 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             batch_member=done.member,
             release=release,
         )
-        if self._kafka_mirror is not None:  # copy what the group log accepted
-            accepted = member.committed_offsets()
-            self._kafka_mirror.commit({tp: accepted[tp] for tp in done.offsets if tp in accepted})
         return assignment
 
     def _partitions_still_ours(

@@ -1,9 +1,13 @@
 """Hypothesis drives a whole group of production members (:class:`tests.group_sim.SimMember`)
 over a shared in-memory log, with liveness in leases or in the log: random joins, leaves,
 crashes (silence), static restarts, clock advances, metadata changes, revocation acks (inside
-the member loop), commits, zombie commits and snapshots. Every member's wall clock is off by
-a random amount (up to hours either way), as on machines without NTP. Invariants are checked
-after every step on the log folded record by record.
+the member loop), commits (as a handler call, and through the member's ``commit()``: with commit
+objects, recorded and folded by the leader), zombie commits (in the log, and stale commit
+objects) and snapshots. Every member's wall clock is off by a random amount (up to hours either
+way), as on machines without NTP. Invariants are checked after every step on the log folded
+record by record: among them, that a commit is applied only from the partition's owner, that
+committed offsets of member commits never go back, and that a partition is released only once
+the log holds its owner's last commit.
 
 ``GROUP_STATEFUL_EXAMPLES`` / ``GROUP_STATEFUL_STEPS`` raise the budget for a deep run.
 """
@@ -27,7 +31,12 @@ from spark_kafka_group.group import (
     latest_snapshot_index,
     replay,
 )
-from spark_kafka_group.group.payloads import JoinPayload
+from spark_kafka_group.group.payloads import JoinPayload, RevokePayload
+from spark_kafka_group.store.commit_objects import (
+    CommitObject,
+    InMemoryCommitObjects,
+    RecordedOffset,
+)
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
 from tests.group_sim import Bystander, OffsetClock, SimMember, append, converged
 
@@ -40,6 +49,8 @@ LEGAL = {  # Kafka's ClassicGroupState, written out independently of state.py
     S.EMPTY: {S.PREPARING_REBALANCE},
 }
 SESSION = 6_000
+#: Offsets of commits through the member (the handler-level rules commit smaller ones).
+MEMBER_COMMITS = 10_000
 MAX_MEMBERS = 5
 #: How far a member's wall clock may be off, either way.
 MAX_CLOCK_OFFSET_MS = 4 * 3600_000
@@ -63,18 +74,27 @@ class GroupMachine(RuleBasedStateMachine):
         self.releases = "current"
         self.config = GroupConfig(min_session_timeout_ms=1_000)
         self.bystander: Bystander | None = None
+        self.objects: InMemoryCommitObjects | None = None
+        # Member commits use offsets from one counter per partition, so they only grow;
+        # the last one each member made per partition (what a release must hand over).
+        self.counter: dict[TopicPartition, int] = {}
+        self.last_commit: dict[tuple[str, TopicPartition], int] = {}
 
     @initialize(
         protocol=st.sampled_from(["cooperative-sticky", "range", "roundrobin", "sticky"]),
         delay=st.sampled_from([0, 0, 4_000]),
         leases=st.booleans(),
         releases=st.sampled_from(["current", "classic", "mixed"]),
+        commit_objects=st.booleans(),
     )
-    def setup(self, protocol: str, delay: int, leases: bool, releases: str) -> None:
+    def setup(
+        self, protocol: str, delay: int, leases: bool, releases: str, commit_objects: bool
+    ) -> None:
         """``leases``: members keep their liveness in leases (the default), or in the log.
         ``releases``: members announce every feature, none (a release before leases and
         implicit rejoins), or every other member none (a group in a rolling upgrade)."""
         self.leases = InMemoryLeases() if leases else None
+        self.objects = InMemoryCommitObjects() if commit_objects else None
         self.releases = releases
         self.protocol = protocol
         self.config = GroupConfig(
@@ -101,6 +121,7 @@ class GroupMachine(RuleBasedStateMachine):
             heartbeat_interval_ms=1_000,
             config=self.config,
             leases=self.leases,
+            commit_objects=self.objects,
             features=self.features_of_next_member(),
             clock_offset_ms=offset,
         )
@@ -202,6 +223,44 @@ class GroupMachine(RuleBasedStateMachine):
             assert resp.accepted == set(offsets)
         assert append(self.log, records, d.version)
 
+    @precondition(lambda self: self.live)
+    @rule(i=st.integers(0, MAX_MEMBERS - 1))
+    def member_commit(self, i: int) -> None:
+        """The member's query completed a batch: plan it, then commit it through
+        ``commit()`` (recorded in the member's commit object, or appended to the log), and
+        release what it is revoking, as the reader does."""
+        d = self.live[i % len(self.live)]
+        assignment = d.member.assignment
+        if assignment.generation < 0 or not assignment.held:
+            return
+        ends = {}
+        for tp in sorted(assignment.held):
+            if tp in assignment.revoking and not d.member.in_flight.reads_last(tp):
+                continue  # not planned any more: the member only finishes its last batch
+            ends[tp] = self.counter[tp] = self.counter.get(tp, MEMBER_COMMITS) + 1
+        d.member.begin_batch(ends, batch_generation=assignment.generation)
+        d.member.commit(
+            ends,
+            batch_generation=assignment.generation,
+            batch_member=d.member_id,
+            release=assignment.revoking,
+        )
+        for tp, offset in ends.items():
+            self.last_commit[(d.member_id, tp)] = offset
+
+    @precondition(lambda self: self.dead and self.objects is not None)
+    @rule(i=st.integers(0, 20), seq=st.integers(1_000, 2_000))
+    def zombie_commit_object(self, i: int, seq: int) -> None:
+        """A crashed or replaced member's process writes one more commit object, with offsets
+        for whatever it once knew (and a partition it never held): never applied."""
+        assert self.objects is not None
+        z = self.dead[i % len(self.dead)]
+        parts = set(z.coord.member_view(z.member_id).assignment) | {TopicPartition("t", 0)}
+        gen = z.coord.group.generation
+        self.objects.put(
+            CommitObject(z.member_id, seq, {tp: RecordedOffset(999, gen) for tp in parts})
+        )
+
     @precondition(lambda self: self.dead)
     @rule(i=st.integers(0, 20), other=st.booleans())
     def zombie_commit(self, i: int, other: bool) -> None:
@@ -260,6 +319,20 @@ class GroupMachine(RuleBasedStateMachine):
                 assert r.generation == self.checker.generation
                 tp = TopicPartition(r.topic, r.partition)
                 assert tp in m.held, f"commit of {tp} accepted from non-owner {r.member_id}"
+                current = self.checker.offsets.get(tp)
+                if r.offset is not None and r.offset >= MEMBER_COMMITS and current is not None:
+                    # Member commits only grow: a stale commit object never undoes a newer one.
+                    assert current.offset < MEMBER_COMMITS or r.offset >= current.offset, (
+                        tp, current, r.offset,
+                    )  # fmt: skip
+            if r.kind == "REVOKE" and r.member_id is not None:
+                # A released partition's committed offset is its owner's last member commit.
+                for t, p in RevokePayload.of(r).partitions:
+                    tp = TopicPartition(t, p)
+                    last = self.last_commit.get((r.member_id, tp))
+                    if last is not None and r.member_id in {d.member_id for d in self.live}:
+                        offset = self.checker.offsets.get(tp)
+                        assert offset is not None and offset.offset == last, (tp, offset, last)
             since_before = {mid: dict(m.held_since) for mid, m in self.checker.members.items()}
             apply(self.checker, r)
             for mid, m in self.checker.members.items():

@@ -1,0 +1,43 @@
+"""A group's committed offsets with one SQL query over its group log (a Delta table).
+
+The log is append-only and holds only accepted records (every append is decided on the folded
+state and lands by compare-and-swap), so a partition's committed offset is its newest COMMIT
+row since the group was last deleted. The same query runs in Spark SQL where Delta is
+available (``FROM delta.`<group log path>```) and locally inside delta-rs
+(:func:`committed_offsets_table`); ``docs/offsets.md`` shows both. Commits that members have
+recorded but the group has not folded into the log yet (at most about a second old) are not
+in the table: ``kafka-group describe`` shows those too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pyarrow as pa
+
+#: The query, over the group log registered as ``group_log``.
+COMMITTED_OFFSETS_SQL = """
+SELECT topic, "partition", "offset", member_id, generation, timestamp_ms
+FROM (
+  SELECT *, ROW_NUMBER() OVER (
+    PARTITION BY topic, "partition" ORDER BY log_version DESC, seq DESC) AS newest
+  FROM group_log
+  WHERE kind = 'COMMIT'
+    AND log_version > (SELECT COALESCE(MAX(log_version), -1) FROM group_log
+                       WHERE kind = 'DELETE')
+) AS commits
+WHERE newest = 1
+ORDER BY topic, "partition"
+"""
+
+
+def committed_offsets_table(
+    uri: str, *, storage_options: Mapping[str, str] | None = None
+) -> pa.Table:
+    """Run :data:`COMMITTED_OFFSETS_SQL` over the group log at ``uri`` with delta-rs."""
+    from deltalake import DeltaTable
+
+    from spark_kafka_group.store.files import query_table
+
+    table = DeltaTable(uri, storage_options=dict(storage_options or {}))
+    return query_table(table, COMMITTED_OFFSETS_SQL, name="group_log")

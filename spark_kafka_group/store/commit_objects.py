@@ -1,0 +1,222 @@
+"""Per-member commit objects: a member's newest offsets, kept next to the group log.
+
+A member's ``commit()`` only records its offsets; its background step writes them as one small
+object, ``_offsets/<member id>@<sequence number>``, in the group log's directory (a blind put,
+no compare-and-swap, so commits never race each other), then deletes its previous object. One
+listing tells which members have something new (the sequence number grew) without reading
+every object; the group's folder (its leader) reads those and folds them into the log in one
+append per interval (:mod:`spark_kafka_group.member.commit_fold`). Delta ignores directories
+whose name starts with ``_``: vacuum leaves the objects alone.
+
+An object holds offsets the member recorded, each with the member's generation when it
+recorded it: the fold applies an offset only to a partition the member has held without
+interruption since that generation, so a commit of a partition that moved away and back is
+never applied (fencing, as for the log's own COMMIT records).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+from urllib.parse import quote, unquote
+
+from spark_kafka_group.errors import GroupStoreError
+from spark_kafka_group.group.metadata import TopicPartition
+
+OFFSETS_DIR = "_offsets"
+#: Objects read at once by a folder (object stores answer GETs in parallel).
+READ_THREADS = 16
+
+
+@dataclass(frozen=True)
+class RecordedOffset:
+    """One partition's offset as a member recorded it, and its generation then."""
+
+    offset: int
+    generation: int
+
+
+@dataclass(frozen=True)
+class CommitObject:
+    """A member's newest recorded offsets (``seq`` grows with every object it writes)."""
+
+    member_id: str
+    seq: int
+    offsets: Mapping[TopicPartition, RecordedOffset] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(
+            {
+                "member_id": self.member_id,
+                "seq": self.seq,
+                "offsets": [
+                    [tp.topic, tp.partition, r.offset, r.generation]
+                    for tp, r in sorted(self.offsets.items())
+                ],
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CommitObject:
+        d = json.loads(data)
+        return cls(
+            member_id=str(d["member_id"]),
+            seq=int(d["seq"]),
+            offsets={
+                TopicPartition(str(t), int(p)): RecordedOffset(int(o), int(g))
+                for t, p, o, g in d["offsets"]
+            },
+        )
+
+
+class CommitObjectStore(Protocol):
+    def put(self, obj: CommitObject) -> None:
+        """Write ``obj`` as its member's newest object (and forget its previous one)."""
+        ...
+
+    def list(self) -> Mapping[str, int]:
+        """The newest sequence number of every member with an object."""
+        ...
+
+    def get(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
+        """The objects ``{member: seq}`` (one missing, e.g. replaced meanwhile, is left out)."""
+        ...
+
+    def drop(self, member_id: str) -> None:
+        """Forget a member's objects (it left or was expired; its offsets are in the log)."""
+        ...
+
+
+def _parse(name: str) -> tuple[str, int] | None:
+    member, _, seq = name.rpartition("@")
+    if not member or not seq.isdigit():
+        return None
+    return unquote(member), int(seq)
+
+
+class CommitObjectFiles:
+    """The commit objects of one group log (``table_uri``), on any store delta-rs can write."""
+
+    def __init__(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> None:
+        from deltalake._internal import DeltaFileSystemHandler
+
+        self.uri = f"{table_uri.rstrip('/')}/{OFFSETS_DIR}"
+        try:
+            self._fs = DeltaFileSystemHandler(table_uri, dict(storage_options or {}))
+        except Exception as exc:
+            raise GroupStoreError(f"cannot open the commit objects at {self.uri}: {exc}") from None
+        self._current: dict[str, str] = {}
+
+    @staticmethod
+    def _name(member_id: str, seq: int) -> str:
+        return f"{OFFSETS_DIR}/{quote(member_id, safe='')}@{seq}"
+
+    def put(self, obj: CommitObject) -> None:
+        name = self._name(obj.member_id, obj.seq)
+        try:
+            stream = self._fs.open_output_stream(name, None)
+            stream.write(obj.to_bytes())
+            stream.close()  # type: ignore[attr-defined]  # deltalake's stub omits close()
+        except Exception as exc:
+            raise GroupStoreError(
+                f"cannot write the commit object of {obj.member_id} at {self.uri}: {exc}"
+            ) from None
+        previous = self._current.get(obj.member_id)
+        self._current[obj.member_id] = name
+        if previous is not None and previous != name:
+            with contextlib.suppress(Exception):  # a leftover only costs a listing entry
+                self._fs.delete_file(previous)
+
+    def _names(self) -> list[str]:
+        try:
+            infos = self._fs.get_file_info_selector(OFFSETS_DIR, True, False)
+        except Exception as exc:
+            raise GroupStoreError(f"cannot list the commit objects at {self.uri}: {exc}") from None
+        return [info.path.rsplit("/", 1)[-1] for info in infos]
+
+    def list(self) -> Mapping[str, int]:
+        newest: dict[str, int] = {}
+        for name in self._names():
+            parsed = _parse(name)
+            if parsed is not None:
+                member, seq = parsed
+                newest[member] = max(seq, newest.get(member, -1))
+        return newest
+
+    def _read(self, member_id: str, seq: int) -> CommitObject | None:
+        try:
+            stream = self._fs.open_input_file(self._name(member_id, seq))
+            # read() without nbytes reads the whole file; deltalake's stub says it is required.
+            data = stream.read()  # type: ignore[call-arg]  # stub gap
+        except Exception:
+            return None  # replaced by a newer one since the listing: the next fold reads that
+        return CommitObject.from_bytes(bytes(data))
+
+    def get(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
+        items = sorted(members.items())
+        if len(items) <= 1:
+            found = [self._read(m, s) for m, s in items]
+        else:
+            with ThreadPoolExecutor(min(READ_THREADS, len(items))) as pool:
+                found = list(pool.map(lambda item: self._read(*item), items))
+        return {o.member_id: o for o in found if o is not None}
+
+    def drop(self, member_id: str) -> None:
+        prefix = f"{quote(member_id, safe='')}@"
+        self._current.pop(member_id, None)
+        for name in self._names():
+            if name.startswith(prefix):
+                with contextlib.suppress(Exception):
+                    self._fs.delete_file(f"{OFFSETS_DIR}/{name}")
+
+
+class InMemoryCommitObjects:
+    """Commit objects in a dict, for the simulation and the property tests. ``now_ms`` (the
+    clock) and ``latency_ms`` model a store on which a put becomes visible only ``latency_ms``
+    after it was issued; the previous object stays visible until then (it is deleted after
+    the put)."""
+
+    def __init__(self, *, now_ms: Callable[[], int] | None = None, latency_ms: int = 0) -> None:
+        # member -> [(visible at, object)], oldest first
+        self._objects: dict[str, list[tuple[int, CommitObject]]] = {}
+        self._now = now_ms
+        self._latency_ms = latency_ms
+        self.puts = 0
+        self.lists = 0
+        self.gets = 0
+
+    def _time(self) -> int:
+        return self._now() if self._now is not None else 0
+
+    def put(self, obj: CommitObject) -> None:
+        self.puts += 1
+        now = self._time()
+        versions = [v for v in self._objects.get(obj.member_id, []) if v[0] > now][-1:]
+        visible = self._newest(obj.member_id)
+        if visible is not None:
+            versions.insert(0, (now, visible))
+        self._objects[obj.member_id] = [*versions, (now + self._latency_ms, obj)]
+
+    def _newest(self, member_id: str) -> CommitObject | None:
+        now = self._time()
+        visible = [obj for at, obj in self._objects.get(member_id, []) if at <= now]
+        return visible[-1] if visible else None
+
+    def _visible(self) -> Iterable[CommitObject]:
+        return (o for o in map(self._newest, list(self._objects)) if o is not None)
+
+    def list(self) -> Mapping[str, int]:
+        self.lists += 1
+        return {o.member_id: o.seq for o in self._visible()}
+
+    def get(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
+        self.gets += len(members)
+        return {o.member_id: o for o in self._visible() if members.get(o.member_id) == o.seq}
+
+    def drop(self, member_id: str) -> None:
+        self._objects.pop(member_id, None)

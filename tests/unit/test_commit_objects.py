@@ -1,0 +1,249 @@
+"""Commits through commit objects, member by member: production members over the in-memory log,
+leases and commit objects, stepped by hand on an injected clock.
+
+What must stay ordered: a partition being revoked is released only with its owner's last
+commit in the log (the new owner starts exactly there); a member leaving, expired or replaced
+has its recorded commits folded first; a stale object (a partition that moved, a member that
+is gone) is never applied; the fold never moves a committed offset back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from spark_kafka_group.group import GroupRecord, ManualClock, TopicPartition
+from spark_kafka_group.member.commit_fold import (
+    COMMIT_FOLD_INTERVAL_MS,
+    FOLD_FALLBACK_INTERVALS,
+    fold_commit_objects,
+)
+from spark_kafka_group.store.commit_objects import (
+    CommitObject,
+    InMemoryCommitObjects,
+    RecordedOffset,
+)
+from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
+from tests.group_sim import SimMember, converged
+
+META = {"t": 4}
+
+
+class Group:
+    def __init__(self) -> None:
+        self.clock = ManualClock(1_000)
+        self.log = InMemoryLog()
+        self.leases = InMemoryLeases()
+        self.objects = InMemoryCommitObjects()
+        self.members: list[SimMember] = []
+
+    def add(
+        self, name: str, *, instance_id: str | None = None, replaces: str | None = None
+    ) -> SimMember:
+        m = SimMember(
+            name, self.log, self.clock, lambda: META, leases=self.leases,
+            commit_objects=self.objects, session_timeout_ms=10_000,
+            heartbeat_interval_ms=1_000, instance_id=instance_id, replaces=replaces,
+        )  # fmt: skip
+        self.members.append(m)
+        return m
+
+    def step(self, members: Iterable[SimMember] | None = None, *, ms: int = 200) -> None:
+        for m in list(members if members is not None else self.members):
+            m.step()
+        self.clock.advance(ms)
+
+    def settle(self, limit: int = 200) -> None:
+        for _ in range(limit):
+            self.step()
+            if converged(self.members[0].coord, META) and set(
+                self.members[0].coord.group.members
+            ) == {m.member_id for m in self.members}:
+                return
+        raise AssertionError("the group did not settle")
+
+    def committed(self) -> dict[TopicPartition, int]:
+        fresh = SimMember("reader", self.log, self.clock, lambda: META)
+        fresh.fold()
+        return {tp: o.offset for tp, o in fresh.coord.group.offsets.items()}
+
+    def records(self, kind: str) -> list[GroupRecord]:
+        return [r for r in self.log.records if r.kind == kind]
+
+
+def commit(m: SimMember, offsets: dict[TopicPartition, int], *, release: bool = True) -> None:
+    """A batch reads ``offsets``' partitions up to there and completes; the reader commits."""
+    a = m.member.assignment
+    m.member.begin_batch(offsets, batch_generation=a.generation)
+    m.member.commit(
+        offsets,
+        batch_generation=a.generation,
+        batch_member=m.member_id,
+        release=a.revoking if release else (),
+    )
+
+
+def test_a_commit_is_recorded_at_once_and_folded_by_the_leader_in_one_append() -> None:
+    g = Group()
+    a, b = g.add("a"), g.add("b")
+    g.settle()
+    appends = g.log.appends
+    for m in (a, b):
+        commit(m, {tp: 10 for tp in m.member.assignment.held})
+    assert g.log.appends == appends  # commit() wrote nothing to the log
+    g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)  # each writes its object; the leader folds
+    g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)
+    assert g.committed() == {TopicPartition("t", p): 10 for p in range(4)}
+    assert g.log.appends - appends == 1  # both members' commits: one append
+    assert {r.member_id for r in g.records("COMMIT")} == {"a", "b"}
+
+
+def test_a_revoked_partition_is_released_with_its_last_commit_in_the_log() -> None:
+    """Its last batch's commit was only recorded (in the object, not yet folded) when the
+    revocation began: the release writes that offset first, so the new owner starts there."""
+    g = Group()
+    a = g.add("a")
+    g.settle()
+    g.clock.advance(COMMIT_FOLD_INTERVAL_MS)
+    g.step(ms=10)  # the leader has just folded: the next fold is an interval away
+    commit(a, {TopicPartition("t", p): 7 for p in range(4)})
+    g.add("b")
+    for _ in range(40):
+        g.step(ms=10)
+        if a.member.assignment.revoking:
+            break
+    revoking = a.member.assignment.revoking
+    assert revoking
+    assert all(g.committed().get(tp) != 7 for tp in revoking)  # not folded yet
+    # The next batch does not read them; its commit releases them (as the reader does).
+    commit(a, {tp: 8 for tp in a.member.assignment.held - revoking})
+    [revoke] = [r for r in g.records("REVOKE") if r.member_id == "a"]
+    assert g.committed() == {**{tp: 7 for tp in revoking}, **g.committed()}
+    before = g.log.records[: g.log.records.index(revoke)]
+    landed = {TopicPartition(r.topic or "", r.partition or 0): r.offset for r in before
+              if r.kind == "COMMIT"}  # fmt: skip
+    assert all(landed.get(tp) == 7 for tp in revoking), landed
+    g.settle()
+
+
+def test_a_crashed_members_recorded_commits_land_before_its_expiry() -> None:
+    """The crashed member led the group (so nobody else folds objects): whoever expires it
+    folds its object in the same append, before the EXPIRE."""
+    g = Group()
+    b, a = g.add("b"), g.add("a")
+    g.settle()
+    assert a.coord.group.leader == "b"
+    g.clock.advance(COMMIT_FOLD_INTERVAL_MS)
+    g.step(ms=10)  # b has just folded: the next fold is an interval away
+    theirs = {tp: 42 for tp in b.member.assignment.held}
+    commit(b, theirs)
+    g.step([b], ms=0)  # b writes its object, then crashes before it folds it
+    assert all(g.committed().get(tp) != 42 for tp in theirs)
+    g.members.remove(b)
+    for _ in range(200):
+        g.step([a], ms=500)
+        if "b" not in a.coord.group.members:
+            break
+    assert "b" not in a.coord.group.members
+    [expire] = g.records("EXPIRE")
+    landed = {
+        TopicPartition(r.topic or "", r.partition or 0): r.offset
+        for r in g.log.records[: g.log.records.index(expire)]
+        if r.kind == "COMMIT" and r.member_id == "b"
+    }
+    assert landed == theirs
+    assert g.objects.list() == {}  # its object is gone with it
+
+
+def test_a_member_leaving_commits_what_it_recorded_first() -> None:
+    g = Group()
+    _, b = g.add("a"), g.add("b")
+    g.settle()
+    theirs = {tp: 5 for tp in b.member.assignment.held}
+    commit(b, theirs)
+    b.member.leave()
+    [leave] = g.records("LEAVE")
+    landed = {
+        TopicPartition(r.topic or "", r.partition or 0): r.offset
+        for r in g.log.records[: g.log.records.index(leave)]
+        if r.kind == "COMMIT" and r.member_id == "b"
+    }
+    assert landed == theirs
+    assert "b" not in g.objects.list()
+
+
+def test_a_replaced_incarnations_recorded_commits_are_folded_before_it_is_fenced() -> None:
+    g = Group()
+    _, b = g.add("a"), g.add("b")
+    g.settle()
+    theirs = {tp: 9 for tp in b.member.assignment.held}
+    commit(b, theirs)
+    g.step([b], ms=0)  # the object is written; the process dies before the fold
+    g.members.remove(b)
+    b2 = g.add("b2", replaces="b")
+    b2.member.refresh_metadata()
+    b2.member.poll()  # the reader's first step joins (no commit objects of its own written)
+    [join] = [r for r in g.records("JOIN") if r.member_id == "b2"]
+    landed = {
+        TopicPartition(r.topic or "", r.partition or 0): r.offset
+        for r in g.log.records[: g.log.records.index(join)]
+        if r.kind == "COMMIT" and r.member_id == "b"
+    }
+    assert landed == theirs
+
+
+def test_stale_objects_are_never_applied() -> None:
+    """An object of a member that is gone, or with offsets of a partition that moved away and
+    back since they were recorded, changes nothing; the fold never moves an offset back."""
+    g = Group()
+    a, _ = g.add("a"), g.add("b")
+    g.settle()
+    work = a.coord.fork()
+    now = g.clock.now_ms()
+    gone = CommitObject("ghost", 1, {TopicPartition("t", 0): RecordedOffset(99, 0)})
+    a_tp = sorted(a.member.assignment.held)[0]
+    since = a.coord.group.members["a"].held_since[a_tp]
+    stale = CommitObject("a", 1, {a_tp: RecordedOffset(99, since - 1)})
+    records, done = fold_commit_objects(work, [gone, stale], now)
+    assert records == [] and done == {"ghost", "a"}
+    fresh = CommitObject("a", 2, {a_tp: RecordedOffset(50, since)})
+    records, _ = fold_commit_objects(work, [fresh], now)
+    assert [r.offset for r in records] == [50]
+    older = CommitObject("a", 3, {a_tp: RecordedOffset(40, since)})
+    records, _ = fold_commit_objects(work, [older], now)
+    assert records == []
+
+
+def test_a_member_folds_itself_when_the_leader_is_gone() -> None:
+    """By its own clock: its commit not folded for a few intervals, it folds every object."""
+    g = Group()
+    a, b = g.add("a"), g.add("b")
+    g.settle()
+    leader = a if a.coord.group.leader == "a" else b
+    other = b if leader is a else a
+    theirs = {tp: 3 for tp in other.member.assignment.held}
+    commit(other, theirs)
+    start = g.clock.now_ms()
+    while not all(g.committed().get(tp) == 3 for tp in theirs):
+        g.step([other], ms=COMMIT_FOLD_INTERVAL_MS // 2)  # the leader never steps
+        assert g.clock.now_ms() - start <= (FOLD_FALLBACK_INTERVALS + 2) * COMMIT_FOLD_INTERVAL_MS
+    assert g.clock.now_ms() - start >= FOLD_FALLBACK_INTERVALS * COMMIT_FOLD_INTERVAL_MS
+
+
+def test_every_durable_commit_is_reported_once_whoever_wrote_it() -> None:
+    """What ``commitToKafka`` copies: a member's offsets once the log holds them, folded by the
+    leader, written at a release or at its LEAVE."""
+    g = Group()
+    a, b = g.add("a"), g.add("b")
+    g.settle()
+    copied: list[dict[TopicPartition, int]] = []
+    b.member.on_durable = copied.append
+    theirs = {tp: 11 for tp in b.member.assignment.held}
+    commit(b, theirs)
+    assert copied == []  # recorded, not durable yet
+    for _ in range(4):
+        g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)
+    assert copied == [theirs]
+    last = {tp: 12 for tp in theirs}
+    commit(b, last)
+    b.member.leave()  # the LEAVE writes the last commit first
+    assert copied == [theirs, last]
