@@ -16,16 +16,14 @@ never applied (fencing, as for the log's own COMMIT records).
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
-from urllib.parse import quote, unquote
 
-from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.store.member_files import MemberFiles
 
 OFFSETS_DIR = "_offsets"
 #: Objects read at once by a folder (object stores answer GETs in parallel).
@@ -92,70 +90,25 @@ class CommitObjectStore(Protocol):
         ...
 
 
-def _parse(name: str) -> tuple[str, int] | None:
-    member, _, seq = name.rpartition("@")
-    if not member or not seq.isdigit():
-        return None
-    return unquote(member), int(seq)
-
-
 class CommitObjectFiles:
     """The commit objects of one group log (``table_uri``), on any store delta-rs can write."""
 
     def __init__(self, table_uri: str, *, storage_options: Mapping[str, str] | None = None) -> None:
-        from deltalake._internal import DeltaFileSystemHandler
-
-        self.uri = f"{table_uri.rstrip('/')}/{OFFSETS_DIR}"
-        try:
-            self._fs = DeltaFileSystemHandler(table_uri, dict(storage_options or {}))
-        except Exception as exc:
-            raise GroupStoreError(f"cannot open the commit objects at {self.uri}: {exc}") from None
-        self._current: dict[str, str] = {}
-
-    @staticmethod
-    def _name(member_id: str, seq: int) -> str:
-        return f"{OFFSETS_DIR}/{quote(member_id, safe='')}@{seq}"
+        self._files = MemberFiles(
+            table_uri, OFFSETS_DIR, "commit object", storage_options=storage_options
+        )
+        self.uri = self._files.uri
 
     def put(self, obj: CommitObject) -> None:
-        name = self._name(obj.member_id, obj.seq)
-        try:
-            stream = self._fs.open_output_stream(name, None)
-            stream.write(obj.to_bytes())
-            stream.close()  # type: ignore[attr-defined]  # deltalake's stub omits close()
-        except Exception as exc:
-            raise GroupStoreError(
-                f"cannot write the commit object of {obj.member_id} at {self.uri}: {exc}"
-            ) from None
-        previous = self._current.get(obj.member_id)
-        self._current[obj.member_id] = name
-        if previous is not None and previous != name:
-            with contextlib.suppress(Exception):  # a leftover only costs a listing entry
-                self._fs.delete_file(previous)
-
-    def _names(self) -> list[str]:
-        try:
-            infos = self._fs.get_file_info_selector(OFFSETS_DIR, True, False)
-        except Exception as exc:
-            raise GroupStoreError(f"cannot list the commit objects at {self.uri}: {exc}") from None
-        return [info.path.rsplit("/", 1)[-1] for info in infos]
+        self._files.write(obj.member_id, obj.seq, obj.to_bytes())
 
     def list(self) -> Mapping[str, int]:
-        newest: dict[str, int] = {}
-        for name in self._names():
-            parsed = _parse(name)
-            if parsed is not None:
-                member, seq = parsed
-                newest[member] = max(seq, newest.get(member, -1))
-        return newest
+        return self._files.newest()
 
     def _read(self, member_id: str, seq: int) -> CommitObject | None:
-        try:
-            stream = self._fs.open_input_file(self._name(member_id, seq))
-            # read() without nbytes reads the whole file; deltalake's stub says it is required.
-            data = stream.read()  # type: ignore[call-arg]  # stub gap
-        except Exception:
-            return None  # replaced by a newer one since the listing: the next fold reads that
-        return CommitObject.from_bytes(bytes(data))
+        data = self._files.read(member_id, seq)
+        # None: replaced by a newer one since the listing; the next fold reads that
+        return None if data is None else CommitObject.from_bytes(data)
 
     def get(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
         items = sorted(members.items())
@@ -167,12 +120,7 @@ class CommitObjectFiles:
         return {o.member_id: o for o in found if o is not None}
 
     def drop(self, member_id: str) -> None:
-        prefix = f"{quote(member_id, safe='')}@"
-        self._current.pop(member_id, None)
-        for name in self._names():
-            if name.startswith(prefix):
-                with contextlib.suppress(Exception):
-                    self._fs.delete_file(f"{OFFSETS_DIR}/{name}")
+        self._files.drop(member_id)
 
 
 class InMemoryCommitObjects:
