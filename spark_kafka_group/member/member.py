@@ -332,6 +332,11 @@ class GroupMember:
                     return
                 if self._await_final_commit(grace_s):
                     self.leave()
+                else:
+                    # Gone already: the progress listener committed the last batch and wrote
+                    # the LEAVE first. What the log accepted from this member is still copied.
+                    with self._lock:
+                        self._report_durable()
             except Exception as exc:  # close() must not fail the query
                 log.warning("group %s: leaving on close failed: %s", self.settings.group_id, exc)
 

@@ -251,9 +251,11 @@ def test_available_now_after_a_sigkill_waits_for_the_stale_member(
     failed_member = message.split("did not give member ", 1)[1].split()[0]
     wait_until(lambda: failed_member in leaves(group_store, group), 10, "the failed run's LEAVE")
     # Within the bound (the group's timeouts): it waits for the stale member's expiry, then
-    # reads everything new.
+    # reads everything new. The stale member is expired its session timeout (30 s) after this
+    # run first sees it (on this run's clock, not the writer's: docs/design.md "Clocks"), so
+    # the bound's rebalance timeout is the margin left for start-up and the rebalance.
     options = source_options(bootstrap_servers, topic, group, group_store,
-                             sessionTimeoutMs="30000")  # fmt: skip
+                             sessionTimeoutMs="30000", rebalanceTimeoutMs="20000")  # fmt: skip
     collected = run_available_now(spark, options, str(tmp_path / "ck"), timeout_s=120)
     expected = sorted(
         (p, o) for p, n in more.items() for o in range(counts[p], counts[p] + n)
