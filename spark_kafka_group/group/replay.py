@@ -15,6 +15,7 @@ from dataclasses import fields
 from spark_kafka_group.group.errors import GroupProtocolBug
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import (
+    LEASES,
     GroupMetadata,
     MemberMetadata,
     OffsetAndMetadata,
@@ -70,7 +71,14 @@ def apply(group: GroupMetadata, record: GroupRecord) -> None:
     group.last_record_ms = max(group.last_record_ms, ts)
     if kind != RecordKind.EXPIRE:
         writer = group.member(record.member_id)
-        if writer is not None:
+        # A member on a lease shows it is alive by its lease, and a COMMIT in its name may
+        # come from another writer (a folder writing the commits it recorded in its commit
+        # object, maybe after it died), so such a COMMIT is no sign of life. A member without
+        # a lease keeps counting every record of its own, as before leases.
+        lease_commit = (
+            kind == RecordKind.COMMIT and writer is not None and LEASES in writer.features
+        )
+        if writer is not None and not lease_commit:
             _heard_from(group, writer, ts)
     handler(group, record)
 
