@@ -74,6 +74,9 @@ class OffsetClock:
     def monotonic_ms(self) -> int:
         return self.base.now_ms() - self.monotonic_origin_ms
 
+    def sleep(self, seconds: float) -> None:
+        self.base.sleep(seconds)
+
 
 class Bystander:
     """A process that only reads the group and writes what time decides (expiries, the end
