@@ -579,6 +579,7 @@ class GroupMember:
                     self._recorded[tp] = RecordedOffset(offset, assignment.generation)
             released = set(release) & assignment.revoking
             self._pending_release.update(released)
+            self._settle_recorded()
             committed = self._client.coordinator.group.offsets
             for tp in released & set(self._recorded):
                 # Its last batch was committed earlier, in the commit object: its release
@@ -835,20 +836,31 @@ class GroupMember:
             return {}
 
     def _settle_recorded(self) -> None:
-        """Forget recorded commits the log now holds (or that no longer apply)."""
+        """Forget recorded commits the log now holds, that no longer apply, or that a newer
+        commit superseded: the log holds the end of the last batch this member handed to Spark
+        for that partition (the progress listener commits a completed batch in the member's
+        name, often before the member hears of it; after ``query.stop()`` the member never
+        does). Written later, such a stale offset would move the committed offset back, and
+        the partition's next owner would read that batch again."""
         if not self._recorded:
             return
         committed = self._client.coordinator.group.offsets
         held = self._assignment.held
+        last_ends = self._in_flight.ends
         for tp, recorded in list(self._recorded.items()):
-            current = committed.get(tp)
-            if tp not in held or (current is not None and current.offset == recorded.offset):
+            current = None if tp not in committed else committed[tp].offset
+            if (
+                tp not in held
+                or current == recorded.offset
+                or (current is not None and current == last_ends.get(tp))
+            ):
                 del self._recorded[tp]
                 self._written.pop(tp, None)
 
     def _flush_recorded(self) -> None:
         """Write the recorded commits to the log directly at the next step (the member leaves,
         or a static member stops): a LEAVE must come after them."""
+        self._settle_recorded()
         committed = self._client.coordinator.group.offsets
         for tp, recorded in self._recorded.items():
             current = committed.get(tp)
@@ -857,6 +869,7 @@ class GroupMember:
 
     def _committed_with_recorded(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """The log's committed offsets, with this member's recorded commits over them."""
+        self._settle_recorded()
         committed = dict(self._client.coordinator.group.offsets)
         for tp, recorded in self._recorded.items():
             committed[tp] = OffsetAndMetadata(recorded.offset)
