@@ -4,7 +4,8 @@ Kafka's consumer bounce / static consumer bounce / fencing system tests and Jeps
 checker on our product: real member processes (``tests/member_app.py``), a real broker, the
 real group log. Every scenario prints the checker's one-line summary (run with ``-s`` to see it).
 
-The soak version of the bounce scenario is excluded by default; run it with::
+The soak versions of the bounce scenario (SIGKILLs, and graceful restarts: ``churn``) are
+excluded by default; run them with::
 
     .venv/bin/pytest -m soak -s tests/integration/test_faults.py
 
@@ -127,10 +128,12 @@ def bounce(
     duration_s: float | None = None,
     interval_s: float = 6.0,
     seed: int = 7,
+    graceful: bool = False,
 ):
     """3 member processes, steady production; a random member SIGKILLed and restarted every
-    ``interval_s`` (static: each member at most once per round of three). Returns the checker
-    result, the group log and the time (ms) the group was first stable with all three."""
+    ``interval_s`` (static: each member at most once per round of three; ``graceful``: stopped
+    with SIGTERM, as a user stops a query, instead of killed). Returns the checker result, the
+    group log and the time (ms) the group was first stable with all three."""
     create_topic(bootstrap_servers, topic, PARTITIONS)
     # Static: restarts must land inside the session timeout, and a member process takes
     # 15-40 s to start here, minutes when the 2-core machine is busy.
@@ -171,7 +174,10 @@ def bounce(
             # Static: a different member each round, so that every restart is a new
             # incarnation replacing a live one (restarts overlap, all inside the session).
             victim = members[kills % len(members)] if static else rng.choice(members)
-            victim.kill()
+            if graceful:
+                victim.stop()
+            else:
+                victim.kill()
             victim.start()
             kills += 1
         wait_until(
@@ -208,6 +214,22 @@ def test_bounce_soak(tmp_path, bootstrap_servers, topic_name, group_store) -> No
     )  # fmt: skip
     print(f"soak ({duration:.0f}s of bouncing): {result.summary()}")
     result.assert_ok()
+    assert rejoined_after_expiry(records) == []
+
+
+@pytest.mark.soak
+def test_churn_soak(tmp_path, bootstrap_servers, topic_name, group_store) -> None:
+    """Queries stopped and restarted on their checkpoints, one every 12 s for ``SOAK_SECONDS``
+    under steady production: every handover is a commit and a LEAVE, so nothing may be read
+    twice (a SIGKILL's last uncommitted batch is the only legal duplicate, and there is none)."""
+    duration = float(os.environ.get("SOAK_SECONDS", "180"))
+    result, records, _ = bounce(
+        tmp_path, bootstrap_servers, topic_name, group_store, "g-churn", static=False,
+        duration_s=duration, interval_s=12.0, seed=int(time.time()), graceful=True,
+    )  # fmt: skip
+    print(f"churn ({duration:.0f}s of restarts): {result.summary()}")
+    result.assert_ok()
+    assert result.duplicated == 0, result.details()
     assert rejoined_after_expiry(records) == []
 
 
