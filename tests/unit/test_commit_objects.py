@@ -67,6 +67,14 @@ class Group:
                 return
         raise AssertionError("the group did not settle")
 
+    def until_revoking(self, m: SimMember) -> frozenset[TopicPartition]:
+        """Step (10 ms at a time) until ``m`` is giving partitions up; those partitions."""
+        for _ in range(100):
+            self.step(ms=10)
+            if m.member.assignment.revoking:
+                return m.member.assignment.revoking
+        raise AssertionError(f"{m.member_id} gives nothing up")
+
     def committed(self) -> dict[TopicPartition, int]:
         fresh = SimMember("reader", self.log, self.clock, lambda: META)
         fresh.fold()
@@ -113,12 +121,7 @@ def test_a_revoked_partition_is_released_with_its_last_commit_in_the_log() -> No
     g.step(ms=10)  # the leader has just folded: the next fold is an interval away
     commit(a, {TopicPartition("t", p): 7 for p in range(4)})
     g.add("b")
-    for _ in range(40):
-        g.step(ms=10)
-        if a.member.assignment.revoking:
-            break
-    revoking = a.member.assignment.revoking
-    assert revoking
+    revoking = g.until_revoking(a)
     assert all(g.committed().get(tp) != 7 for tp in revoking)  # not folded yet
     # The next batch does not read them; its commit releases them (as the reader does).
     commit(a, {tp: 8 for tp in a.member.assignment.held - revoking})
@@ -324,12 +327,7 @@ def test_the_progress_listener_commits_only_what_a_rebalance_waits_for_until_the
     assert commits_since(before) == {}  # the member's own business
 
     g.add("c")
-    for _ in range(100):
-        g.step(ms=10)
-        if b.member.assignment.revoking:
-            break
-    revoking = b.member.assignment.revoking
-    assert revoking
+    revoking = g.until_revoking(b)
     listener.onQueryProgress(_progress("run", end(20)))
     assert commits_since(before) == {tp: 20 for tp in revoking}
 
