@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from spark_kafka_group.options import _OWNED_KAFKA_KEYS, OPTION_FAMILIES, OPTION_SPECS, _Spec
+from spark_kafka_group.options import OPTION_FAMILIES, OPTION_SPECS, OWNED_KAFKA_KEYS, OptionSpec
 
 #: Where the generated page lives, relative to the repository root.
 PAGE = Path("docs") / "options.md"
@@ -107,16 +107,16 @@ option is an error that names it and suggests the closest valid name.
 """
 
 
-def all_specs() -> tuple[_Spec, ...]:
+def all_specs() -> tuple[OptionSpec, ...]:
     return OPTION_SPECS + OPTION_FAMILIES
 
 
-def summary(spec: _Spec) -> str:
+def summary(spec: OptionSpec) -> str:
     """The first paragraph of the option's doc."""
     return spec.doc.split("\n\n", 1)[0].strip()
 
 
-def details(spec: _Spec) -> str:
+def details(spec: OptionSpec) -> str:
     parts = spec.doc.split("\n\n", 1)
     return parts[1].strip() if len(parts) > 1 else ""
 
@@ -126,7 +126,7 @@ def anchor(name: str) -> str:
     return name.replace("<key>", "key")
 
 
-def default_text(spec: _Spec) -> str:
+def default_text(spec: OptionSpec) -> str:
     if spec.default_doc is not None:
         return spec.default_doc
     return "none" if spec.default is None else f"`{spec.default}`"
@@ -190,7 +190,7 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _default_line(spec: _Spec) -> list[str]:
+def _default_line(spec: OptionSpec) -> list[str]:
     """``**Default:** ...``; ``**Required** ...`` for a required option; nothing for a family."""
     text = default_text(spec)
     if text == "—":
@@ -202,7 +202,7 @@ def _default_line(spec: _Spec) -> list[str]:
 
 def _owned_kafka_keys() -> list[str]:
     lines = ["| refused option | why, and what to use |", "|---|---|"]
-    for key, reason in sorted(_OWNED_KAFKA_KEYS.items()):
+    for key, reason in sorted(OWNED_KAFKA_KEYS.items()):
         lines.append(f"| `kafka.{key}` | {_cell(reason)} |")
     return [*lines, ""]
 

@@ -37,7 +37,7 @@ def test_every_option_is_documented_once_with_its_default() -> None:
             assert f"**Default:** {default}" in section, spec.name
         assert docs_options.summary(spec) in section
     # every refused kafka.* key is listed with its reason
-    for key in options._OWNED_KAFKA_KEYS:
+    for key in options.OWNED_KAFKA_KEYS:
         assert f"| `kafka.{key}` |" in page
 
 
