@@ -1,5 +1,6 @@
 """Generates ``docs/options.md``, the options reference, from the option specs in
-:mod:`spark_kafka_group.options`, so the reference cannot drift from the code.
+:mod:`spark_kafka_group.options` (names, types, defaults and docs), so the reference cannot
+drift from the code.
 
     python -m spark_kafka_group.docs_options            # rewrite docs/options.md
     python -m spark_kafka_group.docs_options --check    # exit 1 if it differs (what tests check)
@@ -97,7 +98,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 _HEADER = """\
 # Options
 
-<!-- Generated from spark_kafka_group/options.py by
+<!-- Generated from the option specs in spark_kafka_group/options/ by
      `python -m spark_kafka_group.docs_options`: edit the option specs there, not this page. -->
 
 Options are given with `.option(name, value)` on `spark.readStream.format("kafka-group")` or
@@ -124,6 +125,10 @@ def details(spec: OptionSpec) -> str:
 def anchor(name: str) -> str:
     """The option's heading id: its name (a family's ``<key>`` as ``key``)."""
     return name.replace("<key>", "key")
+
+
+def type_text(spec: OptionSpec) -> str:
+    return spec.type.name
 
 
 def default_text(spec: OptionSpec) -> str:
@@ -167,12 +172,13 @@ def render() -> str:
     if problems:
         raise ValueError("cannot generate the options page: " + "; ".join(problems))
     by_name = {spec.name: spec for spec in all_specs()}
-    lines = [_HEADER, "| option | default | what it does |", "|---|---|---|"]
+    lines = [_HEADER, "| option | type | default | what it does |", "|---|---|---|---|"]
     for _, _, members in SECTIONS:
         for name in members:
             spec = by_name[name]
             lines.append(
-                f"| [`{name}`](#{anchor(name)}) | {_cell(default_text(spec))} | "
+                f"| [`{name}`](#{anchor(name)}) | {_cell(type_text(spec))} | "
+                f"{_cell(default_text(spec))} | "
                 f"{_cell(summary(spec))} |"
             )
     for title, intro, members in SECTIONS:
@@ -191,13 +197,13 @@ def render() -> str:
 
 
 def _default_line(spec: OptionSpec) -> list[str]:
-    """``**Default:** ...``; ``**Required** ...`` for a required option; nothing for a family."""
-    text = default_text(spec)
+    """``**Default:** ...``, or ``**Required** ...`` for a required option, then the type."""
+    text, kind = default_text(spec), f"**Type:** {type_text(spec)}"
     if text == "—":
-        return []
+        return [kind, ""]
     if text.startswith("required"):
-        return [f"**Required**{text[len('required') :]}", ""]
-    return [f"**Default:** {text}", ""]
+        return [f"**Required**{text[len('required') :]}. {kind}", ""]
+    return [f"**Default:** {text}. {kind}", ""]
 
 
 def _owned_kafka_keys() -> list[str]:

@@ -60,6 +60,9 @@ def group_id_rule(name: str, text: str, value: str) -> None:
         validate_group_id(value)
 
 
+CLASS_NAME: ValueType[str] = ValueType("`module:Class`", STRING.parse)
+
+
 def class_name(name: str, text: str, value: str) -> None:
     if not re.match(r"^[\w.]+:[\w.]+$", value):
         raise OptionError(
@@ -212,7 +215,7 @@ GROUP_SPECS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "rebalanceListener",
-        STRING,
+        CLASS_NAME,
         None,
         "A `module:Class` with `on_partitions_assigned`, `on_partitions_revoked` and "
         "`on_partitions_lost(partitions)` methods, run on the driver.",

@@ -26,6 +26,7 @@ from spark_kafka_group.options.subscription import ASSIGNMENT_JSON, PATTERN, TOP
 from spark_kafka_group.options.values import (
     BOOLEAN,
     DURATION,
+    EPOCH_MS,
     INTEGER,
     MILLISECONDS,
     STRING,
@@ -170,7 +171,7 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
     # Spark's Kafka source names: timestamp starts, batch ranges, trigger minimums.
     OptionSpec(
         "startingTimestamp",
-        MILLISECONDS,
+        EPOCH_MS,
         None,
         "Start every partition the group never committed at its first record with a "
         "timestamp at or after this (epoch ms).\n\n"
@@ -207,7 +208,7 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "endingTimestamp",
-        MILLISECONDS,
+        EPOCH_MS,
         None,
         "Batch reads only: end every partition (exclusive) at its first record at or after "
         "this timestamp (epoch ms; no such record: latest).",

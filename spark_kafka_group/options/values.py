@@ -79,6 +79,7 @@ def duration_text(ms: int) -> str:
 BOOLEAN: ValueType[bool] = ValueType("boolean", _bool)
 INTEGER: ValueType[int] = ValueType("integer", _int)
 MILLISECONDS: ValueType[int] = ValueType("integer (ms)", _int)
+EPOCH_MS: ValueType[int] = ValueType("timestamp (epoch ms)", _int)
 STRING: ValueType[str] = ValueType("string", _stripped)
 DURATION: ValueType[int] = ValueType("duration", _duration_ms)
 
