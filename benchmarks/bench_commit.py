@@ -51,7 +51,7 @@ import time
 from collections.abc import Mapping
 
 from benchmarks.harness import add_store_arguments, print_result, store_from_args
-from spark_kafka_group.group import GroupCoordinator, GroupRecord
+from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
 from spark_kafka_group.group.errors import GroupError
 from spark_kafka_group.group.messages import JoinRequest
 from spark_kafka_group.member.log_client import GroupLogClient
@@ -95,7 +95,9 @@ def join_member(
         session_timeout_ms=45_000,
         rebalance_timeout_ms=60_000,
     )
-    records, response = GroupCoordinator(GROUP).join(request, now)
+    # one member: no initial rebalance delay to wait out before its SYNC
+    coordinator = GroupCoordinator(GROUP, GroupConfig(initial_rebalance_delay_ms=0))
+    records, response = coordinator.join(request, now)
     assert response.error is GroupError.NONE, response
     log.append(records, expected_version=-1)
 

@@ -1,5 +1,6 @@
 """Generates ``docs/options.md``, the options reference, from the option specs in
-:mod:`spark_kafka_group.options`, so the reference cannot drift from the code.
+:mod:`spark_kafka_group.options` (names, types, defaults and docs), so the reference cannot
+drift from the code.
 
     python -m spark_kafka_group.docs_options            # rewrite docs/options.md
     python -m spark_kafka_group.docs_options --check    # exit 1 if it differs (what tests check)
@@ -15,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from spark_kafka_group.options import _OWNED_KAFKA_KEYS, OPTION_FAMILIES, OPTION_SPECS, _Spec
+from spark_kafka_group.options import OPTION_FAMILIES, OPTION_SPECS, OWNED_KAFKA_KEYS, OptionSpec
 
 #: Where the generated page lives, relative to the repository root.
 PAGE = Path("docs") / "options.md"
@@ -97,7 +98,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 _HEADER = """\
 # Options
 
-<!-- Generated from spark_kafka_group/options.py by
+<!-- Generated from the option specs in spark_kafka_group/options/ by
      `python -m spark_kafka_group.docs_options`: edit the option specs there, not this page. -->
 
 Options are given with `.option(name, value)` on `spark.readStream.format("kafka-group")` or
@@ -107,16 +108,16 @@ option is an error that names it and suggests the closest valid name.
 """
 
 
-def all_specs() -> tuple[_Spec, ...]:
+def all_specs() -> tuple[OptionSpec, ...]:
     return OPTION_SPECS + OPTION_FAMILIES
 
 
-def summary(spec: _Spec) -> str:
+def summary(spec: OptionSpec) -> str:
     """The first paragraph of the option's doc."""
     return spec.doc.split("\n\n", 1)[0].strip()
 
 
-def details(spec: _Spec) -> str:
+def details(spec: OptionSpec) -> str:
     parts = spec.doc.split("\n\n", 1)
     return parts[1].strip() if len(parts) > 1 else ""
 
@@ -126,7 +127,11 @@ def anchor(name: str) -> str:
     return name.replace("<key>", "key")
 
 
-def default_text(spec: _Spec) -> str:
+def type_text(spec: OptionSpec) -> str:
+    return spec.type.name
+
+
+def default_text(spec: OptionSpec) -> str:
     if spec.default_doc is not None:
         return spec.default_doc
     return "none" if spec.default is None else f"`{spec.default}`"
@@ -167,12 +172,13 @@ def render() -> str:
     if problems:
         raise ValueError("cannot generate the options page: " + "; ".join(problems))
     by_name = {spec.name: spec for spec in all_specs()}
-    lines = [_HEADER, "| option | default | what it does |", "|---|---|---|"]
+    lines = [_HEADER, "| option | type | default | what it does |", "|---|---|---|---|"]
     for _, _, members in SECTIONS:
         for name in members:
             spec = by_name[name]
             lines.append(
-                f"| [`{name}`](#{anchor(name)}) | {_cell(default_text(spec))} | "
+                f"| [`{name}`](#{anchor(name)}) | {_cell(type_text(spec))} | "
+                f"{_cell(default_text(spec))} | "
                 f"{_cell(summary(spec))} |"
             )
     for title, intro, members in SECTIONS:
@@ -190,19 +196,19 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _default_line(spec: _Spec) -> list[str]:
-    """``**Default:** ...``; ``**Required** ...`` for a required option; nothing for a family."""
-    text = default_text(spec)
+def _default_line(spec: OptionSpec) -> list[str]:
+    """``**Default:** ...``, or ``**Required** ...`` for a required option, then the type."""
+    text, kind = default_text(spec), f"**Type:** {type_text(spec)}"
     if text == "—":
-        return []
+        return [kind, ""]
     if text.startswith("required"):
-        return [f"**Required**{text[len('required') :]}", ""]
-    return [f"**Default:** {text}", ""]
+        return [f"**Required**{text[len('required') :]}. {kind}", ""]
+    return [f"**Default:** {text}. {kind}", ""]
 
 
 def _owned_kafka_keys() -> list[str]:
     lines = ["| refused option | why, and what to use |", "|---|---|"]
-    for key, reason in sorted(_OWNED_KAFKA_KEYS.items()):
+    for key, reason in sorted(OWNED_KAFKA_KEYS.items()):
         lines.append(f"| `kafka.{key}` | {_cell(reason)} |")
     return [*lines, ""]
 

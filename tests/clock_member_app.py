@@ -51,22 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     shift_wall_clock(args.skew_ms)
 
-    from spark_kafka_group.group.assignors import load_assignor
     from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
     from spark_kafka_group.options import GroupSettings
 
-    settings = GroupSettings(
+    settings = GroupSettings(  # a query's defaults otherwise (cooperative-sticky, 3 s delay)
         group_id=args.group,
         store=args.store,
-        storage_options={},
         heartbeat_interval_ms=args.heartbeat_ms,
         session_timeout_ms=args.session_timeout_ms,
         rebalance_timeout_ms=max(10_000, 2 * args.session_timeout_ms),
-        assignment_strategy=(load_assignor("cooperative-sticky"),),
-        instance_id=None,
-        scheduled_rebalance_max_delay_ms=0,
-        rebalance_listener=None,
-        initial_rebalance_delay_ms=3_000,
     )
     member = GroupMember(
         settings,

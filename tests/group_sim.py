@@ -151,7 +151,7 @@ class SimMember:
             leases=leases,
             commit_objects=commit_objects,
             member_id=member_id,
-            config=config or GroupConfig(),
+            config=config or GroupConfig(initial_rebalance_delay_ms=0),
             features=features,
             random_seed=random_seed,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from spark_kafka_group.group import defaults
 from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS, Assignor
 
 #: The session timeouts a group accepts (Kafka's broker defaults of
@@ -26,10 +27,10 @@ class GroupConfig:
     max_session_timeout_ms: int = MAX_SESSION_TIMEOUT_MS
     #: KIP-415 scheduled.rebalance.max.delay.ms: how long a departed static member's
     #: partitions wait for it (0: redistribute at once).
-    scheduled_rebalance_max_delay_ms: int = 0
+    scheduled_rebalance_max_delay_ms: int = defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS
     #: Kafka's group.initial.rebalance.delay.ms: the first rebalance of an empty group waits
     #: this long for more members, again after each new one, within the rebalance timeout.
-    initial_rebalance_delay_ms: int = 0
+    initial_rebalance_delay_ms: int = defaults.INITIAL_REBALANCE_DELAY_MS
     #: Kafka's group.max.size (None: unbounded).
     max_group_size: int | None = None
     #: Kafka's offset.metadata.max.bytes (characters here).

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_kafka_group.group import defaults
 from spark_kafka_group.group.errors import GroupError
 from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
 from spark_kafka_group.group.state import GroupState
@@ -36,8 +37,8 @@ class JoinRequest:
     pattern: str | None = None
     instance_id: str | None = None
     owned: Sequence[TopicPartition] | None = None
-    session_timeout_ms: int = 45_000
-    rebalance_timeout_ms: int = 300_000
+    session_timeout_ms: int = defaults.SESSION_TIMEOUT_MS
+    rebalance_timeout_ms: int = defaults.REBALANCE_TIMEOUT_MS
     client_id: str = ""
     client_host: str = ""
     protocol_type: str = "consumer"

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
+from spark_kafka_group.group import defaults
 from spark_kafka_group.group.state import GroupState
 
 
@@ -104,8 +105,8 @@ class MemberMetadata:
     instance_id: str | None = None
     client_id: str = ""
     client_host: str = ""
-    session_timeout_ms: int = 45_000
-    rebalance_timeout_ms: int = 300_000
+    session_timeout_ms: int = defaults.SESSION_TIMEOUT_MS
+    rebalance_timeout_ms: int = defaults.REBALANCE_TIMEOUT_MS
     protocol_type: str = "consumer"
     #: (assignor name, free-form JSON metadata) in the member's order of preference.
     protocols: tuple[tuple[str, Any], ...] = ()

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_kafka_group.cli import main
-from spark_kafka_group.group import GroupCoordinator, GroupError, JoinRequest, ManualClock
+from spark_kafka_group.group import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupError,
+    JoinRequest,
+    ManualClock,
+)
 from spark_kafka_group.member.log_client import GroupLogClient
 
 
@@ -57,7 +63,12 @@ class GroupDriver:
     ) -> None:
         self.clock = ManualClock(int(time.time() * 1000) - start_ago_ms)
         self.client = GroupLogClient(
-            store, group_id, clock=self.clock, storage_options=storage_options
+            store,
+            group_id,
+            clock=self.clock,
+            storage_options=storage_options,
+            # generations complete at once: rebalance() joins, then syncs, by hand
+            config=GroupConfig(initial_rebalance_delay_ms=0),
         )
         self.topic_counts = dict(topic_counts)
         self.protocol = protocol

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 from spark_kafka_group.sample_data import create_topic, produce_sample
@@ -33,14 +32,9 @@ def test_an_assign_query_fails_naming_the_groups_subscribing_members(
         GroupSettings(
             group_id=group,
             store=group_store,
-            storage_options={},
             heartbeat_interval_ms=500,
             session_timeout_ms=30_000,
             rebalance_timeout_ms=30_000,
-            assignment_strategy=(load_assignor("cooperative-sticky"),),
-            instance_id=None,
-            scheduled_rebalance_max_delay_ms=0,
-            rebalance_listener=None,
             initial_rebalance_delay_ms=0,
         ),
         subscription=SubscriptionSpec(topics=(topic_name,)),

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
-from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 from spark_kafka_group.store import group_log_uri
@@ -25,14 +24,9 @@ def member(store: str) -> GroupMember:
         GroupSettings(
             group_id="g",
             store=store,
-            storage_options={},
             heartbeat_interval_ms=500,
             session_timeout_ms=SESSION_MS,
             rebalance_timeout_ms=10_000,
-            assignment_strategy=(load_assignor("cooperative-sticky"),),
-            instance_id=None,
-            scheduled_rebalance_max_delay_ms=0,
-            rebalance_listener=None,
             initial_rebalance_delay_ms=0,
         ),
         subscription=SubscriptionSpec(topics=("t",)),

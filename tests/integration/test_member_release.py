@@ -27,14 +27,10 @@ def settings(store: str, strategy: str) -> GroupSettings:
     return GroupSettings(
         group_id="g",
         store=store,
-        storage_options={},
         heartbeat_interval_ms=500,
         session_timeout_ms=30_000,
         rebalance_timeout_ms=30_000,
         assignment_strategy=tuple(load_assignor(e) for e in strategy.split(",")),
-        instance_id=None,
-        scheduled_rebalance_max_delay_ms=0,
-        rebalance_listener=None,
         initial_rebalance_delay_ms=0,
     )
 

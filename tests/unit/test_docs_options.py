@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group import docs_options, options
-from spark_kafka_group.options import OPTION_SPECS
+from spark_kafka_group.options import OPTION_SPECS, specs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_checked_in_page_is_the_generated_one() -> None:
     page = (ROOT / docs_options.PAGE).read_text(encoding="utf-8")
     assert page == docs_options.render(), (
-        "docs/options.md differs from the option specs in spark_kafka_group/options.py: run "
+        "docs/options.md differs from the option specs in spark_kafka_group/options/: run "
         "`python -m spark_kafka_group.docs_options` and commit the page"
     )
     assert docs_options.main(["--root", str(ROOT), "--check"]) == 0
@@ -37,7 +37,7 @@ def test_every_option_is_documented_once_with_its_default() -> None:
             assert f"**Default:** {default}" in section, spec.name
         assert docs_options.summary(spec) in section
     # every refused kafka.* key is listed with its reason
-    for key in options._OWNED_KAFKA_KEYS:
+    for key in options.OWNED_KAFKA_KEYS:
         assert f"| `kafka.{key}` |" in page
 
 
@@ -82,3 +82,28 @@ def test_a_long_summary_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_readme_has_no_hand_copied_options_table() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "| `sessionTimeoutMs` |" not in readme and "| option | default" not in readme
+
+
+def test_the_page_has_every_option_the_parser_accepts_with_its_type_and_default() -> None:
+    # The parser's own table, not docs_options' copy: an option the parser accepts but the
+    # checked-in page lacks (or shows with another type or default) fails here.
+    page = (ROOT / docs_options.PAGE).read_text(encoding="utf-8")
+    for spec in (*specs.SPECS_BY_KEY.values(), *specs.OPTION_FAMILIES):
+        row = (
+            f"| [`{spec.name}`](#{docs_options.anchor(spec.name)}) | "
+            f"{docs_options.type_text(spec)} | {docs_options.default_text(spec)} |"
+        )
+        assert row in page, f"no table row {row!r} in docs/options.md"
+    assert len(specs.SPECS_BY_KEY) == len(OPTION_SPECS)  # no two specs share a name
+
+
+def test_a_spec_missing_from_the_page_fails_the_check(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = dataclasses.replace(OPTION_SPECS[0], name="brandNewOption", doc="Does a new thing.")
+    monkeypatch.setattr(docs_options, "OPTION_SPECS", (*OPTION_SPECS, extra))
+    sections = (*docs_options.SECTIONS[:-1], ("New", "", ("brandNewOption",)))
+    monkeypatch.setattr(docs_options, "SECTIONS", (*sections, docs_options.SECTIONS[-1]))
+    assert docs_options.check_specs() == []  # documented and placed: only the page is stale
+    assert docs_options.main(["--root", str(ROOT), "--check"]) == 1
+    assert "differs from the option specs" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -21,7 +22,7 @@ from spark_kafka_group.group.payloads import ExpirePayload
 from spark_kafka_group.group.records import GroupRecord
 
 E = GroupError
-CFG = GroupConfig(min_session_timeout_ms=1_000)
+CFG = GroupConfig(min_session_timeout_ms=1_000, initial_rebalance_delay_ms=0)
 
 
 class Group:
@@ -94,7 +95,7 @@ def test_join_errors() -> None:
     grp.join("a", protocols=("range",))
     assert grp.join("b", protocols=("roundrobin",)).error is E.INCONSISTENT_GROUP_PROTOCOL
     assert grp.join("b", protocol_type="connect").error is E.INCONSISTENT_GROUP_PROTOCOL
-    small = Group(GroupConfig(min_session_timeout_ms=1_000, max_group_size=1))
+    small = Group(replace(CFG, max_group_size=1))
     small.join("a")
     assert small.join("b").error is E.GROUP_MAX_SIZE_REACHED
     grp.coord.loading = True

@@ -149,7 +149,7 @@ def test_static_members_restart_without_rebalance_in_the_loop() -> None:
     log = InMemoryLog()
     meta = {"t": 6}
     rng = random.Random(3)
-    cfg = GroupConfig(min_session_timeout_ms=1_000)
+    cfg = GroupConfig(min_session_timeout_ms=1_000, initial_rebalance_delay_ms=0)
     ds = [
         SimMember(f"m{i}", log, clock, lambda: meta, instance_id=f"i{i}", config=cfg)
         for i in range(3)

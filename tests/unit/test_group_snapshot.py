@@ -24,7 +24,11 @@ def random_log(seed: int, protocol: str, steps: int) -> list:  # type: ignore[ty
     clock = ManualClock(0)
     log = InMemoryLog()
     meta = {"t": rng.randint(1, 8)}
-    cfg = GroupConfig(min_session_timeout_ms=1_000, scheduled_rebalance_max_delay_ms=3_000)
+    cfg = GroupConfig(
+        min_session_timeout_ms=1_000,
+        scheduled_rebalance_max_delay_ms=3_000,
+        initial_rebalance_delay_ms=0,
+    )
     live: list[SimMember] = []
     for i in range(steps):
         op = rng.random()

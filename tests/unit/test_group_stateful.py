@@ -72,7 +72,7 @@ class GroupMachine(RuleBasedStateMachine):
         self.protocol = "cooperative-sticky"
         self.leases: InMemoryLeases | None = None
         self.releases = "current"
-        self.config = GroupConfig(min_session_timeout_ms=1_000)
+        self.config = GroupConfig(min_session_timeout_ms=1_000, initial_rebalance_delay_ms=0)
         self.bystander: Bystander | None = None
         self.objects: InMemoryCommitObjects | None = None
         # Member commits use offsets from one counter per partition, so they only grow;
@@ -98,7 +98,9 @@ class GroupMachine(RuleBasedStateMachine):
         self.releases = releases
         self.protocol = protocol
         self.config = GroupConfig(
-            min_session_timeout_ms=1_000, scheduled_rebalance_max_delay_ms=delay
+            min_session_timeout_ms=1_000,
+            scheduled_rebalance_max_delay_ms=delay,
+            initial_rebalance_delay_ms=0,
         )
 
     # ------------------------------------------------------------------ helpers

@@ -8,11 +8,16 @@ import sys
 import pytest
 
 from spark_kafka_group.errors import OptionError
+from spark_kafka_group.group.config import GroupConfig
+from spark_kafka_group.group.messages import JoinRequest
+from spark_kafka_group.group.metadata import MemberMetadata
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.options import (
     EARLIEST,
     LATEST,
+    OPTION_SPECS,
     AtTimestamp,
+    GroupSettings,
     check_batch_options,
     check_stream_options,
     parse_options,
@@ -507,3 +512,39 @@ def test_assignment_strategy_errors_name_the_value_and_the_fix(
     assert f"Option 'assignmentStrategy' = {value!r}" in message
     for fragment in expected:
         assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+def test_every_layer_defaults_to_what_the_options_document() -> None:
+    """GroupSettings, the group core's requests and configuration, and the Kafka retry policy
+    take their defaults from one place each: what a query without those options gets."""
+    parsed = parse_options(lower(BASE))
+    assert GroupSettings(group_id="g", store="/s") == parsed.group
+    documented = {spec.name: spec.default for spec in OPTION_SPECS}
+    group = parsed.group
+    assert str(group.session_timeout_ms) == documented["sessionTimeoutMs"]
+    assert str(group.rebalance_timeout_ms) == documented["rebalanceTimeoutMs"]
+    assert str(group.initial_rebalance_delay_ms) == documented["initialRebalanceDelayMs"]
+    join = JoinRequest("m", ["range"])
+    assert (join.session_timeout_ms, join.rebalance_timeout_ms) == (
+        group.session_timeout_ms,
+        group.rebalance_timeout_ms,
+    )
+    member = MemberMetadata("m")
+    assert (member.session_timeout_ms, member.rebalance_timeout_ms) == (
+        group.session_timeout_ms,
+        group.rebalance_timeout_ms,
+    )
+    config = GroupConfig()
+    assert config.initial_rebalance_delay_ms == group.initial_rebalance_delay_ms
+    assert config.scheduled_rebalance_max_delay_ms == group.scheduled_rebalance_max_delay_ms
+    assert parsed.fetch_offset_retry == OffsetFetchRetry()
+
+
+def test_session_timeout_bounds_are_the_group_configs() -> None:
+    lowest, highest = GroupConfig().min_session_timeout_ms, GroupConfig().max_session_timeout_ms
+    for ok in (lowest, highest):
+        opts = without(sessionTimeoutMs=str(ok), heartbeatIntervalMs="1000")
+        assert parse_options(lower(opts)).group.session_timeout_ms == ok
+    for bad in (lowest - 1, highest + 1):
+        with pytest.raises(OptionError, match=f"{lowest} to {highest} ms"):
+            parse_options(lower(without(sessionTimeoutMs=str(bad), heartbeatIntervalMs="1000")))

@@ -31,7 +31,7 @@ from spark_kafka_group.store.memory import InMemoryLog
 from tests.group_sim import SimMember, converged
 
 CS, RANGE, RR, STICKY = "cooperative-sticky", "range", "roundrobin", "sticky"
-CFG = GroupConfig(min_session_timeout_ms=1_000)
+CFG = GroupConfig(min_session_timeout_ms=1_000, initial_rebalance_delay_ms=0)
 
 
 class Group:

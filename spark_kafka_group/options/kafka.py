@@ -1,0 +1,48 @@
+"""The ``kafka.*`` family: librdkafka settings passed through, except those the source owns."""
+
+from __future__ import annotations
+
+from spark_kafka_group.errors import OptionError
+from spark_kafka_group.options.spec import OptionSpec
+from spark_kafka_group.options.values import STRING, ValueType
+
+#: Prefix of the options passed to the Kafka consumer (any case).
+KAFKA_OPTION_PREFIX = "kafka."
+
+#: librdkafka settings the source decides itself, with the reason shown to the user.
+OWNED_KAFKA_KEYS: dict[str, str] = {
+    "group.id": "use the option 'groupId': the group is coordinated through the group log",
+    "group.instance.id": "use the option 'groupInstanceId'",
+    "enable.auto.commit": "offsets are committed to the group log after each micro-batch",
+    "enable.auto.offset.store": "offsets are committed to the group log after each micro-batch",
+    "auto.offset.reset": "use the option 'startingOffsets' (earliest, latest, none or JSON)",
+    "session.timeout.ms": "use the option 'sessionTimeoutMs'",
+    "heartbeat.interval.ms": "use the option 'heartbeatIntervalMs'",
+    "max.poll.interval.ms": "use the option 'rebalanceTimeoutMs'",
+    "partition.assignment.strategy": "use the option 'assignmentStrategy'",
+    "group.protocol": "the group protocol is implemented by the source itself",
+    "group.remote.assignor": "use the option 'assignmentStrategy'",
+    "enable.partition.eof": "the fetcher sets it to find the end of a range",
+    "key.deserializer": "records are returned as binary; cast or decode in Spark",
+    "value.deserializer": "records are returned as binary; cast or decode in Spark",
+}
+
+
+def kafka_key(option: str) -> str:
+    """The librdkafka key of a ``kafka.*`` option, lower-cased; refused if the source owns it."""
+    key = option[len(KAFKA_OPTION_PREFIX) :].lower()
+    if key in OWNED_KAFKA_KEYS:
+        raise OptionError(f"Option 'kafka.{key}' is not allowed: {OWNED_KAFKA_KEYS[key]}.")
+    return key
+
+
+KAFKA_FAMILY = OptionSpec(
+    "kafka.<key>",
+    ValueType("librdkafka setting", STRING.parse),
+    None,
+    "Passed to the librdkafka consumer without the prefix: security, fetch tuning.\n\n"
+    "The Java client's security keys are translated or refused with the librdkafka key to "
+    "use: see [Kafka security](kafka-security.md). Keys the source decides itself are "
+    "refused, each with what to use instead (below).",
+    default_doc="—",
+)

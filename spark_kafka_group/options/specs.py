@@ -1,0 +1,271 @@
+"""Every option of the source, declared: name, type, default, checks and documentation.
+
+Parsing is a loop over :data:`OPTION_SPECS` (:mod:`spark_kafka_group.options.parse`), the
+reference page is generated from them (:mod:`spark_kafka_group.docs_options`), and
+``GroupSettings`` takes its defaults from them. A default that another layer applies too is
+read from that layer (the group protocol's from :mod:`spark_kafka_group.group.defaults`), never
+written here a second time.
+"""
+
+from __future__ import annotations
+
+from spark_kafka_group.kafka.config import OffsetFetchRetry
+from spark_kafka_group.options.group import GROUP_SPECS
+from spark_kafka_group.options.kafka import KAFKA_FAMILY
+from spark_kafka_group.options.offsets import (
+    ENDING_WORDS,
+    STARTING_WORDS,
+    TIMESTAMP_STRATEGY,
+    TIMESTAMPS_JSON,
+    no_earliest_end,
+    offsets_type,
+)
+from spark_kafka_group.options.spec import OptionSpec
+from spark_kafka_group.options.store import STORE_FAMILY
+from spark_kafka_group.options.subscription import ASSIGNMENT_JSON, PATTERN, TOPICS
+from spark_kafka_group.options.values import (
+    BOOLEAN,
+    DURATION,
+    EPOCH_MS,
+    INTEGER,
+    MILLISECONDS,
+    STRING,
+    non_negative,
+    positive,
+)
+
+# Every option other than the kafka.* / groupStore.* families, with its default.
+_SOURCE_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "kafka.bootstrap.servers",
+        STRING,
+        None,
+        "The Kafka cluster's bootstrap servers, comma-separated `host:port`.",
+        default_doc="required",
+        required=", e.g. .option('kafka.bootstrap.servers', 'broker1:9092,broker2:9092').",
+        field="bootstrap_servers",
+    ),
+    OptionSpec(
+        "subscribe",
+        TOPICS,
+        None,
+        "Comma-separated topics to read as a member of the group.",
+        default_doc="required, or `subscribePattern` or `assign`",
+        field="subscribe",
+    ),
+    OptionSpec(
+        "subscribePattern",
+        PATTERN,
+        None,
+        "A regular expression of topics to read; it must match the whole topic name.\n\n"
+        "A topic created later that matches is picked up while the query runs (the group "
+        "rebalances) and starts at its earliest offset.",
+        default_doc="required, or `subscribe` or `assign`",
+        field="subscribe_pattern",
+    ),
+    OptionSpec(
+        "assign",
+        ASSIGNMENT_JSON,
+        None,
+        'JSON `{"topic": [0, 1]}`: read exactly these partitions without joining the group, '
+        "as Kafka's `assign()`.\n\n"
+        "Such a query commits its offsets to the group only while the group has no subscribing "
+        "members, as in Kafka: a commit while queries subscribe with the same `groupId` fails "
+        "the query with `CommitRejectedError`, naming the group and those members. Queries "
+        "with `assign` do not split partitions between them: two `assign` "
+        "queries with the same `groupId` and partitions both read all of them, as two Kafka "
+        "consumers using `assign()` would. A partition number the topic does not have is an "
+        "error naming the topic's partition count.",
+        default_doc="required, or `subscribe` or `subscribePattern`",
+        field="assign",
+    ),
+    OptionSpec(
+        "startingOffsets",
+        offsets_type(STARTING_WORDS),
+        "earliest",
+        "Where a partition the group never committed starts: `earliest`, `latest`, `none` "
+        "(fail) or JSON per partition.\n\n"
+        'JSON is `{"topic": {"0": 23, "1": -2}}` (-2 earliest, -1 latest; unlisted partitions: '
+        "latest). A committed offset always wins over this option. A partition discovered "
+        "later (a new partition, a new topic matching `subscribePattern`, also one created "
+        "while the query was stopped) starts at **earliest** whatever this says, as in "
+        "Spark's Kafka source, so nothing written to it before its discovery is lost.\n\n"
+        "Batch reads accept `earliest` (the default), JSON without -1, or `group`: the group's "
+        "committed offsets, partitions without a commit from earliest. `group` is refused in "
+        "streams, which always continue from the group's commits.",
+    ),
+    OptionSpec(
+        "failOnDataLoss",
+        BOOLEAN,
+        "true",
+        "Fail when a position is out of range (retention deleted the records, or the topic "
+        "was re-created).\n\n"
+        "`false` continues at the nearest offset that still exists (below the log start: the "
+        "log start; past the end, for instance on a re-created topic: the earliest offset, as "
+        "Spark does) and logs how many offsets it skipped.",
+        field="fail_on_data_loss",
+    ),
+    OptionSpec(
+        "maxOffsetsPerTrigger",
+        INTEGER,
+        None,
+        "At most this many records per micro-batch, split across partitions in proportion to "
+        "their backlog.\n\n"
+        "Ignored by batch reads, as in Spark.",
+        checks=(positive,),
+        field="max_offsets_per_trigger",
+    ),
+    OptionSpec(
+        "minPartitions",
+        INTEGER,
+        None,
+        "Split large offset ranges so that a batch has at least this many Spark tasks.",
+        checks=(positive,),
+        field="min_partitions",
+    ),
+    OptionSpec(
+        "maxRecordsPerPartition",
+        INTEGER,
+        None,
+        "Split an offset range above this many records into several Spark tasks.",
+        checks=(positive,),
+        field="max_records_per_partition",
+    ),
+    OptionSpec(
+        "includeHeaders",
+        BOOLEAN,
+        "false",
+        "Add a `headers array<struct<key:string,value:binary>>` column.",
+        field="include_headers",
+    ),
+    OptionSpec(
+        "kafkaConsumer.pollTimeoutMs",
+        MILLISECONDS,
+        "120000",
+        "An executor fetch that makes no progress for this long fails with an error naming "
+        "the partition and the servers.",
+        checks=(positive,),
+        field="poll_timeout_ms",
+    ),
+    OptionSpec(
+        "commitToKafka",
+        BOOLEAN,
+        "false",
+        "Also commit every accepted offset to the Kafka consumer group named `groupId`, for "
+        "Kafka's lag tools.\n\n"
+        "Best effort: sent asynchronously after the group log accepted the commit; a failure "
+        "is logged and counted and never fails or slows a batch. See "
+        "[Lag](operations.md#lag).",
+        field="commit_to_kafka",
+    ),
+    OptionSpec(
+        "importFromKafkaGroup",
+        STRING,
+        None,
+        "A Kafka consumer group whose committed offsets seed the partitions this group never "
+        "committed.\n\n"
+        "For migrating a plain Kafka consumer application; it applies before "
+        "`startingOffsets`. `kafka-group import-from-kafka` does the same once.",
+        field="import_from_kafka_group",
+    ),
+    # Spark's Kafka source names: timestamp starts, batch ranges, trigger minimums.
+    OptionSpec(
+        "startingTimestamp",
+        EPOCH_MS,
+        None,
+        "Start every partition the group never committed at its first record with a "
+        "timestamp at or after this (epoch ms).\n\n"
+        "Takes precedence over `startingOffsetsByTimestamp` and `startingOffsets`, as in "
+        "Spark. How timestamps are resolved: "
+        "[Where a partition starts](concepts.md#where-a-partition-starts).",
+        checks=(non_negative,),
+    ),
+    OptionSpec(
+        "startingOffsetsByTimestamp",
+        TIMESTAMPS_JSON,
+        None,
+        'JSON `{"topic": {"0": 1700000000000}}`: a start timestamp per partition, for '
+        "partitions the group never committed.\n\n"
+        "Unlisted partitions follow `startingOffsets`; takes precedence over it.",
+    ),
+    OptionSpec(
+        "startingOffsetsByTimestampStrategy",
+        TIMESTAMP_STRATEGY,
+        "error",
+        "When no record is at or after the start timestamp: `error` (fail, naming the "
+        "partition) or `latest`.",
+    ),
+    OptionSpec(
+        "endingOffsets",
+        offsets_type(ENDING_WORDS),
+        None,
+        "Batch reads only: where the read ends, `latest` or JSON per partition (-1 latest; "
+        "unlisted partitions: latest).\n\n"
+        "Refused in streams, as `endingTimestamp` and `endingOffsetsByTimestamp` are; -2 "
+        "(earliest) is refused.",
+        default_doc="`latest` (batch reads)",
+        checks=(no_earliest_end,),
+    ),
+    OptionSpec(
+        "endingTimestamp",
+        EPOCH_MS,
+        None,
+        "Batch reads only: end every partition (exclusive) at its first record at or after "
+        "this timestamp (epoch ms; no such record: latest).",
+        checks=(non_negative,),
+    ),
+    OptionSpec(
+        "endingOffsetsByTimestamp",
+        TIMESTAMPS_JSON,
+        None,
+        'Batch reads only: JSON `{"topic": {"0": ms}}`, an end timestamp per partition, as '
+        "`endingTimestamp`.",
+    ),
+    OptionSpec(
+        "minOffsetsPerTrigger",
+        INTEGER,
+        None,
+        "A trigger with fewer new records plans no batch, unless `maxTriggerDelay` has passed "
+        "since the last batch.\n\n"
+        "Spark's semantics on every pyspark version; not applied under Trigger.AvailableNow; "
+        "at most `maxOffsetsPerTrigger`; ignored by batch reads.",
+        checks=(positive,),
+        field="min_offsets_per_trigger",
+    ),
+    OptionSpec(
+        "maxTriggerDelay",
+        DURATION,
+        "15m",
+        "With `minOffsetsPerTrigger`: the longest wait between two batches (`500ms`, `30s`, "
+        "`15m`, `1h`, `2d`; a bare number is milliseconds).",
+        field="max_trigger_delay_ms",
+    ),
+    # Spark's names and defaults (its Kafka source's KafkaOffsetReaderAdmin).
+    OptionSpec(
+        "fetchOffset.numRetries",
+        INTEGER,
+        str(OffsetFetchRetry.num_retries),
+        "Attempts, the first included, at a driver-side metadata or ListOffsets call that gets "
+        "no answer.\n\n"
+        "Each attempt waits at most 10 s (3 s when every bootstrap server refuses the "
+        "connection); then the query fails naming the servers.",
+        checks=(positive,),
+    ),
+    OptionSpec(
+        "fetchOffset.retryIntervalMs",
+        MILLISECONDS,
+        str(OffsetFetchRetry.retry_interval_ms),
+        "The pause between two of those attempts (Spark's Kafka source uses 1000 ms, though "
+        "its guide says 10).",
+        checks=(non_negative,),
+    ),
+)
+
+#: Every option other than the kafka.* / groupStore.* families, in the order they are parsed.
+OPTION_SPECS: tuple[OptionSpec, ...] = (*_SOURCE_SPECS[:4], *GROUP_SPECS, *_SOURCE_SPECS[4:])
+
+#: The option families: any key under these prefixes is passed on (documented with the rest).
+OPTION_FAMILIES: tuple[OptionSpec, ...] = (KAFKA_FAMILY, STORE_FAMILY)
+
+SPECS_BY_KEY = {spec.name.lower(): spec for spec in OPTION_SPECS}
+SPECS_BY_NAME = {spec.name: spec for spec in OPTION_SPECS}
