@@ -46,7 +46,6 @@ Record kinds: :class:`~spark_kafka_group.group.kinds.RecordKind`; their payloads
 from __future__ import annotations
 
 from spark_kafka_group.group.assignors import (
-    BUILTIN_ASSIGNORS,
     Assignor,
     CooperativeStickyAssignor,
     MemberSubscription,
@@ -90,7 +89,6 @@ from spark_kafka_group.group.state import GroupState
 from spark_kafka_group.group.timer import Clock, ManualClock, SystemClock
 
 __all__ = [
-    "BUILTIN_ASSIGNORS",
     "RECORD_SCHEMA_VERSION",
     "Assignor",
     "Clock",

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from spark_kafka_group.fetcher import FetchSpec, fetch
+from spark_kafka_group.fetcher import fetch
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
-from spark_kafka_group.source.batch import fetch_spec
+from spark_kafka_group.source.input_partition import KafkaInputPartition, fetch_spec
 from spark_kafka_group.source.lifecycle import stop_on_process_end
 from spark_kafka_group.source.offsets import SourceOffset
 from spark_kafka_group.source.planning import (
@@ -50,6 +50,13 @@ from spark_kafka_group.source.positions import (
     initial_positions,
     known_at_start,
 )
+from spark_kafka_group.source.pyspark_features import (
+    HAS_ADMISSION_CONTROL,
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from spark_kafka_group.source.subscription import subscription_partitions
 from spark_kafka_group.source.timestamps import offsets_for_timestamps
 
@@ -59,32 +66,6 @@ if TYPE_CHECKING:  # the member is imported only where the driver starts it
     from spark_kafka_group.member import Member, MemberAssignment
 
 log = logging.getLogger(__name__)
-
-try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python sources.
-    from pyspark.sql.streaming.datasource import (
-        ReadAllAvailable,
-        ReadLimit,
-        ReadMaxRows,
-        SupportsTriggerAvailableNow,
-    )
-
-    HAS_ADMISSION_CONTROL = True
-except ImportError:  # pyspark 4.0 / 4.1
-    HAS_ADMISSION_CONTROL = False
-    if not TYPE_CHECKING:  # the type checker sees the newest pyspark, which has them
-
-        class SupportsTriggerAvailableNow:
-            """Placeholder so the class statement below works on pyspark < 4.2."""
-
-        ReadLimit = Any
-
-
-class KafkaInputPartition(InputPartition):
-    """One Spark task: a [from, until) range of one Kafka partition."""
-
-    def __init__(self, spec: FetchSpec) -> None:
-        super().__init__(spec)
-        self.spec = spec
 
 
 class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -424,7 +424,7 @@ def test_a_returned_static_instance_does_not_strand_the_partitions_it_no_longer_
     never come."""
     from spark_kafka_group.group import GroupMetadata
     from spark_kafka_group.group.assignment import sync_payload
-    from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS
+    from spark_kafka_group.group.assignors import builtin_assignors
     from spark_kafka_group.group.clocks import SingleClock
     from spark_kafka_group.group.metadata import MemberMetadata, ScheduledDelay, Subscription
 
@@ -437,7 +437,7 @@ def test_a_returned_static_instance_does_not_strand_the_partitions_it_no_longer_
     g.static_members["i1"] = "back"
     g.scheduled["i1"] = ScheduledDelay(frozenset(TopicPartition("t", p) for p in range(4)), 100)
     payload = sync_payload(
-        g, BUILTIN_ASSIGNORS["cooperative-sticky"], {"t": 4}, now_ms=200, seen=SingleClock(200)
+        g, builtin_assignors()["cooperative-sticky"], {"t": 4}, now_ms=200, seen=SingleClock(200)
     )
     assigned = [tp for tps in payload.assignment.values() for tp in tps]
     assert sorted(map(tuple, assigned)) == [("t", p) for p in range(4)]

@@ -23,7 +23,7 @@ from spark_kafka_group.group import (
     RecordKind,
     replay,
 )
-from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS
+from spark_kafka_group.group.assignors import builtin_assignors
 from spark_kafka_group.group.metadata import MemberMetadata
 from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload
 from spark_kafka_group.group.record_helpers import generation_record
@@ -142,7 +142,7 @@ def test_rolling_upgrade_from_range_to_cooperative_sticky() -> None:
     assert replay(grp.log, "g") == grp.coord.group
 
 
-names = st.lists(st.sampled_from(sorted(BUILTIN_ASSIGNORS)), min_size=1, max_size=4, unique=True)
+names = st.lists(st.sampled_from(sorted(builtin_assignors())), min_size=1, max_size=4, unique=True)
 
 
 @settings(max_examples=150, deadline=None)
