@@ -34,6 +34,7 @@ from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.java_settings import translate_java_settings
 from spark_kafka_group.store.paths import default_group_store, validate_group_id
 from spark_kafka_group.store.table_properties import DEFAULT_LOG_RETENTION_MS
+from spark_kafka_group.user_class import check_class_spec
 
 OffsetMode = Literal["earliest", "latest", "none", "group", "json"]
 
@@ -549,10 +550,9 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         )
     strategy = _assignment_strategy(get("assignmentStrategy") or "")
     listener = get("rebalanceListener")
-    if listener is not None and not re.match(r"^[\w.]+:[\w.]+$", listener.strip()):
-        raise OptionError(
-            f"Option 'rebalanceListener' = {listener!r} must name a class as 'module:Class', "
-            "e.g. 'my_pkg.listeners:AuditListener'."
+    if listener is not None:
+        listener = check_class_spec(
+            listener, subject="Option 'rebalanceListener'", example="my_pkg.listeners:AuditListener"
         )
     instance_id = get("groupInstanceId")
     if instance_id is not None and not instance_id.strip():
