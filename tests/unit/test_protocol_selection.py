@@ -28,7 +28,7 @@ from spark_kafka_group.group.metadata import MemberMetadata
 from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload
 from spark_kafka_group.group.record_helpers import generation_record
 from spark_kafka_group.store.memory import InMemoryLog
-from tests.group_sim import SimMember, converged
+from spark_kafka_group.testing.simulation import SimMember, converged
 
 CS, RANGE, RR, STICKY = "cooperative-sticky", "range", "roundrobin", "sticky"
 CFG = GroupConfig(min_session_timeout_ms=1_000)
