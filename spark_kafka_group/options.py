@@ -473,14 +473,6 @@ class SourceOptions:
     kafka_params: Mapping[str, str]
     fetch_offset_retry: OffsetFetchRetry
 
-    @property
-    def subscription_description(self) -> str:
-        if self.subscribe is not None:
-            return f"subscribe={','.join(self.subscribe)}"
-        if self.subscribe_pattern is not None:
-            return f"subscribePattern={self.subscribe_pattern}"
-        return f"assign={json.dumps({t: list(p) for t, p in (self.assign or {}).items()})}"
-
 
 #: Options starting with this (any case) are delta-rs storage options of the group store.
 STORE_OPTION_PREFIX = "groupstore."

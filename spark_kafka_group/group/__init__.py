@@ -65,12 +65,10 @@ from spark_kafka_group.group.errors import (
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
     CommitResponse,
-    FetchOffsetsResponse,
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
     LeaveResponse,
-    ListedGroup,
     MemberView,
     MetadataResponse,
     RevokeResponse,
@@ -94,7 +92,6 @@ __all__ = [
     "Clock",
     "CommitResponse",
     "CooperativeStickyAssignor",
-    "FetchOffsetsResponse",
     "GroupConfig",
     "GroupCoordinator",
     "GroupDescription",
@@ -108,7 +105,6 @@ __all__ = [
     "JoinRequest",
     "JoinResponse",
     "LeaveResponse",
-    "ListedGroup",
     "ManualClock",
     "MemberDescription",
     "MemberMetadata",
