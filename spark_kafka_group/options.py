@@ -29,7 +29,7 @@ from spark_kafka_group.group.assignors import (
     load_assignor,
 )
 from spark_kafka_group.group.config import MAX_SESSION_TIMEOUT_MS, MIN_SESSION_TIMEOUT_MS
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.java_settings import translate_java_settings
 from spark_kafka_group.store.paths import default_group_store, validate_group_id
@@ -629,7 +629,7 @@ def check_batch_options(options: SourceOptions) -> None:
     latest = sorted(tp for tp, o in starting.per_partition.items() if o == LATEST)
     if starting.mode == "json" and latest:
         raise OptionError(
-            f"Option 'startingOffsets': partition {latest[0][0]}-{latest[0][1]} -> -1 (latest) "
+            f"Option 'startingOffsets': partition {partition_name(*latest[0])} -> -1 (latest) "
             "is not valid for batch reads: give an offset or -2 (earliest)."
         )
     for name, value in (

@@ -14,9 +14,18 @@ from typing import Any, NamedTuple
 from spark_kafka_group.group.state import GroupState
 
 
+def partition_name(topic: str, partition: int) -> str:
+    """A partition as Kafka's tools and its ``TopicPartition.toString`` print it:
+    ``topic-partition``. Every message and label that names a partition uses this."""
+    return f"{topic}-{partition}"
+
+
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+    def __str__(self) -> str:
+        return partition_name(self.topic, self.partition)
 
 
 def tp_list(partitions: Iterable[TopicPartition]) -> list[list[Any]]:

@@ -31,7 +31,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from spark_kafka_group.fetcher import fetch
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
 from spark_kafka_group.source.input_partition import KafkaInputPartition, fetch_spec
@@ -275,10 +275,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 # Not held now, or held again only since after the batch was planned (lost
                 # and regained meanwhile: its new position comes from the group's commit).
                 log.warning(
-                    "Skipping %s-%d [%d, %d) of a replayed batch: this member no longer owns "
+                    "Skipping %s [%d, %d) of a replayed batch: this member no longer owns "
                     "it; its new owner starts from the group's committed offset.",
-                    tp[0],
-                    tp[1],
+                    partition_name(*tp),
                     begin,
                     until,
                 )
@@ -425,7 +424,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             origin = "committed offset" if tp in checked else "startingOffsets"
             if tp in discovered and tp not in checked:
                 origin = "new since the query or the group last started: earliest"
-            log.info("%s-%d starts at %d (%s)", tp[0], tp[1], positions[tp], origin)
+            log.info("%s starts at %d (%s)", partition_name(*tp), positions[tp], origin)
         return positions
 
     def _log_lag(
@@ -469,4 +468,7 @@ def _same_position(a: SourceOffset, b: SourceOffset) -> bool:
 
 
 def _describe(offsets: Mapping[TopicPartition, int]) -> str:
-    return ", ".join(f"{t}-{p}@{o}" for (t, p), o in sorted(offsets.items())) or "(nothing)"
+    return (
+        ", ".join(f"{partition_name(t, p)}@{o}" for (t, p), o in sorted(offsets.items()))
+        or "(nothing)"
+    )
