@@ -544,7 +544,9 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     listener = get("rebalanceListener")
     if listener is not None:
         listener = check_class_spec(
-            listener, subject="Option 'rebalanceListener'", example="my_pkg.listeners:AuditListener"
+            listener,
+            subject=f"Option 'rebalanceListener' = {listener!r}",
+            example="my_pkg.listeners:AuditListener",
         )
     instance_id = get("groupInstanceId")
     if instance_id is not None and not instance_id.strip():

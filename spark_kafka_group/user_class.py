@@ -26,12 +26,13 @@ def check_class_spec(
     spec: str, *, subject: str, example: str, error: type[Exception] = OptionError
 ) -> str:
     """``spec`` stripped, if it has the form ``module:Class``; else ``error`` saying what
-    ``subject`` (e.g. ``"Option 'rebalanceListener'"``) must look like."""
+    ``subject``, the option and its value as the message should name them (e.g.
+    ``"Option 'rebalanceListener' = 'x'"``), must look like."""
     stripped = spec.strip()
     if not _CLASS_SPEC.match(stripped):
         raise error(
-            f"{subject} = {spec!r} is not 'module:Class' (a dotted module path, a colon, a class "
-            f"name), e.g. {example!r}."
+            f"{subject} is not 'module:Class' (a dotted module path, a colon, a class name), "
+            f"e.g. {example!r}."
         )
     return stripped
 
@@ -39,9 +40,9 @@ def check_class_spec(
 def resolve_class(
     spec: str, *, subject: str, example: str, error: type[Exception] = OptionError
 ) -> type:
-    """The class ``spec`` (``module:Class``) names, imported. Raises ``error`` naming
-    ``subject`` and ``spec`` when the form is wrong, the module cannot be imported, it has no
-    such attribute, or the attribute is not a class."""
+    """The class ``spec`` (``module:Class``) names, imported. Raises ``error``, its message
+    starting with ``subject`` (as for :func:`check_class_spec`), when the form is wrong, the
+    module cannot be imported, it has no such attribute, or the attribute is not a class."""
     spec = check_class_spec(spec, subject=subject, example=example, error=error)
     module_name, _, class_name = spec.partition(":")
     try:
@@ -49,16 +50,15 @@ def resolve_class(
     except Exception as exc:  # an import runs user code: any error is the user's to fix
         if module_name not in sys.modules:  # a failed import leaves no module behind
             raise error(
-                f"{subject} = {spec!r}: cannot import module {module_name!r} "
+                f"{subject}: cannot import module {module_name!r} "
                 f"({type(exc).__name__}: {exc}). {IMPORTABLE_WHERE}"
             ) from None
         raise error(
-            f"{subject} = {spec!r}: module {module_name!r} has no {class_name!r}: name a class "
-            "defined in it."
+            f"{subject}: module {module_name!r} has no {class_name!r}: name a class defined in it."
         ) from None
     if not isinstance(target, type):
         raise error(
-            f"{subject} = {spec!r} names a {type(target).__name__}, not a class: name a class "
-            f"defined in {module_name!r}, e.g. {example!r}."
+            f"{subject} names a {type(target).__name__}, not a class: name a class defined in "
+            f"{module_name!r}, e.g. {example!r}."
         )
     return target

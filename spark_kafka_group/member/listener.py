@@ -30,7 +30,9 @@ class RebalanceListenerRunner:
     def load(cls, spec: str | None) -> RebalanceListenerRunner:
         if not spec:
             return cls(None)
-        listener_class = resolve_class(spec, subject=LISTENER_OPTION, example=LISTENER_EXAMPLE)
+        listener_class = resolve_class(
+            spec, subject=f"{LISTENER_OPTION} = {spec!r}", example=LISTENER_EXAMPLE
+        )
         try:
             return cls(listener_class())
         except Exception as exc:

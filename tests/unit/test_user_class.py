@@ -62,7 +62,7 @@ def users_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 
 
 def resolve(spec: str) -> type:
-    return resolve_class(spec, subject="Option 'x'", example="my_pkg.mod:Thing")
+    return resolve_class(spec, subject=f"Option 'x' = {spec!r}", example="my_pkg.mod:Thing")
 
 
 def test_a_class_and_a_nested_class_resolve(users_modules: None) -> None:

@@ -74,7 +74,7 @@ def load_assignor(entry: str) -> Assignor:
             "assignor is named 'module:Class', e.g. 'my_pkg.assignors:RackAwareAssignor'."
         )
     target = resolve_class(
-        entry, subject="The assignor", example=_EXAMPLE, error=AssignorLookupError
+        entry, subject=f"assignor {entry!r}", example=_EXAMPLE, error=AssignorLookupError
     )
     if not _is_assignor_class(target):
         raise AssignorLookupError(
