@@ -29,6 +29,7 @@ from typing import Any
 
 from spark_kafka_group._version import __version__
 from spark_kafka_group.errors import KafkaGroupError, OptionError
+from spark_kafka_group.group.metadata import partition_name
 from spark_kafka_group.options import read_properties
 from spark_kafka_group.store.paths import default_group_store
 
@@ -161,8 +162,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
                     m.client_host or None,
                     m.generation,
                     _age(m.heartbeat_age_ms(group.now_ms)) + ("" if m.live else " (expired)"),
-                    ",".join(map(str, m.assignment)) or None,
-                    ",".join(map(str, m.revoking)) or None,
+                    ",".join(partition_name(t, p) for t, p in m.assignment) or None,
+                    ",".join(partition_name(t, p) for t, p in m.revoking) or None,
                 ]
                 for m in group.members
             ]
