@@ -1,9 +1,9 @@
 """The group log at sizes this machine cannot host: a printed report from the simulation.
 
-Runs :func:`tests.group_sim.simulate` (production members over the in-memory log, simulated
-clock and store latency; deterministic) over a grid of member counts, partition counts and
-store latencies, for the current design and for the classic one (every heartbeat a write,
-every member rejoins every rebalance, no initial delay), and prints per run:
+Runs :func:`spark_kafka_group.testing.simulation.simulate` (production members over the
+in-memory log, simulated clock and store latency; deterministic) over a grid of member counts,
+partition counts and store latencies, for the current design and for the classic one (every
+heartbeat a write, every member rejoins every rebalance, no initial delay), and prints per run:
 
 - join: simulated seconds from the last member's start to a settled assignment;
 - writes/s and conflicts per successful write while converging;
@@ -34,7 +34,7 @@ import argparse
 import logging
 import sys
 
-from tests.group_sim import SimResult, simulate
+from spark_kafka_group.testing.simulation import SimResult, simulate
 
 
 def _row(r: SimResult, design: str) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from spark_kafka_group._version import __version__
+from spark_kafka_group.source.format_name import FORMAT_NAME
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,9 +31,6 @@ __all__ = [
     "register",
     "reset_offsets",
 ]
-
-#: The name passed to ``spark.readStream.format(...)``.
-FORMAT_NAME = "kafka-group"
 
 
 def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None = None) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 from spark_kafka_group._version import __version__
 from spark_kafka_group.errors import KafkaGroupError, OptionError
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import partition_name
 from spark_kafka_group.options import read_properties
 from spark_kafka_group.store.paths import default_group_store
 
@@ -88,10 +88,6 @@ def _age(ms: int) -> str:
     if s < 7200:
         return f"{s / 60:.1f}m"
     return f"{s / 3600:.1f}h"
-
-
-def _tp(tp: TopicPartition) -> str:
-    return f"{tp.topic}-{tp.partition}"
 
 
 def _table(rows: list[list[Any]], header: list[str]) -> str:
@@ -166,8 +162,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
                     m.client_host or None,
                     m.generation,
                     _age(m.heartbeat_age_ms(group.now_ms)) + ("" if m.live else " (expired)"),
-                    ",".join(_tp(tp) for tp in m.assignment) or None,
-                    ",".join(_tp(tp) for tp in m.revoking) or None,
+                    ",".join(partition_name(t, p) for t, p in m.assignment) or None,
+                    ",".join(partition_name(t, p) for t, p in m.revoking) or None,
                 ]
                 for m in group.members
             ]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_kafka_group.progress import source_offset
-from spark_kafka_group.source.reader import HAS_ADMISSION_CONTROL
+from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
 
 
 @dataclass(frozen=True)

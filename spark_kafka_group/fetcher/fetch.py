@@ -47,7 +47,7 @@ from spark_kafka_group.errors import (
 )
 from spark_kafka_group.fetcher.pool import PooledConsumer, consumer_pool
 from spark_kafka_group.fetcher.schema import HEADERS_TYPE, TIMESTAMP_TYPE, arrow_schema
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.kafka.config import unreachable_message
 
 log = logging.getLogger(__name__)
@@ -118,8 +118,12 @@ class FetchSpec:
         """Normalise a ``kafka.*`` mapping for :attr:`client_conf` (and the pool key)."""
         return tuple(sorted((str(k), str(v)) for k, v in options.items()))
 
+    @property
+    def partition_name(self) -> str:
+        return partition_name(self.topic, self.partition)
+
     def describe(self) -> str:
-        return f"{self.topic}-{self.partition} [{self.from_offset}, {self.until_offset})"
+        return f"{self.partition_name} [{self.from_offset}, {self.until_offset})"
 
 
 def fetch(spec: FetchSpec) -> Iterator[pa.RecordBatch]:
@@ -291,7 +295,7 @@ class _RangeFetch:
             return self._check_position(next_offset, now, out_of_range=err)
         if code in _GONE:
             self._data_loss(
-                f"Partition {spec.topic}-{spec.partition} no longer exists on "
+                f"Partition {spec.partition_name} no longer exists on "
                 f"{spec.bootstrap_servers!r} ({err.str()}) while fetching offset {next_offset} "
                 f"(range {spec.describe()}); the topic was probably deleted.",
                 exc_type=TopicNotFoundError,
@@ -324,7 +328,7 @@ class _RangeFetch:
         until = spec.until_offset
         if next_offset < low:
             self._data_loss(
-                f"Offsets [{next_offset}, {min(low, until)}) of {spec.topic}-{spec.partition} "
+                f"Offsets [{next_offset}, {min(low, until)}) of {spec.partition_name} "
                 f"are no longer available: the log start offset is {low} (high watermark "
                 f"{high}); the records were deleted (retention) before this fetch of "
                 f"{spec.describe()}."
@@ -333,9 +337,8 @@ class _RangeFetch:
                 self.stop = True
                 return next_offset
             log.warning(
-                "Continuing %s-%d from the log start offset %d: %d offset(s) skipped",
-                spec.topic,
-                spec.partition,
+                "Continuing %s from the log start offset %d: %d offset(s) skipped",
+                spec.partition_name,
                 low,
                 low - next_offset,
             )
@@ -345,7 +348,7 @@ class _RangeFetch:
         if next_offset > high or (next_offset == high and high < until and stalled >= END_GRACE_S):
             what = "beyond" if next_offset > high else "at"
             self._data_loss(
-                f"Fetch position {next_offset} of {spec.topic}-{spec.partition} is {what} the "
+                f"Fetch position {next_offset} of {spec.partition_name} is {what} the "
                 f"high watermark {high} (log start {low}) but the range {spec.describe()} asks "
                 f"for records up to {until - 1}; the partition was truncated, or the topic "
                 "was deleted and re-created."

@@ -46,7 +46,6 @@ Record kinds: :class:`~spark_kafka_group.group.kinds.RecordKind`; their payloads
 from __future__ import annotations
 
 from spark_kafka_group.group.assignors import (
-    BUILTIN_ASSIGNORS,
     Assignor,
     CooperativeStickyAssignor,
     MemberSubscription,
@@ -66,12 +65,10 @@ from spark_kafka_group.group.errors import (
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
     CommitResponse,
-    FetchOffsetsResponse,
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
     LeaveResponse,
-    ListedGroup,
     MemberView,
     MetadataResponse,
     RevokeResponse,
@@ -90,13 +87,11 @@ from spark_kafka_group.group.state import GroupState
 from spark_kafka_group.group.timer import Clock, ManualClock, SystemClock
 
 __all__ = [
-    "BUILTIN_ASSIGNORS",
     "RECORD_SCHEMA_VERSION",
     "Assignor",
     "Clock",
     "CommitResponse",
     "CooperativeStickyAssignor",
-    "FetchOffsetsResponse",
     "GroupConfig",
     "GroupCoordinator",
     "GroupDescription",
@@ -110,7 +105,6 @@ __all__ = [
     "JoinRequest",
     "JoinResponse",
     "LeaveResponse",
-    "ListedGroup",
     "ManualClock",
     "MemberDescription",
     "MemberMetadata",

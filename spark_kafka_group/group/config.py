@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spark_kafka_group.group import defaults
-from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS, Assignor
+from spark_kafka_group.group.assignors import Assignor, builtin_assignors
 
 #: The session timeouts a group accepts (Kafka's broker defaults of
 #: group.min.session.timeout.ms / group.max.session.timeout.ms). The ``sessionTimeoutMs`` option
@@ -36,4 +36,4 @@ class GroupConfig:
     #: Kafka's offset.metadata.max.bytes (characters here).
     max_offset_metadata_length: int = 4096
     #: Assignors by protocol name; the leader must know the group's chosen protocol.
-    assignors: Mapping[str, Assignor] = field(default_factory=lambda: dict(BUILTIN_ASSIGNORS))
+    assignors: Mapping[str, Assignor] = field(default_factory=lambda: dict(builtin_assignors()))

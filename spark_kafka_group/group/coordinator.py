@@ -11,7 +11,7 @@ decide the next one, so what it predicts is exactly what replay will do.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 from spark_kafka_group.group import replay
 from spark_kafka_group.group.assignment import sync_payload
@@ -31,12 +31,10 @@ from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
     CommitResponse,
     DeleteResponse,
-    FetchOffsetsResponse,
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
     LeaveResponse,
-    ListedGroup,
     MemberView,
     MetadataResponse,
     RevokeResponse,
@@ -47,7 +45,6 @@ from spark_kafka_group.group.metadata import (
     LEASES,
     GroupMetadata,
     MemberMetadata,
-    OffsetAndMetadata,
     Subscription,
     TopicPartition,
 )
@@ -115,8 +112,6 @@ class GroupCoordinator:
         self._group = group if group is not None else GroupMetadata(group_id)
         #: A fork reads its parent's state until its first record, then copies it.
         self._shared = False
-        #: While True, every handler answers COORDINATOR_LOAD_IN_PROGRESS.
-        self.loading = False
 
     # ------------------------------------------------------------------ state
 
@@ -142,14 +137,6 @@ class GroupCoordinator:
             self._group = self._group.copy()
             self._shared = False
 
-    def load(self, records: Iterable[GroupRecord]) -> None:
-        """Fold a whole log (or its tail from the latest SNAPSHOT) while marked loading."""
-        self.loading = True
-        try:
-            self.apply_all(records)
-        finally:
-            self.loading = False
-
     def fork(self) -> GroupCoordinator:
         """An independent coordinator over a copy of the state (to chain several handlers
         before one compare-and-swap append). The copy is made at the fork's first record:
@@ -174,8 +161,6 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ validation
 
     def _unavailable(self) -> GroupError | None:
-        if self.loading:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
         if self._group.state == S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         return None
@@ -617,22 +602,6 @@ class GroupCoordinator:
             rebalance=g.state == S.STABLE and wanted,
         )
 
-    def fetch_offsets(
-        self, partitions: Sequence[TopicPartition] | None = None
-    ) -> FetchOffsetsResponse:
-        """OffsetFetch: the last accepted commit of each partition (all when None)."""
-        err = self._unavailable()
-        if err is not None:
-            return FetchOffsetsResponse(err)
-        offsets = self._group.offsets
-        if partitions is None:
-            return FetchOffsetsResponse(E.NONE, dict(sorted(offsets.items())))
-        result: dict[TopicPartition, OffsetAndMetadata | None] = {}
-        for t, p in partitions:
-            tp = TopicPartition(t, int(p))
-            result[tp] = offsets.get(tp)
-        return FetchOffsetsResponse(E.NONE, result)
-
     # ------------------------------------------------------------------ metadata
 
     def metadata_changed(
@@ -682,7 +651,7 @@ class GroupCoordinator:
         """
         seen = _sightings(seen, now_ms)
         g = self._group
-        if self.loading or g.state in (S.DEAD, S.EMPTY):
+        if g.state in (S.DEAD, S.EMPTY):
             return []
         scratch = _Scratch(g)
         for mid in list(g.members):
@@ -764,12 +733,11 @@ class GroupCoordinator:
         writer timestamps against ``now_ms`` (:class:`SingleClock`): a member on a machine
         whose clock is off may be shown wrongly, but is never expired for it."""
         g = self._group
-        err = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
         leases = leases or {}
         seen = seen if seen is not None else SingleClock(now_ms, leases)
         expiring = {r.member_id for r in self.tick(now_ms, seen) if r.kind == RecordKind.EXPIRE}
         return GroupDescription(
-            error=err,
+            error=E.NONE,
             group_id=g.group_id,
             state=g.state,
             protocol_type=g.protocol_type,
@@ -800,13 +768,6 @@ class GroupCoordinator:
             uri=uri,
             version=version,
         )
-
-    def list_groups(self) -> list[ListedGroup]:
-        """ListGroups (this log holds one group; a Dead group is not listed)."""
-        g = self._group
-        if g.state == S.DEAD:
-            return []
-        return [ListedGroup(g.group_id, g.protocol_type, g.state)]
 
     def member_view(self, member_id: str) -> MemberView:
         """What ``member_id`` should do next (see the package docstring)."""

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_kafka_group.group.errors import GroupError
-from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
+from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition, partition_name
 from spark_kafka_group.group.state import GroupState
 
 
 def _names(partitions: tuple[TopicPartition, ...]) -> list[str]:
     """Partitions as Kafka's tools print them: ``topic-partition``."""
-    return [f"{tp.topic}-{tp.partition}" for tp in partitions]
+    return [partition_name(tp.topic, tp.partition) for tp in partitions]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from spark_kafka_group.group import defaults
 from spark_kafka_group.group.errors import GroupError
-from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.state import GroupState
 
 #: The partitions of one member, sorted.
@@ -115,21 +115,8 @@ class MetadataResponse:
 
 
 @dataclass(frozen=True)
-class FetchOffsetsResponse:
-    error: GroupError
-    offsets: dict[TopicPartition, OffsetAndMetadata | None] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class DeleteResponse:
     error: GroupError
-
-
-@dataclass(frozen=True)
-class ListedGroup:
-    group_id: str
-    protocol_type: str | None
-    state: GroupState
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,18 @@ from spark_kafka_group.group import defaults
 from spark_kafka_group.group.state import GroupState
 
 
+def partition_name(topic: str, partition: int) -> str:
+    """A partition as Kafka's tools and its ``TopicPartition.toString`` print it:
+    ``topic-partition``. Every message and label that names a partition uses this."""
+    return f"{topic}-{partition}"
+
+
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+    def __str__(self) -> str:
+        return partition_name(self.topic, self.partition)
 
 
 def tp_list(partitions: Iterable[TopicPartition]) -> list[list[Any]]:
@@ -356,11 +365,7 @@ class GroupMetadata:
             "rebalance_reason": self.rebalance_reason,
             "assignment_snapshot": self.assignment_snapshot,
             "latest_metadata": self.latest_metadata,
-            "scheduled": {
-                inst: {"partitions": tp_list(s.partitions), "until_ms": s.until_ms,
-                       "opened": s.opened.to_payload()}
-                for inst, s in self.scheduled.items()
-            },
+            "scheduled": scheduled_to_payload(self.scheduled, opened=True),
             "delay_ms": self.delay_ms,
             "offsets": [
                 [tp.topic, tp.partition, o.offset, o.metadata, o.commit_timestamp_ms,
@@ -426,8 +431,13 @@ def scheduled_from_payload(
     }
 
 
-def scheduled_to_payload(s: Mapping[str, ScheduledDelay]) -> dict[str, Any]:
-    return {
-        inst: {"partitions": tp_list(v.partitions), "until_ms": v.until_ms}
-        for inst, v in sorted(s.items())
-    }
+def scheduled_to_payload(s: Mapping[str, ScheduledDelay], *, opened: bool) -> dict[str, Any]:
+    """Scheduled delays as a SYNC or SNAPSHOT payload holds them: :func:`scheduled_from_payload`
+    reads both. A SNAPSHOT names the record that opened each delay (``opened=True``); a SYNC
+    opens its delays itself, so it leaves ``opened`` out (as every SYNC written so far)."""
+    payload: dict[str, Any] = {}
+    for inst, v in sorted(s.items()):
+        payload[inst] = {"partitions": tp_list(v.partitions), "until_ms": v.until_ms}
+        if opened:
+            payload[inst]["opened"] = v.opened.to_payload()
+    return payload

@@ -209,7 +209,7 @@ class SyncPayload(RecordPayload):
             "revoking": {mid: tp_list(ps) for mid, ps in self.revoking.items()},
             "snapshot": dict(self.snapshot),
             "delay_ms": self.delay_ms,
-            "scheduled": scheduled_to_payload(self.scheduled),
+            "scheduled": scheduled_to_payload(self.scheduled, opened=False),
         }
 
     @classmethod

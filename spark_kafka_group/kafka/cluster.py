@@ -33,7 +33,7 @@ from spark_kafka_group.errors import (
     OptionError,
     TopicNotFoundError,
 )
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.kafka.config import (
     CONNECTIVITY_ERRORS,
     ErrorTracker,
@@ -422,7 +422,7 @@ def _result(fut: Future[Any], deadline: float) -> tuple[int, int]:
 
 
 def _describe_tps(tps: Sequence[TopicPartition]) -> str:
-    shown = ", ".join(f"{t}-{p}" for t, p in tps[:5])
+    shown = ", ".join(partition_name(t, p) for t, p in tps[:5])
     return shown + (f" and {len(tps) - 5} more" if len(tps) > 5 else "")
 
 

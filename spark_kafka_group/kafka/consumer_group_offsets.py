@@ -31,7 +31,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from spark_kafka_group.errors import BrokerUnavailableError, KafkaGroupError, OptionError
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.kafka.config import (
     CONNECTIVITY_ERRORS,
     ErrorTracker,
@@ -194,7 +194,7 @@ def commit_to_kafka_group(
             return _consumer_commit(bootstrap_servers, client_conf, group, wanted, timeout_s)
         raise _commit_error(group, bootstrap_servers, code, _text(exc)) from None
     failed = [
-        f"{tp.topic}-{tp.partition}: {tp.error.str()}"
+        f"{partition_name(tp.topic, tp.partition)}: {tp.error.str()}"
         for tp in result.topic_partitions or []
         if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
     ]
@@ -290,10 +290,9 @@ def seed_from_kafka_group(
     imported = kafka_group_offsets(bootstrap_servers, client_conf, kafka_group, missing)
     for tp, offset in imported.items():
         log.info(
-            "%s-%d: no committed offset in the group log; starting at %d, the committed "
+            "%s: no committed offset in the group log; starting at %d, the committed "
             "offset of Kafka consumer group %r (importFromKafkaGroup)",
-            tp[0],
-            tp[1],
+            partition_name(*tp),
             offset,
             kafka_group,
         )
@@ -369,7 +368,7 @@ class KafkaOffsetMirror:
         try:
             result = future.result()
             bad = [
-                f"{tp.topic}-{tp.partition}: {tp.error.str()}"
+                f"{partition_name(tp.topic, tp.partition)}: {tp.error.str()}"
                 for tp in result.topic_partitions or []
                 if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
             ]

@@ -44,10 +44,6 @@ class HeartbeatThread:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=10)
 
-    def sleep(self, seconds: float) -> None:
-        """Sleep, waking early when stopped."""
-        self._stop.wait(seconds)
-
     def _run(self) -> None:
         while True:
             self._woken.wait(self._next_delay())

@@ -9,20 +9,17 @@ query.
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import Any, Protocol
+from typing import Any
 
 from spark_kafka_group.errors import OptionError
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.user_class import resolve_class
 
 log = logging.getLogger(__name__)
 
-
-class RebalanceListener(Protocol):
-    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None: ...
-    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None: ...
-    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None: ...
+LISTENER_OPTION = "Option 'rebalanceListener'"
+LISTENER_EXAMPLE = "my_pkg.listeners:AuditListener"
 
 
 class RebalanceListenerRunner:
@@ -33,17 +30,15 @@ class RebalanceListenerRunner:
     def load(cls, spec: str | None) -> RebalanceListenerRunner:
         if not spec:
             return cls(None)
-        module_name, _, class_name = spec.partition(":")
+        listener_class = resolve_class(
+            spec, subject=f"{LISTENER_OPTION} = {spec!r}", example=LISTENER_EXAMPLE
+        )
         try:
-            target: Any = importlib.import_module(module_name)
-            for part in class_name.split("."):
-                target = getattr(target, part)
-            return cls(target())
+            return cls(listener_class())
         except Exception as exc:
             raise OptionError(
-                f"Option 'rebalanceListener' = {spec!r}: cannot create the listener "
-                f"({type(exc).__name__}: {exc}). The module must be importable on the driver "
-                "and the class must take no arguments."
+                f"{LISTENER_OPTION} = {spec!r}: cannot create the listener "
+                f"({type(exc).__name__}: {exc}): the class must take no constructor arguments."
             ) from None
 
     def assigned(self, partitions: list[TopicPartition]) -> None:

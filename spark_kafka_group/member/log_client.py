@@ -131,7 +131,7 @@ class GroupLogClient:
         """Bring :attr:`coordinator` up to the log's latest version and return it."""
         if not self._loaded:
             piece = self._log.read_slice(from_latest_snapshot=True)
-            self.coordinator.load(record for _, record in piece.records)
+            self.coordinator.apply_all(record for _, record in piece.records)
             self._records_since_snapshot = len(piece.records)
             self._loaded = True
         else:

@@ -45,7 +45,13 @@ from spark_kafka_group.group import (
     JoinRequest,
     TopicPartition,
 )
-from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, LEASES, OffsetAndMetadata
+from spark_kafka_group.group.metadata import (
+    FEATURES,
+    IMPLICIT_REJOIN,
+    LEASES,
+    OffsetAndMetadata,
+    partition_name,
+)
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member.commit_fold import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
 from spark_kafka_group.member.decide import (
@@ -729,7 +735,7 @@ class GroupMember:
                 "group %s: commit rejected for %s (member %s is no longer their owner); they "
                 "will be read again by their current owner from the last accepted commit",
                 self.settings.group_id,
-                ", ".join(f"{tp.topic}-{tp.partition}: {e}" for tp, e in sorted(rejected.items())),
+                ", ".join(f"{partition_name(*tp)}: {e}" for tp, e in sorted(rejected.items())),
                 self.member_id,
             )
         if self._leases is not None:
@@ -1067,4 +1073,4 @@ class GroupMember:
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:
-    return ", ".join(f"{t}-{p}" for t, p in sorted(partitions)) or "(none)"
+    return ", ".join(partition_name(t, p) for t, p in sorted(partitions)) or "(none)"

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from spark_kafka_group.errors import OptionError
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
 
 if TYPE_CHECKING:
     from spark_kafka_group.kafka.cluster import KafkaCluster
@@ -120,7 +120,7 @@ def target_offsets(
     else:  # shift-by
         without = [tp for tp in partitions if tp not in committed]
         if without:
-            names = ", ".join(f"{t}-{p}" for t, p in without)
+            names = ", ".join(partition_name(t, p) for t, p in without)
             raise OptionError(
                 f"--shift-by needs a committed offset to shift, and the group has none for "
                 f"{names}; use --to-earliest / --to-latest / --to-offset for those partitions"

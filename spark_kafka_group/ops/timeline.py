@@ -23,7 +23,7 @@ from typing import Any
 
 from spark_kafka_group.group import GroupMetadata, RecordKind
 from spark_kafka_group.group import apply as apply_record
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.group.payloads import (
     ExpirePayload,
     GenerationPayload,
@@ -314,7 +314,7 @@ def render_png(
             linewidth=0.4,
         )
     ax.set_yticks(range(len(partitions)))
-    ax.set_yticklabels([f"{t}-{p}" for t, p in partitions], fontsize=8)
+    ax.set_yticklabels([partition_name(t, p) for t, p in partitions], fontsize=8)
     ax.set_ylim(-0.7, max(len(partitions), 1) - 0.3)
     ax.invert_yaxis()
     ax.set_ylabel("partition")
@@ -365,7 +365,7 @@ def render_png(
         if commits:
             xs = [x(c.timestamp_ms) for c in commits] + [x(tl.last_ms)]
             ys = [c.offset for c in commits] + [commits[-1].offset]
-            ax2.step(xs, ys, where="post", color=colour, linewidth=1.2, label=f"{tp[0]}-{tp[1]}")
+            ax2.step(xs, ys, where="post", color=colour, linewidth=1.2, label=partition_name(*tp))
         end = (log_end or {}).get(tp)
         if end is not None:
             ax2.axhline(end, color=colour, linestyle=":", linewidth=0.8)

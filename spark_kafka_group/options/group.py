@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +23,7 @@ from spark_kafka_group.options.values import (
 )
 from spark_kafka_group.store.paths import default_group_store, validate_group_id
 from spark_kafka_group.store.table_properties import DEFAULT_LOG_RETENTION_MS
+from spark_kafka_group.user_class import check_class_spec
 
 _SESSION_BOUNDS = "Kafka's group.min.session.timeout.ms / group.max.session.timeout.ms"
 
@@ -64,11 +64,9 @@ CLASS_NAME: ValueType[str] = ValueType("`module:Class`", STRING.parse)
 
 
 def class_name(name: str, text: str, value: str) -> None:
-    if not re.match(r"^[\w.]+:[\w.]+$", value):
-        raise OptionError(
-            f"Option {name!r} = {text!r} must name a class as 'module:Class', "
-            "e.g. 'my_pkg.listeners:AuditListener'."
-        )
+    check_class_spec(
+        value, subject=f"Option {name!r} = {text!r}", example="my_pkg.listeners:AuditListener"
+    )
 
 
 def long_enough_retention(name: str, text: str, value: int) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_kafka_group.errors import OptionError
+from spark_kafka_group.group.metadata import partition_name
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.java_settings import translate_java_settings
 from spark_kafka_group.options.group import check_heartbeat_within_session
@@ -121,7 +122,7 @@ def check_batch_options(options: SourceOptions) -> None:
     latest = sorted(tp for tp, o in starting.per_partition.items() if o == LATEST)
     if starting.mode == "json" and latest:
         raise OptionError(
-            f"Option 'startingOffsets': partition {latest[0][0]}-{latest[0][1]} -> -1 (latest) "
+            f"Option 'startingOffsets': partition {partition_name(*latest[0])} -> -1 (latest) "
             "is not valid for batch reads: give an offset or -2 (earliest)."
         )
     for name, value in (

@@ -22,9 +22,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from spark_kafka_group.errors import OffsetOutOfRangeError, OptionError
-from spark_kafka_group.fetcher import FetchSpec, fetch
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.fetcher import fetch
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.options import AtTimestamp, OffsetLimit, SourceOptions
+from spark_kafka_group.source.input_partition import KafkaInputPartition, fetch_spec
 from spark_kafka_group.source.planning import OffsetRange, split_ranges
 from spark_kafka_group.source.positions import (
     LogBounds,
@@ -47,7 +48,6 @@ class KafkaGroupBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         from spark_kafka_group.kafka.cluster import cluster_for_source
-        from spark_kafka_group.source.reader import KafkaInputPartition
         from spark_kafka_group.source.subscription import subscription_partitions
         from spark_kafka_group.source.timestamps import offsets_for_timestamps
 
@@ -75,21 +75,6 @@ class KafkaGroupBatchReader(DataSourceReader):
         spec = getattr(partition, "spec", None)
         if spec is not None:  # an empty range list reaches here as one bare InputPartition
             yield from fetch(spec)
-
-
-def fetch_spec(options: SourceOptions, offset_range: OffsetRange) -> FetchSpec:
-    """What an executor needs to fetch one range (streams and batch reads alike)."""
-    return FetchSpec(
-        topic=offset_range.topic,
-        partition=offset_range.partition,
-        from_offset=offset_range.from_offset,
-        until_offset=offset_range.until_offset,
-        bootstrap_servers=options.bootstrap_servers,
-        client_conf=FetchSpec.conf(options.kafka_params),
-        include_headers=options.include_headers,
-        fail_on_data_loss=options.fail_on_data_loss,
-        fetch_timeout_s=options.poll_timeout_ms / 1000.0,
-    )
 
 
 def plan_batch(
@@ -132,15 +117,18 @@ def plan_batch(
         start, end = starts[tp], ends[tp]
         if start > end:
             raise OptionError(
-                f"Partition {tp[0]}-{tp[1]}: the batch starts at offset {start} (startingOffsets "
-                f"or a starting timestamp), after its end {end} (endingOffsets or an ending "
-                "timestamp). Choose a start at or before the end."
+                f"Partition {partition_name(*tp)}: the batch starts at offset {start} "
+                f"(startingOffsets or a starting timestamp), after its end {end} (endingOffsets "
+                "or an ending timestamp). Choose a start at or before the end."
             )
         ranges.append(OffsetRange(tp[0], tp[1], start, end))
     log.info(
         "batch read of %d partition(s), %d record offset(s): %s",
         len(ranges), sum(r.size for r in ranges),
-        ", ".join(f"{r.topic}-{r.partition}[{r.from_offset},{r.until_offset})" for r in ranges),
+        ", ".join(
+            f"{partition_name(r.topic, r.partition)}[{r.from_offset},{r.until_offset})"
+            for r in ranges
+        ),
     )  # fmt: skip
     return ranges
 
@@ -170,7 +158,7 @@ def _ends(
         high = bounds.latest[tp]
         if end > high:
             message = (
-                f"endingOffsets for partition {tp[0]}-{tp[1]} is {end}, beyond its high "
+                f"endingOffsets for partition {partition_name(*tp)} is {end}, beyond its high "
                 f"watermark {high}: those records do not exist (yet)"
             )
             if fail_on_data_loss:

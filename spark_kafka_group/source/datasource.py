@@ -6,7 +6,6 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from spark_kafka_group import FORMAT_NAME
 from spark_kafka_group.fetcher import spark_schema_ddl
 from spark_kafka_group.options import (
     SourceOptions,
@@ -14,6 +13,7 @@ from spark_kafka_group.options import (
     check_stream_options,
     parse_options,
 )
+from spark_kafka_group.source.format_name import FORMAT_NAME
 
 
 class KafkaGroupDataSource(DataSource):

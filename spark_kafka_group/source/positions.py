@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from spark_kafka_group.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.options import EARLIEST, LATEST, AtTimestamp, OffsetLimit
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ def initial_positions(
             )
         )
     if missing:
-        names = ", ".join(f"{t}-{p}" for t, p in missing)
+        names = ", ".join(partition_name(t, p) for t, p in missing)
         raise NoOffsetForPartitionError(
             f"No committed offset in group {group_id!r} for partition(s) {names}, and "
             "startingOffsets is 'none'. Set startingOffsets to 'earliest', 'latest' or a JSON "
@@ -161,7 +161,7 @@ def offsets_at_timestamps(
             positions[tp] = bounds.latest[tp]
         else:
             raise NoOffsetForPartitionError(
-                f"No record of partition {tp[0]}-{tp[1]} has a timestamp at or after {ms} "
+                f"No record of partition {partition_name(*tp)} has a timestamp at or after {ms} "
                 "(startingTimestamp / startingOffsetsByTimestamp). Set "
                 "startingOffsetsByTimestampStrategy=latest to start such partitions at the "
                 "latest offset, or choose an earlier timestamp."
@@ -187,7 +187,7 @@ def check_in_range(
             checked[tp] = position
             continue
         what = (
-            f"{source} for partition {tp[0]}-{tp[1]} is {position}, out of range "
+            f"{source} for partition {partition_name(*tp)} is {position}, out of range "
             f"[log start {low}, high watermark {high}]"
         )
         if position < low:

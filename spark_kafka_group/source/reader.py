@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from spark_kafka_group.fetcher import FetchSpec, fetch
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.fetcher import fetch
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
-from spark_kafka_group.source.batch import fetch_spec
+from spark_kafka_group.source.input_partition import KafkaInputPartition, fetch_spec
 from spark_kafka_group.source.lifecycle import stop_on_process_end
 from spark_kafka_group.source.offsets import SourceOffset
 from spark_kafka_group.source.planning import (
@@ -50,6 +50,13 @@ from spark_kafka_group.source.positions import (
     initial_positions,
     known_at_start,
 )
+from spark_kafka_group.source.pyspark_features import (
+    HAS_ADMISSION_CONTROL,
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from spark_kafka_group.source.subscription import subscription_partitions
 from spark_kafka_group.source.timestamps import offsets_for_timestamps
 
@@ -59,32 +66,6 @@ if TYPE_CHECKING:  # the member is imported only where the driver starts it
     from spark_kafka_group.member import Member, MemberAssignment
 
 log = logging.getLogger(__name__)
-
-try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python sources.
-    from pyspark.sql.streaming.datasource import (
-        ReadAllAvailable,
-        ReadLimit,
-        ReadMaxRows,
-        SupportsTriggerAvailableNow,
-    )
-
-    HAS_ADMISSION_CONTROL = True
-except ImportError:  # pyspark 4.0 / 4.1
-    HAS_ADMISSION_CONTROL = False
-    if not TYPE_CHECKING:  # the type checker sees the newest pyspark, which has them
-
-        class SupportsTriggerAvailableNow:
-            """Placeholder so the class statement below works on pyspark < 4.2."""
-
-        ReadLimit = Any
-
-
-class KafkaInputPartition(InputPartition):
-    """One Spark task: a [from, until) range of one Kafka partition."""
-
-    def __init__(self, spec: FetchSpec) -> None:
-        super().__init__(spec)
-        self.spec = spec
 
 
 class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -294,10 +275,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 # Not held now, or held again only since after the batch was planned (lost
                 # and regained meanwhile: its new position comes from the group's commit).
                 log.warning(
-                    "Skipping %s-%d [%d, %d) of a replayed batch: this member no longer owns "
+                    "Skipping %s [%d, %d) of a replayed batch: this member no longer owns "
                     "it; its new owner starts from the group's committed offset.",
-                    tp[0],
-                    tp[1],
+                    partition_name(*tp),
                     begin,
                     until,
                 )
@@ -444,7 +424,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             origin = "committed offset" if tp in checked else "startingOffsets"
             if tp in discovered and tp not in checked:
                 origin = "new since the query or the group last started: earliest"
-            log.info("%s-%d starts at %d (%s)", tp[0], tp[1], positions[tp], origin)
+            log.info("%s starts at %d (%s)", partition_name(*tp), positions[tp], origin)
         return positions
 
     def _log_lag(
@@ -488,4 +468,7 @@ def _same_position(a: SourceOffset, b: SourceOffset) -> bool:
 
 
 def _describe(offsets: Mapping[TopicPartition, int]) -> str:
-    return ", ".join(f"{t}-{p}@{o}" for (t, p), o in sorted(offsets.items())) or "(nothing)"
+    return (
+        ", ".join(f"{partition_name(t, p)}@{o}" for (t, p), o in sorted(offsets.items()))
+        or "(nothing)"
+    )

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_group.errors import KafkaGroupError
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.kafka.config import client_config
 from spark_kafka_group.source.positions import LogBounds
 
@@ -104,10 +104,10 @@ def offsets_for_timestamps(
             if cluster.bootstrap_servers not in _warned_clusters:
                 _warned_clusters.add(cluster.bootstrap_servers)
                 log.warning(
-                    "Kafka cluster %r answered ListOffsets for timestamp %d on %s-%d with %s, "
+                    "Kafka cluster %r answered ListOffsets for timestamp %d on %s with %s, "
                     "which the records contradict; finding timestamps by a binary search over "
                     "the records instead (logged once per cluster).",
-                    cluster.bootstrap_servers, ms, tp[0], tp[1], answer,
+                    cluster.bootstrap_servers, ms, partition_name(*tp), answer,
                 )  # fmt: skip
             result[tp] = first_offset_at_or_after(record_at, low=low, high=high, timestamp_ms=ms)
     return result
@@ -158,7 +158,7 @@ class RecordReader:
             message, reason = None, str(exc)
         if message is None or message.error() is not None or (found := message.offset()) is None:
             raise KafkaGroupError(
-                f"Reading the record at offset {offset} of {tp[0]}-{tp[1]} from "
+                f"Reading the record at offset {offset} of {partition_name(*tp)} from "
                 f"{self._bootstrap_servers!r} to find a timestamp failed ({reason})."
             )
         return found, message.timestamp()[1]

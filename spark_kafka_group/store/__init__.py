@@ -25,8 +25,7 @@ from spark_kafka_group.store.paths import (
 
 if TYPE_CHECKING:
     from spark_kafka_group.store.log import GroupLog
-    from spark_kafka_group.store.maintenance import MaintenanceReport
-    from spark_kafka_group.store.scan import LogSlice
+    from spark_kafka_group.store.log_store import LogSlice, MaintenanceReport
     from spark_kafka_group.store.table import DEFAULT_TABLE_PROPERTIES, LOG_FORMAT_VERSION
 
 #: Names that need delta-rs / pyarrow, and the module each comes from.
@@ -34,8 +33,8 @@ _LAZY = {
     "DEFAULT_TABLE_PROPERTIES": "table",
     "LOG_FORMAT_VERSION": "table",
     "GroupLog": "log",
-    "LogSlice": "scan",
-    "MaintenanceReport": "maintenance",
+    "LogSlice": "log_store",
+    "MaintenanceReport": "log_store",
 }
 
 __all__ = [

@@ -68,8 +68,7 @@ from spark_kafka_group.store import append as _append
 from spark_kafka_group.store import maintenance as _maintenance
 from spark_kafka_group.store import scan as _scan
 from spark_kafka_group.store.errors import AppendConflict
-from spark_kafka_group.store.maintenance import MaintenanceReport
-from spark_kafka_group.store.scan import LogSlice
+from spark_kafka_group.store.log_store import LogSlice, MaintenanceReport
 from spark_kafka_group.store.table import LogTable
 
 #: The facade and the types its methods take, return and raise.

@@ -7,7 +7,7 @@ simulation and the property tests (:mod:`spark_kafka_group.store.memory`).
 
 The log is an append-only sequence of versions; each version holds the records of one append.
 An append names the version it was decided on (``expected_version``) and lands as the next
-one, or raises :class:`~spark_kafka_group.store.log.AppendConflict` when another writer got
+one, or raises :class:`~spark_kafka_group.store.errors.AppendConflict` when another writer got
 there first: the writer reads what it missed and decides again.
 
 Leases carry liveness outside the log: each member overwrites its own lease every heartbeat
@@ -18,10 +18,38 @@ that change the group.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from spark_kafka_group.group import GroupRecord
-from spark_kafka_group.store.log import LogSlice, MaintenanceReport
+from spark_kafka_group.group.records import GroupRecord
+
+
+@dataclass(frozen=True)
+class LogSlice:
+    """What one read saw: every record of versions ``<= version`` that the read selected."""
+
+    version: int
+    records: list[tuple[int, GroupRecord]]
+
+
+@dataclass
+class MaintenanceReport:
+    """What :meth:`GroupLog.maintain` did. ``skipped`` names steps that lost a race or failed."""
+
+    version_before: int
+    version_after: int
+    files_before: int
+    files_after: int
+    files_compacted: int = 0
+    files_written: int = 0
+    checkpoint_version: int | None = None
+    log_cleanup: bool = False
+    files_vacuumed: int = 0
+    skipped: list[str] = field(default_factory=list)
+    #: Retention properties this run set on the table (groupLogRetention changed).
+    retention: dict[str, str] = field(default_factory=dict)
+    duration_ms: float = 0.0
+    now_ms: int = 0
 
 
 class LogStore(Protocol):

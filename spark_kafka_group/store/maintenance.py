@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, WriterProperties
 from deltalake.exceptions import DeltaError
 
+from spark_kafka_group.store.log_store import MaintenanceReport
 from spark_kafka_group.store.table import LogTable
 from spark_kafka_group.store.table_properties import retention_to_apply
 
@@ -28,26 +28,6 @@ COMPACT_MIN_SMALL_FILES = 16
 COMPACT_TARGET_SIZE = 8 * 1024 * 1024
 #: Rows per Parquet row group in compacted files.
 COMPACT_ROW_GROUP_ROWS = 8192
-
-
-@dataclass
-class MaintenanceReport:
-    """What :meth:`GroupLog.maintain` did. ``skipped`` names steps that lost a race or failed."""
-
-    version_before: int
-    version_after: int
-    files_before: int
-    files_after: int
-    files_compacted: int = 0
-    files_written: int = 0
-    checkpoint_version: int | None = None
-    log_cleanup: bool = False
-    files_vacuumed: int = 0
-    skipped: list[str] = field(default_factory=list)
-    #: Retention properties this run set on the table (groupLogRetention changed).
-    retention: dict[str, str] = field(default_factory=dict)
-    duration_ms: float = 0.0
-    now_ms: int = 0
 
 
 def maintain(table: LogTable, *, now_ms: int | None = None) -> MaintenanceReport:

@@ -13,9 +13,10 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from spark_kafka_group.group import GroupRecord
+from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.group.timer import ManualClock
-from spark_kafka_group.store.log import AppendConflict, LogSlice, MaintenanceReport
+from spark_kafka_group.store.errors import AppendConflict
+from spark_kafka_group.store.log_store import LogSlice, MaintenanceReport
 
 
 def stored(record: GroupRecord) -> GroupRecord:

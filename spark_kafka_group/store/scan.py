@@ -8,7 +8,6 @@ fresh snapshot.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -17,19 +16,11 @@ import pyarrow.compute as pc
 from deltalake.exceptions import DeltaError
 
 from spark_kafka_group.errors import GroupStoreError
-from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.store.codec import SCHEMA, from_arrow
 from spark_kafka_group.store.errors import describe_error
 from spark_kafka_group.store.files import TableFiles
+from spark_kafka_group.store.log_store import LogSlice
 from spark_kafka_group.store.table import LogTable
-
-
-@dataclass(frozen=True)
-class LogSlice:
-    """What one read saw: every record of versions ``<= version`` that the read selected."""
-
-    version: int
-    records: list[tuple[int, GroupRecord]]
 
 
 def read_slice(

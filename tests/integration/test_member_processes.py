@@ -19,7 +19,7 @@ from spark_kafka_group.group import GroupError, replay
 from spark_kafka_group.group.payloads import JoinPayload, payload_of
 from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic, produce_sample
-from spark_kafka_group.source.reader import HAS_ADMISSION_CONTROL
+from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
 from tests.delivery import check_delivery, collected_batches, journal_batches
 from tests.processes import MemberProcess, wait_until
 from tests.streaming import Collected, SteadyProducer, group_records, source_options, start_query

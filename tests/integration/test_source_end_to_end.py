@@ -10,7 +10,7 @@ from pyspark.errors import StreamingQueryException
 
 import spark_kafka_group
 from spark_kafka_group.sample_data import create_topic, produce_sample
-from spark_kafka_group.source.reader import HAS_ADMISSION_CONTROL
+from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
 from tests.processes import wait_until
 from tests.streaming import (
     Collected,

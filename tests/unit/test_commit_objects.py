@@ -29,7 +29,7 @@ from spark_kafka_group.store.commit_objects import (
     RecordedOffset,
 )
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
-from tests.group_sim import SimMember, converged
+from spark_kafka_group.testing.simulation import SimMember, converged
 
 META = {"t": 4}
 

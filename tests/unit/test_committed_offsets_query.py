@@ -13,7 +13,7 @@ from spark_kafka_group.group import TopicPartition
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.ops.committed import committed_offsets_table
 from spark_kafka_group.store import group_log_uri
-from tests.group_sim import member_settings
+from spark_kafka_group.testing.simulation import member_settings
 
 
 def _rows(store: str, group: str) -> dict[TopicPartition, tuple[int, str | None]]:

@@ -5,8 +5,8 @@ alive is expired, the group settles and stays fair, a dead member's partitions m
 its session timeout and two heartbeat intervals on the survivors' own clocks, and the
 rebalance, initial-delay and scheduled-delay windows run on the clock of whoever acts on
 them, from when it saw the record that opened them. Production members
-(:class:`tests.group_sim.SimMember`) over the in-memory log and leases, each with its own
-clock (:class:`tests.group_sim.OffsetClock`).
+(:class:`spark_kafka_group.testing.simulation.SimMember`) over the in-memory log and leases,
+each with its own clock (:class:`spark_kafka_group.testing.simulation.OffsetClock`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from spark_kafka_group.group import (
 from spark_kafka_group.group.clocks import Watch
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
-from tests.group_sim import SimMember, converged, simulate
+from spark_kafka_group.testing.simulation import SimMember, converged, simulate
 
 HOUR = 3600_000
 PARTITIONS = 12

@@ -31,7 +31,7 @@ from spark_kafka_group.group import (
     latest_snapshot_index,
     replay,
 )
-from spark_kafka_group.group.metadata import IMPLICIT_REJOIN, LEASES
+from spark_kafka_group.group.metadata import IMPLICIT_REJOIN, LEASES, Opened, ScheduledDelay
 from spark_kafka_group.group.payloads import (
     PAYLOAD_TYPES,
     GenerationPayload,
@@ -185,3 +185,24 @@ def test_keys_written_only_when_set_round_trip_through_the_types() -> None:
     assert generation.rejoin_implicitly and coord.group.state == GroupState.STABLE
     for record in records:
         assert stored(payload_of(record).to_dict()) == stored(record.payload), record.kind
+
+
+def test_scheduled_delays_have_one_encoding_in_syncs_and_snapshots() -> None:
+    """A SNAPSHOT and a SYNC encode a scheduled delay alike; only the SNAPSHOT names the record
+    that opened it (a SYNC opens its delays itself), and both read back what was written."""
+    delay = ScheduledDelay(
+        frozenset({TopicPartition("orders", 3)}), 1_700_000_015_500, Opened(7, 12)
+    )
+    group = GroupMetadata("orders", scheduled={"inst-b": delay})
+    in_snapshot = json.loads(json.dumps(group.to_payload()))["scheduled"]
+    sync = SyncPayload(
+        protocol="range", assignment={}, revoking={}, snapshot={}, scheduled={"inst-b": delay}
+    )
+    in_sync = json.loads(json.dumps(sync.to_dict()))["scheduled"]
+    assert in_snapshot == {"inst-b": {**in_sync["inst-b"], "opened": [7, 12]}}
+    assert in_sync == {"inst-b": {"partitions": [["orders", 3]], "until_ms": 1_700_000_015_500}}
+    assert GroupMetadata.from_payload(json.loads(json.dumps(group.to_payload()))).scheduled == {
+        "inst-b": delay
+    }
+    written = sync.to_dict()
+    assert SyncPayload.from_dict(written).to_dict() == written

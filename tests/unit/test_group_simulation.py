@@ -12,7 +12,7 @@ from spark_kafka_group.group import GroupConfig, GroupRecord, ManualClock, apply
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import SyncPayload
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
-from tests.group_sim import Phase, SimMember, append, converged, simulate
+from spark_kafka_group.testing.simulation import Phase, SimMember, append, converged, simulate
 
 
 def run(drivers: list[SimMember], clock: ManualClock, rng: random.Random, rounds: int) -> None:

@@ -16,7 +16,7 @@ from spark_kafka_group.group import (
     replay,
 )
 from spark_kafka_group.store.memory import InMemoryLog, stored
-from tests.group_sim import SimMember, append
+from spark_kafka_group.testing.simulation import SimMember, append
 
 
 def random_log(seed: int, protocol: str, steps: int) -> list:  # type: ignore[type-arg]

@@ -1,5 +1,6 @@
-"""Hypothesis drives a whole group of production members (:class:`tests.group_sim.SimMember`)
-over a shared in-memory log, with liveness in leases or in the log: random joins, leaves,
+"""Hypothesis drives a whole group of production members
+(:class:`spark_kafka_group.testing.simulation.SimMember`) over a shared in-memory log, with
+liveness in leases or in the log: random joins, leaves,
 crashes (silence), static restarts, clock advances, metadata changes, revocation acks (inside
 the member loop), commits (as a handler call, and through the member's ``commit()``: with commit
 objects, recorded and folded by the leader), zombie commits (in the log, and stale commit
@@ -38,7 +39,13 @@ from spark_kafka_group.store.commit_objects import (
     RecordedOffset,
 )
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
-from tests.group_sim import Bystander, OffsetClock, SimMember, append, converged
+from spark_kafka_group.testing.simulation import (
+    Bystander,
+    OffsetClock,
+    SimMember,
+    append,
+    converged,
+)
 
 S = GroupState
 LEGAL = {  # Kafka's ClassicGroupState, written out independently of state.py

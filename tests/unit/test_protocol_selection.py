@@ -23,12 +23,12 @@ from spark_kafka_group.group import (
     RecordKind,
     replay,
 )
-from spark_kafka_group.group.assignors import BUILTIN_ASSIGNORS
+from spark_kafka_group.group.assignors import builtin_assignors
 from spark_kafka_group.group.metadata import MemberMetadata
 from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload
 from spark_kafka_group.group.record_helpers import generation_record
 from spark_kafka_group.store.memory import InMemoryLog
-from tests.group_sim import SimMember, converged
+from spark_kafka_group.testing.simulation import SimMember, converged
 
 CS, RANGE, RR, STICKY = "cooperative-sticky", "range", "roundrobin", "sticky"
 CFG = GroupConfig(min_session_timeout_ms=1_000, initial_rebalance_delay_ms=0)
@@ -142,7 +142,7 @@ def test_rolling_upgrade_from_range_to_cooperative_sticky() -> None:
     assert replay(grp.log, "g") == grp.coord.group
 
 
-names = st.lists(st.sampled_from(sorted(BUILTIN_ASSIGNORS)), min_size=1, max_size=4, unique=True)
+names = st.lists(st.sampled_from(sorted(builtin_assignors())), min_size=1, max_size=4, unique=True)
 
 
 @settings(max_examples=150, deadline=None)

@@ -1,5 +1,6 @@
 """Partition assignors, one per module; a new module with a concrete :class:`Assignor` is a new
-built-in (see :mod:`.registry`, which finds them)."""
+built-in (see :mod:`.registry`, which finds them: :func:`builtin_assignors`). The classes are
+imported here only so that users can name them."""
 
 from __future__ import annotations
 
@@ -19,11 +20,7 @@ from spark_kafka_group.group.assignors.registry import (
 from spark_kafka_group.group.assignors.roundrobin import RoundRobinAssignor
 from spark_kafka_group.group.assignors.sticky import StickyAssignor
 
-#: The built-in assignors by protocol name.
-BUILTIN_ASSIGNORS: dict[str, Assignor] = builtin_assignors()
-
 __all__ = [
-    "BUILTIN_ASSIGNORS",
     "Assignment",
     "Assignor",
     "AssignorLookupError",

@@ -7,7 +7,7 @@ partitions each member owns now). It must be deterministic: every member may re-
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar
@@ -61,14 +61,6 @@ class Assignor(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
-    def __reduce__(self) -> tuple[object, tuple[str]]:
-        # Settings holding assignors travel pickled to the query's streaming-source process;
-        # unpickling there goes through the registry, so an assignor whose module that process
-        # cannot import fails with the registry's message (what to install where).
-        from spark_kafka_group.group.assignors.registry import assignor_entry, load_assignor
-
-        return load_assignor, (assignor_entry(self),)
-
 
 def member_order(subscriptions: Mapping[str, MemberSubscription]) -> list[str]:
     """Members sorted by instance id (static members keep their place), then member id."""
@@ -77,7 +69,3 @@ def member_order(subscriptions: Mapping[str, MemberSubscription]) -> list[str]:
 
 def topic_partitions(topic: str, count: int) -> list[TopicPartition]:
     return [TopicPartition(topic, p) for p in range(count)]
-
-
-def sorted_assignment(assignment: Mapping[str, Iterable[TopicPartition]]) -> Assignment:
-    return {m: sorted(ps) for m, ps in assignment.items()}

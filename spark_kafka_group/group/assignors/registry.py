@@ -5,22 +5,29 @@ package: adding one is adding its file (its ``name`` is the protocol name member
 user's assignor is named ``module:Class`` (as Kafka's ``partition.assignment.strategy`` takes
 class names): the class must subclass :class:`Assignor`, take no constructor arguments and
 declare a ``name`` of its own.
+
+Assignors travel pickled (in the settings, to the query's streaming-source process) by their
+entry: unpickling goes through :func:`load_assignor`, so a process that cannot import a user's
+assignor fails with what to install where, not a bare ``ModuleNotFoundError``. Every class this
+module hands out is registered for that with :mod:`copyreg`.
 """
 
 from __future__ import annotations
 
+import copyreg
 import difflib
 import importlib
 import inspect
 import pkgutil
-import re
+from collections.abc import Callable
 from functools import cache
 from types import ModuleType
 from typing import TypeGuard
 
 from spark_kafka_group.group.assignors.abstract import Assignor, RebalanceProtocol
+from spark_kafka_group.user_class import resolve_class
 
-_CLASS_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_EXAMPLE = "my_pkg.assignors:RackAwareAssignor"
 
 
 class AssignorLookupError(ValueError):
@@ -47,7 +54,7 @@ def builtin_assignors() -> dict[str, Assignor]:
             name = _declared_name(cls)
             if name in found:
                 raise RuntimeError(f"two built-in assignors are named {name!r}")
-            found[name] = cls()
+            found[name] = _travels_by_entry(cls)()
     return dict(sorted(found.items()))
 
 
@@ -66,27 +73,9 @@ def load_assignor(entry: str) -> Assignor:
             f"{entry!r} is not a built-in assignor ({', '.join(builtins)}){hint}; a user's "
             "assignor is named 'module:Class', e.g. 'my_pkg.assignors:RackAwareAssignor'."
         )
-    if not _CLASS_SPEC.match(entry):
-        raise AssignorLookupError(
-            f"{entry!r} is not 'module:Class' (a dotted module path, a colon, a class name), "
-            "e.g. 'my_pkg.assignors:RackAwareAssignor'."
-        )
-    module_name, _, class_name = entry.partition(":")
-    try:
-        target: object = importlib.import_module(module_name)
-    except Exception as exc:  # an import runs user code: any error is the user's to fix
-        raise AssignorLookupError(
-            f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}). The module "
-            "must be importable by the Python that runs each query's streaming source on its "
-            "driver (PYSPARK_PYTHON): install it in that environment or put its directory on "
-            "the driver's PYTHONPATH before Spark starts, for every query of the group."
-        ) from None
-    for part in class_name.split("."):
-        if not hasattr(target, part):
-            raise AssignorLookupError(
-                f"module {module_name!r} has no {class_name!r}: name a class defined in it."
-            )
-        target = getattr(target, part)
+    target = resolve_class(
+        entry, subject=f"assignor {entry!r}", example=_EXAMPLE, error=AssignorLookupError
+    )
     if not _is_assignor_class(target):
         raise AssignorLookupError(
             f"{entry!r} is not an assignor: it must be a concrete subclass of "
@@ -112,7 +101,7 @@ def load_assignor(entry: str) -> Assignor:
             "RebalanceProtocol.EAGER or RebalanceProtocol.COOPERATIVE."
         )
     try:
-        return target()
+        return _travels_by_entry(target)()
     except Exception as exc:
         raise AssignorLookupError(
             f"cannot create {entry!r} ({type(exc).__name__}: {exc}): the class must take no "
@@ -128,6 +117,15 @@ def assignor_entry(assignor: Assignor) -> str:
         return assignor.name
     cls = type(assignor)
     return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _reduce(assignor: Assignor) -> tuple[Callable[[str], Assignor], tuple[str]]:
+    return load_assignor, (assignor_entry(assignor),)
+
+
+def _travels_by_entry(cls: type[Assignor]) -> type[Assignor]:
+    copyreg.pickle(cls, _reduce)
+    return cls
 
 
 def _is_assignor_class(cls: object) -> TypeGuard[type[Assignor]]:

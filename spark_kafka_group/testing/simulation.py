@@ -27,8 +27,7 @@ from spark_kafka_group.group import (
 )
 from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.group.metadata import IMPLICIT_REJOIN, LEASES
-from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
+from spark_kafka_group.member import GroupLogClient, GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 from spark_kafka_group.store.commit_objects import CommitObjectStore, InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
