@@ -267,6 +267,7 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from spark_kafka_group.admin import describe_existing_group
+    from spark_kafka_group.kafka.cluster import KafkaCluster
     from spark_kafka_group.kafka.consumer_group_offsets import commit_to_kafka_group
 
     info = describe_existing_group(args.store, args.group, storage_options=_storage_options(args))
@@ -278,9 +279,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.dry_run or not offsets:
         done = {}
     else:
-        done = commit_to_kafka_group(
-            args.bootstrap_servers, _client_conf(args), kafka_group, offsets
-        )
+        with KafkaCluster(args.bootstrap_servers, client_conf=_client_conf(args)) as cluster:
+            done = commit_to_kafka_group(cluster, kafka_group, offsets)
     data = {
         "group": args.group,
         "kafka_group": kafka_group,
@@ -305,10 +305,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from spark_kafka_group.admin import reset_offsets
+    from spark_kafka_group.kafka.cluster import KafkaCluster
     from spark_kafka_group.kafka.consumer_group_offsets import kafka_group_offsets
 
     kafka_group = args.kafka_group or args.group
-    offsets = kafka_group_offsets(args.bootstrap_servers, _client_conf(args), kafka_group)
+    with KafkaCluster(args.bootstrap_servers, client_conf=_client_conf(args)) as cluster:
+        offsets = kafka_group_offsets(cluster, kafka_group)
     if args.topic:
         topics = set(args.topic)
         offsets = {tp: o for tp, o in offsets.items() if tp[0] in topics}

@@ -48,7 +48,7 @@ from spark_kafka_group.errors import (
 from spark_kafka_group.fetcher.pool import PooledConsumer, consumer_pool
 from spark_kafka_group.fetcher.schema import HEADERS_TYPE, TIMESTAMP_TYPE, arrow_schema
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
-from spark_kafka_group.kafka.config import unreachable_message
+from spark_kafka_group.kafka.config import error_text, unreachable_message
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def fetch(spec: FetchSpec) -> Iterator[pa.RecordBatch]:
     except (KafkaException, ValueError, TypeError) as exc:
         raise OptionError(
             f"Cannot create a Kafka consumer for {spec.describe()} with the kafka.* options "
-            f"{dict(spec.client_conf)}: {_text(exc)}"
+            f"{dict(spec.client_conf)}: {error_text(exc)}"
         ) from None
     ok = False
     try:
@@ -147,7 +147,7 @@ def fetch(spec: FetchSpec) -> Iterator[pa.RecordBatch]:
         raise
     except KafkaException as exc:
         raise KafkaGroupError(
-            f"Fetching {spec.describe()} from {spec.bootstrap_servers!r} failed: {_text(exc)}"
+            f"Fetching {spec.describe()} from {spec.bootstrap_servers!r} failed: {error_text(exc)}"
         ) from None
     finally:
         if ok:
@@ -321,7 +321,7 @@ class _RangeFetch:
                 self.tp, timeout=max(0.5, min(5.0, spec.fetch_timeout_s - stalled)), cached=False
             )
         except KafkaException as exc:
-            self._raise_if_stuck(next_offset, time.monotonic(), _text(exc))
+            self._raise_if_stuck(next_offset, time.monotonic(), error_text(exc))
             return next_offset
         self.entry.connected = True
         self.entry.errors.connected()
@@ -394,9 +394,3 @@ class _RangeFetch:
                 "option failOnDataLoss=false to skip it with a warning."
             )
         log.warning("%s Skipping it because failOnDataLoss=false.", message)
-
-
-def _text(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].str()
-    return str(exc) or type(exc).__name__

@@ -1,21 +1,24 @@
-"""Driver-side access to the Kafka cluster: topic metadata and ListOffsets (as Kafka's
-``OffsetFetcher`` does it).
+"""The one driver-side Kafka client: topic metadata, ListOffsets (as Kafka's
+``OffsetFetcher`` does it) and, through :mod:`.consumer_group_offsets`, a Kafka consumer
+group's committed offsets.
 
-One :class:`KafkaCluster` per stream reader, used as a context manager. Every failure is one
-of our exceptions with the servers, the names and the numbers in it; never a bare librdkafka
-error. A call that gets no answer is retried as Spark's Kafka source does it: up to
+One :class:`KafkaCluster` per stream reader (or CLI command), used as a context manager: one
+confluent-kafka AdminClient, one error tracker, one retry policy. Every failure is one of our
+exceptions with the servers, the names and the numbers in it; never a bare librdkafka error. A
+request that gets no answer is retried as Spark's Kafka source does it: up to
 ``fetchOffset.numRetries`` attempts, ``fetchOffset.retryIntervalMs`` apart
 (:class:`~spark_kafka_group.kafka.config.OffsetFetchRetry`); one attempt lasts at most
-:data:`ATTEMPT_TIMEOUT_S`. Tansu (the embedded test broker) answers ListOffsets(latest)
-with the last record batch's base offset + 1 and ListOffsets by timestamp unreliably
-(docs/design.md, "Test environment facts").
+:data:`ATTEMPT_TIMEOUT_S`, and ends after :data:`UNREACHABLE_FAST_FAIL_S` when no server was
+ever reached. Every pause and every deadline is on the injected clock
+(:mod:`spark_kafka_group.retry`); only the waits for the broker's answers are real. Tansu (the
+embedded test broker) answers ListOffsets(latest) with the last record batch's base offset + 1
+and ListOffsets by timestamp unreliably (docs/design.md, "Test environment facts").
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
@@ -34,13 +37,17 @@ from spark_kafka_group.errors import (
     TopicNotFoundError,
 )
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
+from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.kafka.config import (
     CONNECTIVITY_ERRORS,
     ErrorTracker,
     OffsetFetchRetry,
     client_config,
+    error_code,
+    error_text,
     unreachable_message,
 )
+from spark_kafka_group.retry import Backoff
 
 if TYPE_CHECKING:
     from spark_kafka_group.options import SourceOptions
@@ -49,7 +56,7 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-#: One attempt at a metadata or ListOffsets call waits at most this long for an answer.
+#: One attempt at a request waits at most this long for an answer.
 ATTEMPT_TIMEOUT_S = 10.0
 
 #: End an attempt early when librdkafka reports every bootstrap server down for this long and
@@ -57,9 +64,17 @@ ATTEMPT_TIMEOUT_S = 10.0
 #: :data:`ATTEMPT_TIMEOUT_S`.
 UNREACHABLE_FAST_FAIL_S = 3.0
 
+#: Within one attempt, the pause before sending a request again that failed for want of a
+#: connection or a partition leader (0.1 s, 0.2 s, ... 1 s, never past the attempt's end).
+RESEND_BACKOFF = Backoff(base_s=0.05, cap_s=1.0)
+
 _TOPIC_MISSING_CODES = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
 )
+
+#: ``on_error(exc, code)`` of :meth:`KafkaCluster.request`: raise to end the request, return
+#: to send it again.
+OnError = Callable[[BaseException, int], None]
 
 
 class _AttemptFailed(Exception):
@@ -81,12 +96,14 @@ def is_internal_topic(name: str) -> bool:
 
 
 class KafkaCluster:
-    """Metadata and offsets of one Kafka cluster, through a confluent-kafka AdminClient.
+    """Metadata, offsets and consumer-group offsets of one Kafka cluster, through one
+    confluent-kafka AdminClient.
 
     ``client_conf`` holds the user's ``kafka.*`` options with the prefix stripped (security
-    settings etc.). ``retry`` says how often a call that gets no answer is tried.
+    settings etc.). ``retry`` says how often a request that gets no answer is tried.
     ``isolation.level=read_committed`` there makes :meth:`latest_offsets`
-    return the last stable offset instead of the high watermark.
+    return the last stable offset instead of the high watermark. ``clock`` times the attempts
+    and makes the pauses between them (a test clock moves instead of blocking).
     """
 
     def __init__(
@@ -96,6 +113,7 @@ class KafkaCluster:
         client_conf: Mapping[str, str] | None = None,
         retry: OffsetFetchRetry = OffsetFetchRetry(),  # noqa: B008 (frozen, so shared safely)
         attempt_timeout_s: float = ATTEMPT_TIMEOUT_S,
+        clock: Clock | None = None,
     ) -> None:
         if not bootstrap_servers or not str(bootstrap_servers).strip():
             raise OptionError(
@@ -106,6 +124,7 @@ class KafkaCluster:
         self.client_conf = dict(client_conf or {})
         self.retry = retry
         self.attempt_timeout_s = float(attempt_timeout_s)
+        self.clock: Clock = clock or SystemClock()
         self._errors = ErrorTracker()
         conf = client_config(self.bootstrap_servers, self.client_conf, for_admin=True)
         conf["error_cb"] = self._errors
@@ -113,7 +132,9 @@ class KafkaCluster:
             self._admin: AdminClient | None = AdminClient(conf)
         except (KafkaException, ValueError, TypeError) as exc:
             raise OptionError(
-                f"Invalid Kafka client configuration (kafka.* options): {_text(exc)}"
+                f"Invalid Kafka client configuration (kafka.* options) for "
+                f"{self.bootstrap_servers!r}: {error_text(exc)}. Fix or remove the option "
+                "librdkafka names."
             ) from None
         self._ever_connected = False
         isolation = str(self.client_conf.get("isolation.level", "read_uncommitted")).lower()
@@ -148,8 +169,14 @@ class KafkaCluster:
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
-            raise RuntimeError("KafkaCluster is closed")
+            raise KafkaGroupError(
+                f"The Kafka client for {self.bootstrap_servers!r} is closed (its query or "
+                "command ended); nothing more is sent to Kafka through it."
+            )
         return self._admin
+
+    def _now_s(self) -> float:
+        return self.clock.monotonic_ms() / 1000
 
     # ------------------------------------------------------------------ metadata
 
@@ -159,7 +186,7 @@ class KafkaCluster:
 
     def _metadata_attempt(self, start: float, deadline: float) -> ClusterMetadata:
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._now_s()
             try:
                 md = self.admin.list_topics(timeout=max(0.05, min(remaining, 1.0)))
             except KafkaException as exc:
@@ -167,7 +194,7 @@ class KafkaCluster:
                 if not isinstance(err, KafkaError) or err.code() not in CONNECTIVITY_ERRORS:
                     raise BrokerUnavailableError(
                         f"Kafka cluster {self.bootstrap_servers!r} refused the metadata "
-                        f"request: {_text(exc)}"
+                        f"request: {error_text(exc)}"
                     ) from None
             else:
                 self._ever_connected = True
@@ -179,10 +206,10 @@ class KafkaCluster:
     def _with_retries(self, what: str, attempt: Callable[[float, float], _T]) -> _T:
         """``attempt(start, deadline)`` up to ``retry.num_retries`` times, Spark's way."""
         retry = self.retry
-        first_start = time.monotonic()
+        first_start = self._now_s()
         reason = ""
         for number in range(1, retry.num_retries + 1):
-            start = time.monotonic()
+            start = self._now_s()
             try:
                 return attempt(start, start + self.attempt_timeout_s)
             except _AttemptFailed as failed:
@@ -200,8 +227,8 @@ class KafkaCluster:
                     reason,
                     retry.retry_interval_ms,
                 )
-                time.sleep(retry.retry_interval_ms / 1000)
-        elapsed = round(time.monotonic() - first_start, 1)
+                self.clock.sleep(retry.backoff.delay_s(number))
+        elapsed = round(self._now_s() - first_start, 1)
         raise BrokerUnavailableError(
             unreachable_message(self.bootstrap_servers, elapsed, reason)
             + f" {what} was tried {number} time(s) (fetchOffset.numRetries="
@@ -210,7 +237,7 @@ class KafkaCluster:
         )
 
     def _end_attempt_if_unreachable(self, start: float, deadline: float, last: str = "") -> None:
-        now = time.monotonic()
+        now = self._now_s()
         errors = self._errors
         down_since = errors.all_brokers_down_at
         hopeless = errors.hopeless is not None
@@ -337,63 +364,98 @@ class KafkaCluster:
         wanted = list(dict.fromkeys(TopicPartition(str(t), int(p)) for t, p in tps))
         if not wanted:
             return [{} for _ in specs]
+        keys = [TopicPartition(t, p) for t, p in wanted]
 
-        def attempt(start: float, deadline: float) -> list[dict[TopicPartition, tuple[int, int]]]:
-            return self._list_offsets_attempt(wanted, specs, start, deadline)
+        def send(timeout_s: float) -> list[Future[Any]]:
+            futures: list[Future[Any]] = []
+            for spec in specs:
+                answers = self.admin.list_offsets(
+                    {KafkaTopicPartition(t, p): spec for t, p in wanted},
+                    isolation_level=self._isolation,
+                    request_timeout=timeout_s,
+                )
+                futures.extend(answers[KafkaTopicPartition(t, p)] for t, p in wanted)
+            return futures
 
-        return self._with_retries("ListOffsets", attempt)
+        def on_error(exc: BaseException, code: int) -> None:
+            if code in _TOPIC_MISSING_CODES or code == KafkaError._NOENT:
+                # "No leaders found" / unknown topic: raises TopicNotFoundError if the
+                # metadata agrees; else (leader election, new topic) send again.
+                self._check_partitions_exist(wanted)
+                return
+            raise KafkaGroupError(
+                f"ListOffsets for {_describe_tps(wanted)} failed on Kafka cluster "
+                f"{self.bootstrap_servers!r}: {error_text(exc)}"
+            ) from None
 
-    def _list_offsets_attempt(
+        infos = self.request("ListOffsets", send, on_error=on_error)
+        return [
+            {
+                tp: (int(info.offset), int(info.timestamp))
+                for tp, info in zip(keys, infos[n * len(keys) : (n + 1) * len(keys)], strict=True)
+            }
+            for n in range(len(specs))
+        ]
+
+    # ------------------------------------------------------------------ any request
+
+    def request(
         self,
-        wanted: list[TopicPartition],
-        specs: Sequence[OffsetSpec],
+        what: str,
+        send: Callable[[float], Sequence[Future[Any]]],
+        *,
+        on_error: OnError | None = None,
+    ) -> list[Any]:
+        """Send a request and wait for every answer, under the client's one policy.
+
+        ``send(request_timeout_s)`` sends it and returns its futures; the result is theirs, in
+        order. An attempt that gets no answer (no connection, a timeout) sends again after a
+        :data:`RESEND_BACKOFF` pause until the attempt's time is up; attempts are repeated as
+        :meth:`_with_retries` says; then :class:`BrokerUnavailableError`. Any other failure is
+        given to ``on_error(exc, code)`` (raise to end the request, return to send again);
+        without it, the confluent-kafka exception is raised for the caller to explain.
+        """
+
+        def attempt(start: float, deadline: float) -> list[Any]:
+            return self._request_attempt(send, on_error, start, deadline)
+
+        return self._with_retries(what, attempt)
+
+    def _request_attempt(
+        self,
+        send: Callable[[float], Sequence[Future[Any]]],
+        on_error: OnError | None,
         start: float,
         deadline: float,
-    ) -> list[dict[TopicPartition, tuple[int, int]]]:
-        tries = 0
+    ) -> list[Any]:
+        failures = 0
         while True:
-            tries += 1
             try:
-                requests = [
-                    self.admin.list_offsets(
-                        {KafkaTopicPartition(t, p): spec for t, p in wanted},
-                        isolation_level=self._isolation,
-                        request_timeout=max(1.0, deadline - time.monotonic()),
-                    )
-                    for spec in specs
-                ]
-                self._await([f for futures in requests for f in futures.values()], start, deadline)
-                result = [
-                    {
-                        TopicPartition(tp.topic, tp.partition): _result(fut, deadline)
-                        for tp, fut in futures.items()
-                    }
-                    for futures in requests
-                ]
+                futures = list(send(max(1.0, deadline - self._now_s())))
+                self._await(futures, start, deadline)
+                results = [_result(fut) for fut in futures]
             except (KafkaException, FutureTimeoutError) as exc:
-                err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-                code = err.code() if isinstance(err, KafkaError) else KafkaError._TIMED_OUT
-                if code in _TOPIC_MISSING_CODES or code == KafkaError._NOENT:
-                    # "No leaders found" / unknown topic: raises TopicNotFoundError if the
-                    # metadata agrees; else (leader election, new topic) retry below.
-                    self._check_partitions_exist(wanted)
-                elif code not in CONNECTIVITY_ERRORS:
-                    raise KafkaGroupError(
-                        f"ListOffsets for {_describe_tps(wanted)} failed on Kafka cluster "
-                        f"{self.bootstrap_servers!r}: {_text(exc)}"
-                    ) from None
+                code = error_code(exc)
+                code = KafkaError._TIMED_OUT if code is None else code
+                if code not in CONNECTIVITY_ERRORS:
+                    if on_error is None:
+                        raise
+                    on_error(exc, code)
                 self.admin.poll(0)  # serve error_cb
-                self._end_attempt_if_unreachable(start, deadline, _text(exc))
-                time.sleep(min(0.1 * tries, 1.0, max(0.0, deadline - time.monotonic())))
+                self._end_attempt_if_unreachable(start, deadline, error_text(exc))
+                failures += 1
+                pause = RESEND_BACKOFF.delay_s(failures)
+                self.clock.sleep(min(pause, max(0.0, deadline - self._now_s())))
                 continue
             self._ever_connected = True
-            return result
+            self._errors.connected()
+            return results
 
     def _await(self, futures: list[Future[Any]], start: float, deadline: float) -> None:
         """Wait for ``futures`` in short slices, ending the attempt early (like metadata) when
         every server is down and the cluster never answered."""
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._now_s()
             _, pending = wait_futures(futures, timeout=max(0.05, min(remaining, 1.0)))
             if not pending or remaining <= 0:
                 return
@@ -416,17 +478,12 @@ class KafkaCluster:
             )
 
 
-def _result(fut: Future[Any], deadline: float) -> tuple[int, int]:
-    info = fut.result(timeout=max(0.1, deadline - time.monotonic()))
-    return int(info.offset), int(info.timestamp)
+def _result(fut: Future[Any]) -> Any:
+    """The answer of a future :meth:`KafkaCluster._await` waited for (a pending one times out
+    at once: the attempt's time is up)."""
+    return fut.result(timeout=0)
 
 
 def _describe_tps(tps: Sequence[TopicPartition]) -> str:
     shown = ", ".join(partition_name(t, p) for t, p in tps[:5])
     return shown + (f" and {len(tps) - 5} more" if len(tps) > 5 else "")
-
-
-def _text(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].str()
-    return str(exc) or type(exc).__name__

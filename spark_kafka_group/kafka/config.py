@@ -8,6 +8,7 @@
   :func:`client_config`, so every client (driver, executors, CLI) gets the same translation.
 * Client-level errors (connection refused, DNS, TLS, SASL) arrive through ``error_cb``;
   :class:`ErrorTracker` remembers them so a timeout can say *why* nothing answered.
+* :func:`error_text` / :func:`error_code` read a confluent-kafka exception, for our messages.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_group.kafka.java_settings import translate_java_settings
+from spark_kafka_group.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +152,12 @@ class OffsetFetchRetry:
     #: Pause between two attempts.
     retry_interval_ms: int = 1000
 
+    @property
+    def backoff(self) -> Backoff:
+        """The pause between two attempts: a fixed interval, as Spark's."""
+        interval_s = self.retry_interval_ms / 1000
+        return Backoff(base_s=interval_s, cap_s=interval_s)
+
 
 def client_config(
     bootstrap_servers: str,
@@ -179,3 +187,17 @@ def unreachable_message(bootstrap_servers: str, timeout_s: float, reason: str) -
         "listeners), and the security settings (kafka.security.protocol, kafka.sasl.*, "
         "kafka.ssl.*)."
     )
+
+
+def error_text(exc: BaseException) -> str:
+    """The broker's or librdkafka's words for ``exc`` (not the exception's repr)."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return str(exc.args[0].str())
+    return str(exc) or type(exc).__name__
+
+
+def error_code(exc: BaseException) -> int | None:
+    """The ``KafkaError`` code of a confluent-kafka exception (None for anything else)."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return int(exc.args[0].code())
+    return None

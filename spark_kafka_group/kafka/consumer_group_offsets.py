@@ -1,10 +1,12 @@
-"""Committed offsets of a real Kafka consumer group, through confluent-kafka's AdminClient.
+"""Committed offsets of a real Kafka consumer group, through the one Kafka client
+(:class:`~spark_kafka_group.kafka.cluster.KafkaCluster`: its AdminClient, its error tracker and
+its retry policy).
 
 Used by ``kafka-group export-to-kafka`` / ``import-from-kafka`` and by the source options
 ``commitToKafka`` (:class:`KafkaOffsetMirror`: after each accepted commit to the group log,
 also commit to the Kafka group ``groupId`` so kafka-consumer-groups, Burrow and lag exporters
-see the lag) and ``importFromKafkaGroup`` (:func:`seed_from_kafka_group`). The group log stays
-the source of truth: Kafka only gets a copy.
+see the lag) and ``importFromKafkaGroup`` (:func:`seed_from_kafka_group`), both with the
+reader's client. The group log stays the source of truth: Kafka only gets a copy.
 
 AdminClient ``alter_consumer_group_offsets`` / ``list_consumer_group_offsets`` (OffsetCommit /
 OffsetFetch without a member) work on Kafka and on the embedded Tansu broker. Kafka refuses
@@ -28,16 +30,11 @@ from confluent_kafka import (
     KafkaException,
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
 
-from spark_kafka_group.errors import BrokerUnavailableError, KafkaGroupError, OptionError
+from spark_kafka_group.errors import KafkaGroupError
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
-from spark_kafka_group.kafka.config import (
-    CONNECTIVITY_ERRORS,
-    ErrorTracker,
-    client_config,
-    unreachable_message,
-)
+from spark_kafka_group.kafka.cluster import KafkaCluster
+from spark_kafka_group.kafka.config import client_config, error_code, error_text
 
 log = logging.getLogger(__name__)
 
@@ -56,65 +53,10 @@ class KafkaGroupOffsetsError(KafkaGroupError):
     """Reading or writing a Kafka consumer group's committed offsets failed."""
 
 
-def _admin(bootstrap_servers: str, client_conf: Mapping[str, str] | None) -> tuple[Any, Any]:
-    if not bootstrap_servers or not str(bootstrap_servers).strip():
-        raise OptionError("bootstrap servers are empty; give the Kafka broker list (host:port)")
-    errors = ErrorTracker()
-    conf = client_config(str(bootstrap_servers), dict(client_conf or {}), for_admin=True)
-    conf["error_cb"] = errors
-    try:
-        return AdminClient(conf), errors
-    except (KafkaException, ValueError, TypeError) as exc:
-        raise OptionError(f"Invalid Kafka client configuration: {_text(exc)}") from None
-
-
-def _text(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].str()
-    return str(exc) or type(exc).__name__
-
-
-def _code(exc: BaseException) -> int | None:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return int(exc.args[0].code())
-    return None
-
-
-def _wait(
-    future: Future[Any],
-    *,
-    what: str,
-    bootstrap_servers: str,
-    errors: ErrorTracker,
-    timeout_s: float,
-    admin: Any = None,
-) -> Any:
-    try:
-        return future.result(timeout=timeout_s)
-    except KafkaException as exc:
-        code = _code(exc)
-        if code in CONNECTIVITY_ERRORS:
-            if admin is not None:
-                admin.poll(0)  # serve error_cb for the reason
-            raise BrokerUnavailableError(
-                unreachable_message(bootstrap_servers, timeout_s, errors.reason() or _text(exc))
-            ) from None
-        raise
-    except TimeoutError:
-        raise BrokerUnavailableError(
-            unreachable_message(
-                bootstrap_servers, timeout_s, errors.reason() or f"{what} timed out"
-            )
-        ) from None
-
-
 def kafka_group_offsets(
-    bootstrap_servers: str,
-    client_conf: Mapping[str, str] | None,
+    cluster: KafkaCluster,
     group: str,
     partitions: Iterable[TopicPartition] | None = None,
-    *,
-    timeout_s: float = 15.0,
 ) -> dict[TopicPartition, int]:
     """The committed offsets of Kafka consumer group ``group``: all of them, or only those
     of ``partitions``. Partitions the group never committed are left out."""
@@ -125,26 +67,23 @@ def kafka_group_offsets(
     )
     if wanted == []:
         return {}
-    admin, errors = _admin(bootstrap_servers, client_conf)
     request = ConsumerGroupTopicPartitions(
         group, None if wanted is None else [KafkaTopicPartition(t, p) for t, p in wanted]
     )
+
+    def send(timeout_s: float) -> list[Future[Any]]:
+        return [
+            cluster.admin.list_consumer_group_offsets([request], request_timeout=timeout_s)[group]
+        ]
+
     try:
-        futures = admin.list_consumer_group_offsets([request], request_timeout=timeout_s)
-        result = _wait(
-            futures[group],
-            what="OffsetFetch",
-            bootstrap_servers=bootstrap_servers,
-            errors=errors,
-            timeout_s=timeout_s + 5,
-            admin=admin,
-        )
+        [result] = cluster.request("OffsetFetch", send)
     except KafkaException as exc:
-        if _code(exc) in _UNSUPPORTED and wanted is not None:
-            return _consumer_committed(bootstrap_servers, client_conf, group, wanted, timeout_s)
+        if error_code(exc) in _UNSUPPORTED and wanted is not None:
+            return _consumer_committed(cluster, group, wanted)
         raise KafkaGroupOffsetsError(
             f"Reading the committed offsets of Kafka consumer group {group!r} from "
-            f"{bootstrap_servers!r} failed: {_text(exc)}"
+            f"{cluster.bootstrap_servers!r} failed: {error_text(exc)}"
         ) from None
     out: dict[TopicPartition, int] = {}
     for tp in result.topic_partitions or []:
@@ -161,12 +100,9 @@ def kafka_group_offsets(
 
 
 def commit_to_kafka_group(
-    bootstrap_servers: str,
-    client_conf: Mapping[str, str] | None,
+    cluster: KafkaCluster,
     group: str,
     offsets: Mapping[TopicPartition, int],
-    *,
-    timeout_s: float = 15.0,
 ) -> dict[TopicPartition, int]:
     """Set the committed offsets of Kafka consumer group ``group`` (waits for the answer);
     returns what was committed. Raises :class:`KafkaGroupOffsetsError` naming the failures."""
@@ -175,24 +111,20 @@ def commit_to_kafka_group(
     }
     if not wanted:
         return {}
-    admin, errors = _admin(bootstrap_servers, client_conf)
-    try:
-        futures = admin.alter_consumer_group_offsets(
+
+    def send(timeout_s: float) -> list[Future[Any]]:
+        futures = cluster.admin.alter_consumer_group_offsets(
             [_alter_request(group, wanted)], request_timeout=timeout_s
         )
-        result = _wait(
-            futures[group],
-            what="OffsetCommit",
-            bootstrap_servers=bootstrap_servers,
-            errors=errors,
-            timeout_s=timeout_s + 5,
-            admin=admin,
-        )
+        return [futures[group]]
+
+    try:
+        [result] = cluster.request("OffsetCommit", send)
     except KafkaException as exc:
-        code = _code(exc)
+        code = error_code(exc)
         if code in _UNSUPPORTED:
-            return _consumer_commit(bootstrap_servers, client_conf, group, wanted, timeout_s)
-        raise _commit_error(group, bootstrap_servers, code, _text(exc)) from None
+            return _consumer_commit(cluster, group, wanted)
+        raise _commit_error(group, cluster.bootstrap_servers, code, error_text(exc)) from None
     failed = [
         f"{partition_name(tp.topic, tp.partition)}: {tp.error.str()}"
         for tp in result.topic_partitions or []
@@ -204,7 +136,7 @@ def commit_to_kafka_group(
             for tp in result.topic_partitions
             if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
         )
-        raise _commit_error(group, bootstrap_servers, first, "; ".join(failed))
+        raise _commit_error(group, cluster.bootstrap_servers, first, "; ".join(failed))
     return dict(sorted(wanted.items()))
 
 
@@ -228,25 +160,24 @@ def _commit_error(group: str, servers: str, code: int | None, text: str) -> Kafk
     )
 
 
-def _consumer(bootstrap_servers: str, client_conf: Mapping[str, str] | None, group: str) -> Any:
-    conf = client_config(str(bootstrap_servers), dict(client_conf or {}))
+def _consumer(cluster: KafkaCluster, group: str) -> Any:
+    conf = client_config(cluster.bootstrap_servers, cluster.client_conf)
     conf.update({"group.id": group, "enable.auto.commit": False})
     return Consumer(conf)
 
 
 def _consumer_committed(
-    bootstrap_servers: str,
-    client_conf: Mapping[str, str] | None,
-    group: str,
-    wanted: list[TopicPartition],
-    timeout_s: float,
+    cluster: KafkaCluster, group: str, wanted: list[TopicPartition]
 ) -> dict[TopicPartition, int]:
-    consumer = _consumer(bootstrap_servers, client_conf, group)
+    consumer = _consumer(cluster, group)
     try:
-        tps = consumer.committed([KafkaTopicPartition(t, p) for t, p in wanted], timeout=timeout_s)
+        tps = consumer.committed(
+            [KafkaTopicPartition(t, p) for t, p in wanted], timeout=cluster.attempt_timeout_s
+        )
     except KafkaException as exc:
         raise KafkaGroupOffsetsError(
-            f"Reading the committed offsets of Kafka consumer group {group!r}: {_text(exc)}"
+            f"Reading the committed offsets of Kafka consumer group {group!r} from "
+            f"{cluster.bootstrap_servers!r} failed: {error_text(exc)}"
         ) from None
     finally:
         consumer.close()
@@ -254,20 +185,18 @@ def _consumer_committed(
 
 
 def _consumer_commit(
-    bootstrap_servers: str,
-    client_conf: Mapping[str, str] | None,
-    group: str,
-    wanted: Mapping[TopicPartition, int],
-    timeout_s: float,
+    cluster: KafkaCluster, group: str, wanted: Mapping[TopicPartition, int]
 ) -> dict[TopicPartition, int]:
-    consumer = _consumer(bootstrap_servers, client_conf, group)
+    consumer = _consumer(cluster, group)
     try:
         consumer.commit(
             offsets=[KafkaTopicPartition(t, p, o) for (t, p), o in sorted(wanted.items())],
             asynchronous=False,
         )
     except KafkaException as exc:
-        raise _commit_error(group, bootstrap_servers, _code(exc), _text(exc)) from None
+        raise _commit_error(
+            group, cluster.bootstrap_servers, error_code(exc), error_text(exc)
+        ) from None
     finally:
         consumer.close()
     return dict(sorted(wanted.items()))
@@ -277,8 +206,7 @@ def seed_from_kafka_group(
     committed: Mapping[TopicPartition, int],
     partitions: Iterable[TopicPartition],
     *,
-    bootstrap_servers: str,
-    client_conf: Mapping[str, str] | None,
+    cluster: KafkaCluster,
     kafka_group: str | None,
 ) -> dict[TopicPartition, int]:
     """``committed`` plus, for ``partitions`` it lacks, the Kafka group's committed offsets
@@ -287,7 +215,7 @@ def seed_from_kafka_group(
     missing = sorted(tp for tp in partitions if tp not in out)
     if not kafka_group or not missing:
         return out
-    imported = kafka_group_offsets(bootstrap_servers, client_conf, kafka_group, missing)
+    imported = kafka_group_offsets(cluster, kafka_group, missing)
     for tp, offset in imported.items():
         log.info(
             "%s: no committed offset in the group log; starting at %d, the committed "
@@ -307,24 +235,16 @@ class KafkaOffsetMirror:
     checked by a callback. A failure is logged (WARNING the first time, then every
     :data:`LOG_EVERY_FAILURES`) and counted in :attr:`failures`, never raised: the group log
     is the source of truth and a batch never fails because Kafka did not take a copy.
-    Offsets equal to the last ones sent successfully are not sent again.
+    Offsets equal to the last ones sent successfully are not sent again. It sends through
+    ``cluster`` (the reader's client), which it does not close.
     """
 
     LOG_EVERY_FAILURES = 100
 
-    def __init__(
-        self,
-        bootstrap_servers: str,
-        client_conf: Mapping[str, str] | None,
-        group: str,
-        *,
-        timeout_s: float = 10.0,
-    ) -> None:
-        self.bootstrap_servers = bootstrap_servers
+    def __init__(self, cluster: KafkaCluster, group: str) -> None:
+        self.cluster = cluster
         self.group = group
-        self.timeout_s = timeout_s
-        self._client_conf = dict(client_conf or {})
-        self._admin: Any = None
+        self.timeout_s = cluster.attempt_timeout_s
         self._lock = threading.Lock()
         self._sent: dict[TopicPartition, int] = {}
         self._pending = 0
@@ -345,16 +265,14 @@ class KafkaOffsetMirror:
                 }
                 if not fresh:
                     return
-                if self._admin is None:
-                    self._admin, _ = _admin(self.bootstrap_servers, self._client_conf)
-                futures = self._admin.alter_consumer_group_offsets(
+                futures = self.cluster.admin.alter_consumer_group_offsets(
                     [_alter_request(self.group, fresh)], request_timeout=self.timeout_s
                 )
                 future = futures[self.group]
                 self._pending += 1
             future.add_done_callback(lambda f: self._done(f, fresh))
         except Exception as exc:  # never fail the batch
-            self._failed(str(exc) or type(exc).__name__)
+            self._failed(error_text(exc))
 
     def _done(self, future: Future[Any], sent: Mapping[TopicPartition, int]) -> None:
         try:
@@ -373,7 +291,7 @@ class KafkaOffsetMirror:
                 if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
             ]
         except Exception as exc:
-            bad = [_text(exc)]
+            bad = [error_text(exc)]
         if bad:
             self._failed("; ".join(bad))
             return
@@ -402,5 +320,5 @@ class KafkaOffsetMirror:
             return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout_s)
 
     def close(self) -> None:
+        """Wait for the commits in flight (the client stays open: its owner closes it)."""
         self.flush(self.timeout_s)
-        self._admin = None

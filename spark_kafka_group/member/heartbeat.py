@@ -11,9 +11,14 @@ import logging
 import threading
 from collections.abc import Callable
 
+from spark_kafka_group.retry import Backoff
+
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 10.0
+#: After n failed steps in a row the delay doubles n times (on the step's own delay), at most
+#: :data:`MAX_BACKOFF_S`.
+FAILURE_BACKOFF = Backoff(base_s=1.0, cap_s=MAX_BACKOFF_S, max_doublings=6)
 
 
 class HeartbeatThread:
@@ -65,5 +70,5 @@ class HeartbeatThread:
     def _next_delay(self) -> float:
         delay = self._delay_s()
         if self._failures:
-            delay = min(MAX_BACKOFF_S, delay * (2 ** min(self._failures, 6)))
+            delay = FAILURE_BACKOFF.with_base(delay).delay_s(self._failures)
         return delay

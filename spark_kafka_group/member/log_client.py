@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -32,6 +31,7 @@ from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
 from spark_kafka_group.group.clocks import LocalSightings, Watch
 from spark_kafka_group.group.timer import Clock, SystemClock
+from spark_kafka_group.retry import Backoff
 from spark_kafka_group.store import AppendConflict, GroupLog, group_log_uri
 from spark_kafka_group.store.commit_objects import CommitObjectFiles, CommitObjectStore
 from spark_kafka_group.store.leases import LeaseFiles
@@ -52,6 +52,9 @@ MAX_CONFLICTS = 50
 #: append takes on this store (a few ms on local disk, tens on an object store).
 MAX_BACKOFF_DOUBLINGS = 6
 MIN_BACKOFF_BASE_S = 0.005
+CONFLICT_BACKOFF = Backoff(
+    base_s=MIN_BACKOFF_BASE_S, max_doublings=MAX_BACKOFF_DOUBLINGS, jitter=1.0
+)
 
 Decide = Callable[[GroupCoordinator, int], tuple[list[GroupRecord], T]]
 
@@ -173,13 +176,14 @@ class GroupLogClient:
 
     def complete(self, attempt: Attempt[T]) -> bool:
         """Append the attempt's records; False if another writer got that version first."""
-        started = time.monotonic()
+        started_ms = self.clock.monotonic_ms()
         try:
             version = self._log.append(attempt.records, expected_version=attempt.expected_version)
         except AppendConflict:
             self.conflicts += 1
             return False
-        self.append_s = 0.8 * self.append_s + 0.2 * max(time.monotonic() - started, 0.0)
+        took_s = max(self.clock.monotonic_ms() - started_ms, 0) / 1000
+        self.append_s = 0.8 * self.append_s + 0.2 * took_s
         self.appends += 1
         self.coordinator.apply_all(attempt.records)
         self.version = version
@@ -191,7 +195,7 @@ class GroupLogClient:
     def backoff_s(self, conflicts_in_a_row: int, *, append_s: float | None = None) -> float:
         """How long to wait before deciding again after ``conflicts_in_a_row`` lost races."""
         base = max(self.append_s if append_s is None else append_s, MIN_BACKOFF_BASE_S)
-        return self._random.uniform(0, base * 2 ** min(conflicts_in_a_row, MAX_BACKOFF_DOUBLINGS))
+        return CONFLICT_BACKOFF.with_base(base).delay_s(conflicts_in_a_row, self._random)
 
     def transact(self, decide: Decide[T]) -> T:
         """Fold, decide on a fork of the state, append with CAS; on a conflict back off and
@@ -206,7 +210,7 @@ class GroupLogClient:
             attempt = prepare()
             if not attempt.records or complete(attempt):
                 return attempt
-            time.sleep(self.backoff_s(lost + 1))
+            self.clock.sleep(self.backoff_s(lost + 1))
         raise GroupStoreError(
             f"Could not append to the group log {self.uri} after {MAX_CONFLICTS} "
             "compare-and-swap conflicts in a row: too many writers at once. Retry later."

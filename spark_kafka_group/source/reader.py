@@ -141,11 +141,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             if self._opts.commit_to_kafka:
                 from spark_kafka_group.kafka.consumer_group_offsets import KafkaOffsetMirror
 
-                self._kafka_mirror = KafkaOffsetMirror(
-                    self._opts.bootstrap_servers,
-                    self._opts.kafka_params,
-                    self._opts.group.group_id,
-                )
+                # Through the reader's own Kafka client, as importFromKafkaGroup.
+                self._kafka_mirror = KafkaOffsetMirror(self._cluster, self._opts.group.group_id)
                 # Every commit the group log accepts for this member is copied, whichever
                 # path wrote it (its commit object's fold, a release, its LEAVE, the
                 # progress listener), once it is durable there.
@@ -388,8 +385,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         committed = seed_from_kafka_group(
             member.committed_offsets(),
             partitions,
-            bootstrap_servers=self._opts.bootstrap_servers,
-            client_conf=self._opts.kafka_params,
+            cluster=self._started_cluster(),
             kafka_group=self._opts.import_from_kafka_group,
         )
         from_group = {tp: committed[tp] for tp in partitions if tp in committed}

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
+from spark_kafka_group.kafka.cluster import KafkaCluster
 from spark_kafka_group.kafka.consumer_group_offsets import (
     KafkaOffsetMirror,
     commit_to_kafka_group,
@@ -27,6 +28,16 @@ from tests.integration.cli_support import GroupDriver, run_cli
 from tests.object_stores import STORE_KINDS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _kafka_offsets(servers: str, group: str, partitions=None) -> dict:
+    with KafkaCluster(servers) as cluster:
+        return kafka_group_offsets(cluster, group, partitions)
+
+
+def _commit_to_kafka(servers: str, group: str, offsets: dict) -> dict:
+    with KafkaCluster(servers) as cluster:
+        return commit_to_kafka_group(cluster, group, offsets)
 
 
 def _group() -> str:
@@ -333,12 +344,12 @@ def test_export_to_kafka_then_a_plain_consumer_starts_there(
 
     dry = run_cli("export-to-kafka", *base, "--kafka-group", kafka_group, "--dry-run", "--json")
     assert dry.code == 0 and dry.json()["exported"] == 0
-    assert kafka_group_offsets(bootstrap_servers, None, kafka_group) == {}
+    assert _kafka_offsets(bootstrap_servers, kafka_group) == {}
 
     result = run_cli("export-to-kafka", *base, "--kafka-group", kafka_group, "--json")
     assert result.code == 0, result.err
     assert result.json()["exported"] == 2
-    assert kafka_group_offsets(bootstrap_servers, None, kafka_group) == {
+    assert _kafka_offsets(bootstrap_servers, kafka_group) == {
         (topic_name, 0): 3,
         (topic_name, 1): 7,
     }
@@ -352,28 +363,29 @@ def test_kafka_offset_functions(bootstrap_servers: str, topic_name: str) -> None
     kafka_group = f"kafka-{uuid.uuid4().hex[:8]}"
     tp0, tp1 = (topic_name, 0), (topic_name, 1)
 
-    assert commit_to_kafka_group(bootstrap_servers, None, kafka_group, {tp0: 2}) == {tp0: 2}
-    assert kafka_group_offsets(bootstrap_servers, None, kafka_group, [tp0, tp1]) == {tp0: 2}
-    seeded = seed_from_kafka_group(
-        {tp1: 4},
-        [tp0, tp1],
-        bootstrap_servers=bootstrap_servers,
-        client_conf=None,
-        kafka_group=kafka_group,
-    )
-    assert seeded == {tp0: 2, tp1: 4}  # the group log's offset wins where it has one
+    assert _commit_to_kafka(bootstrap_servers, kafka_group, {tp0: 2}) == {tp0: 2}
+    assert _kafka_offsets(bootstrap_servers, kafka_group, [tp0, tp1]) == {tp0: 2}
+    with KafkaCluster(bootstrap_servers) as cluster:
+        seeded = seed_from_kafka_group(
+            {tp1: 4}, [tp0, tp1], cluster=cluster, kafka_group=kafka_group
+        )
+        assert seeded == {tp0: 2, tp1: 4}  # the group log's offset wins where it has one
 
-    mirror = KafkaOffsetMirror(bootstrap_servers, None, kafka_group)
-    mirror.commit({tp0: 5, tp1: 6})
-    mirror.commit({tp0: 5, tp1: 6})  # unchanged: not sent again once acknowledged
-    assert mirror.flush(20)
-    assert kafka_group_offsets(bootstrap_servers, None, kafka_group) == {tp0: 5, tp1: 6}
-    assert mirror.failures == 0 and mirror.commits >= 1
+        mirror = KafkaOffsetMirror(cluster, kafka_group)
+        mirror.commit({tp0: 5, tp1: 6})
+        mirror.commit({tp0: 5, tp1: 6})  # unchanged: not sent again once acknowledged
+        assert mirror.flush(20)
+        assert kafka_group_offsets(cluster, kafka_group) == {tp0: 5, tp1: 6}
+        assert mirror.failures == 0 and mirror.commits >= 1
+        mirror.close()
+        # The mirror does not own the client: the reader (or here, the test) closes it.
+        assert kafka_group_offsets(cluster, kafka_group, [tp0]) == {tp0: 5}
 
-    down = KafkaOffsetMirror("127.0.0.1:1", None, kafka_group, timeout_s=1.0)
-    down.commit({tp0: 1})  # returns at once, never raises
-    assert down.flush(20)
-    assert down.failures == 1 and down.last_error
+    with KafkaCluster("127.0.0.1:1", attempt_timeout_s=1.0) as down_cluster:
+        down = KafkaOffsetMirror(down_cluster, kafka_group)
+        down.commit({tp0: 1})  # returns at once, never raises
+        assert down.flush(20)
+        assert down.failures == 1 and down.last_error
 
 
 @pytest.mark.broker
@@ -383,7 +395,7 @@ def test_import_from_kafka_refuses_live_members_and_dry_runs(
     create_topic(bootstrap_servers, topic_name, 2)
     produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=5)
     kafka_group = f"kafka-{uuid.uuid4().hex[:8]}"
-    commit_to_kafka_group(bootstrap_servers, None, kafka_group, {(topic_name, 0): 1})
+    _commit_to_kafka(bootstrap_servers, kafka_group, {(topic_name, 0): 1})
     group = _group()
     base = ["--store", group_store, "--group", group, "--bootstrap-servers", bootstrap_servers]
 
@@ -414,9 +426,7 @@ def test_import_from_kafka_then_a_query_starts_there(
     produced = produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=10)
     kafka_group = f"legacy-{uuid.uuid4().hex[:8]}"
     # A plain Kafka consumer application committed these.
-    commit_to_kafka_group(
-        bootstrap_servers, None, kafka_group, {(topic_name, 0): 4, (topic_name, 1): 9}
-    )
+    _commit_to_kafka(bootstrap_servers, kafka_group, {(topic_name, 0): 4, (topic_name, 1): 9})
     group = _group()
     result = run_cli(
         "import-from-kafka",
@@ -464,7 +474,7 @@ def test_source_options_import_from_and_commit_to_kafka(
     create_topic(bootstrap_servers, topic_name, 2)
     produced = produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=10)
     legacy = f"legacy-{uuid.uuid4().hex[:8]}"
-    commit_to_kafka_group(bootstrap_servers, None, legacy, {(topic_name, 0): 6})
+    _commit_to_kafka(bootstrap_servers, legacy, {(topic_name, 0): 6})
     group = _group()
     options = source_options(
         bootstrap_servers,
@@ -481,12 +491,12 @@ def test_source_options_import_from_and_commit_to_kafka(
     assert collected.records == expected_records(counts, start)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        if kafka_group_offsets(bootstrap_servers, None, group) == {
+        if _kafka_offsets(bootstrap_servers, group) == {
             (topic_name, p): n for p, n in produced.items()
         }:
             break
         time.sleep(0.5)
-    assert kafka_group_offsets(bootstrap_servers, None, group) == {
+    assert _kafka_offsets(bootstrap_servers, group) == {
         (topic_name, p): n for p, n in produced.items()
     }
 

@@ -10,12 +10,18 @@ import uuid
 import pytest
 
 from spark_kafka_group.admin import describe_group
+from spark_kafka_group.kafka.cluster import KafkaCluster
 from spark_kafka_group.kafka.consumer_group_offsets import kafka_group_offsets
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from tests.processes import wait_until
 from tests.streaming import Collected, run_available_now, source_options, start_query
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.smoke]
+
+
+def _kafka_offsets(servers: str, group: str) -> dict[tuple[str, int], int]:
+    with KafkaCluster(servers) as cluster:
+        return dict(kafka_group_offsets(cluster, group))
 
 
 def _ends(topic: str, produced: dict[int, int]) -> dict[tuple[str, int], int]:
@@ -34,7 +40,7 @@ def test_an_available_now_run_leaves_its_final_offsets_in_the_kafka_group(
     collected = run_available_now(spark, options, str(tmp_path / "checkpoint"))
     assert collected.count() == sum(produced.values())
     wait_until(
-        lambda: kafka_group_offsets(bootstrap_servers, None, group) == _ends(topic_name, produced),
+        lambda: _kafka_offsets(bootstrap_servers, group) == _ends(topic_name, produced),
         30,
         "the Kafka group to hold the run's final offsets",
     )
@@ -66,7 +72,7 @@ def test_a_stopped_query_leaves_what_the_group_log_accepted_in_the_kafka_group(
         "the group log to hold the final offsets",
     )
     wait_until(
-        lambda: kafka_group_offsets(bootstrap_servers, None, group) == _ends(topic_name, produced),
+        lambda: _kafka_offsets(bootstrap_servers, group) == _ends(topic_name, produced),
         30,
         "the Kafka group to hold what the group log accepted",
     )
