@@ -1,8 +1,9 @@
-"""The private delta-rs API the group store relies on: ``deltalake._internal.DeltaFileSystemHandler``.
+"""The private delta-rs API the group store relies on (``DeltaFileSystemHandler``).
 
-It is not part of delta-rs's public API, so a release may change it without notice. These tests
-make exactly the calls the package makes on it, on a local temporary directory, and fail with a
-message naming the installed deltalake when one of them no longer behaves as relied on:
+``deltalake._internal.DeltaFileSystemHandler`` is not part of delta-rs's public API, so a
+release may change it without notice. These tests make exactly the calls the package makes on
+it, on a local temporary directory, and fail with a message naming the installed deltalake when
+one of them no longer behaves as relied on:
 
 - ``store/member_files.py`` (leases, commit objects): the constructor on a table URI,
   ``open_output_stream(name, None)`` + ``write`` + ``close`` into a directory that does not
