@@ -34,6 +34,7 @@ from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import GroupLog, group_log_uri
 from tests.delivery import Batch, check_delivery, collected_batches, journal_batches
+from tests.groups import stable_with
 from tests.processes import MemberProcess, wait_until
 from tests.streaming import Collected, SteadyProducer, group_records, source_options, start_query
 
@@ -43,12 +44,6 @@ PARTITIONS = 6
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def stable_with(store: str, group: str, members: int, partitions: int = PARTITIONS) -> bool:
-    info = spark_kafka_group.describe_group(store, group)
-    owned = [tp for m in info.members for tp in m.assignment]
-    return info.state == "Stable" and len(info.members) == members and len(owned) == partitions
 
 
 def reading_now(member: MemberProcess) -> bool:
@@ -157,7 +152,7 @@ def bounce(
     try:
         for m in members:
             m.start()
-        wait_until(lambda: stable_with(store, group, 3), 240, "three stable members")
+        wait_until(lambda: stable_with(store, group, 3, PARTITIONS), 240, "three stable members")
         stable_ms = int(time.time() * 1000)
         producer.start()
         wait_until(lambda: all(reading_now(m) for m in members), 120, "all three reading")
@@ -175,7 +170,9 @@ def bounce(
             victim.start()
             kills += 1
         wait_until(
-            lambda: stable_with(store, group, 3) and all(reading_now(m) for m in members),
+            lambda: (
+                stable_with(store, group, 3, PARTITIONS) and all(reading_now(m) for m in members)
+            ),
             240, "the group stable with all three members again",
         )  # fmt: skip
         final = producer.stop()

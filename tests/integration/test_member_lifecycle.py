@@ -138,8 +138,12 @@ def test_a_restarted_query_reads_new_records_at_once(
         figure = second.first_record_time() - restarted
     finally:
         query.stop()
+    # How soon is benchmarks/bench_restart.py's figure. What makes it soon: the stopped (or
+    # failed) incarnation left or was replaced, so nobody waited for its session timeout to
+    # expire it.
     print(f"restart ({restart}): first new record {figure:.2f}s after the restart")
-    assert figure < 20, f"{figure:.1f}s: the restart waited for something (session timeout 45s)"
+    expired = [r.member_id for r in group_records(group_store, group) if r.kind == "EXPIRE"]
+    assert expired == [], f"the restart waited for the session timeout to expire {expired}"
     expected = sorted(
         (p, o) for p in range(PARTITIONS) for o in range(first_counts[p] + more[p])
     )  # fmt: skip

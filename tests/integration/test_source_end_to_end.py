@@ -11,6 +11,7 @@ from pyspark.errors import StreamingQueryException
 import spark_kafka_group
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.reader import HAS_ADMISSION_CONTROL
+from tests.groups import committed
 from tests.processes import wait_until
 from tests.streaming import (
     Collected,
@@ -22,10 +23,6 @@ from tests.streaming import (
 
 # The whole module is the smoke suite that also runs on the oldest supported pyspark.
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.smoke]
-
-
-def committed(store: str, group: str) -> dict[tuple[str, int], int]:
-    return dict(spark_kafka_group.describe_group(store, group).committed)
 
 
 def committed_soon(store: str, group: str, expected: dict[tuple[str, int], int]) -> None:
