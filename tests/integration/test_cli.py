@@ -1,6 +1,7 @@
 """The ``kafka-group`` CLI against real Delta group logs and a real broker (embedded Tansu, or
 $KAFKA_BOOTSTRAP_SERVERS). Groups are built by driving the protocol handlers the way members
-do (:class:`GroupDriver`); one test runs a real query (``spark``)."""
+do (:class:`GroupDriver`), without Spark (the source options ``importFromKafkaGroup`` and
+``commitToKafka``, which run a query: test_commit_to_kafka.py)."""
 
 from __future__ import annotations
 
@@ -452,43 +453,6 @@ def test_import_from_kafka_then_a_query_starts_there(
         "--bootstrap-servers", bootstrap_servers, "--json",
     )  # fmt: skip
     assert after.json()["total_lag"] == 0
-
-
-@pytest.mark.broker
-@pytest.mark.spark
-def test_source_options_import_from_and_commit_to_kafka(
-    spark, bootstrap_servers: str, topic_name: str, group_store: str, tmp_path
-) -> None:
-    from tests.streaming import expected_records, run_available_now, source_options
-
-    create_topic(bootstrap_servers, topic_name, 2)
-    produced = produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=10)
-    legacy = f"legacy-{uuid.uuid4().hex[:8]}"
-    commit_to_kafka_group(bootstrap_servers, None, legacy, {(topic_name, 0): 6})
-    group = _group()
-    options = source_options(
-        bootstrap_servers,
-        topic_name,
-        group,
-        group_store,
-        importFromKafkaGroup=legacy,
-        commitToKafka="true",
-    )
-    collected = run_available_now(spark, options, str(tmp_path / "checkpoint"))
-    # partition 0 from the Kafka group's offset, partition 1 (never committed) from earliest
-    start = {0: 6, 1: 0}
-    counts = {p: n - start[p] for p, n in produced.items()}
-    assert collected.records == expected_records(counts, start)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if kafka_group_offsets(bootstrap_servers, None, group) == {
-            (topic_name, p): n for p, n in produced.items()
-        }:
-            break
-        time.sleep(0.5)
-    assert kafka_group_offsets(bootstrap_servers, None, group) == {
-        (topic_name, p): n for p, n in produced.items()
-    }
 
 
 def test_delete_refused_while_members_live_then_the_group_is_gone(

@@ -10,33 +10,18 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
-from spark_kafka_group.group.assignors import load_assignor
-from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
-from spark_kafka_group.options import GroupSettings
+from spark_kafka_group.member import GroupMember
 from spark_kafka_group.store import group_log_uri
 from spark_kafka_group.store.leases import LEASE_DIR, LeaseFiles
+from tests.members import group_member
 from tests.streaming import group_records
 
 SESSION_MS = 6_000
 
 
 def member(store: str) -> GroupMember:
-    return GroupMember(
-        GroupSettings(
-            group_id="g",
-            store=store,
-            storage_options={},
-            heartbeat_interval_ms=500,
-            session_timeout_ms=SESSION_MS,
-            rebalance_timeout_ms=10_000,
-            assignment_strategy=(load_assignor("cooperative-sticky"),),
-            instance_id=None,
-            scheduled_rebalance_max_delay_ms=0,
-            rebalance_listener=None,
-            initial_rebalance_delay_ms=0,
-        ),
-        subscription=SubscriptionSpec(topics=("t",)),
-        topic_counts=lambda: {"t": 4},
+    return group_member(
+        store, "g", {"t": 4}, session_timeout_ms=SESSION_MS, rebalance_timeout_ms=10_000
     )
 
 
