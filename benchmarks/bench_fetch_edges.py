@@ -35,6 +35,7 @@ from benchmarks.harness import add_broker_argument, fresh_topic, print_result
 from spark_kafka_group.embedded import bootstrap_or_embedded
 from spark_kafka_group.errors import BrokerUnavailableError
 from spark_kafka_group.fetcher import FetchSpec, consumer_pool, fetch
+from spark_kafka_group.group.metadata import TopicPartition as GroupTopicPartition
 from spark_kafka_group.kafka import KafkaCluster
 from spark_kafka_group.sample_data import produce
 
@@ -96,7 +97,8 @@ def transactional_topic(servers: str, topic: str) -> int | None:
         print(f"markers: skipped, the broker does not take transactions ({exc})")
         return None
     with KafkaCluster(servers) as cluster:
-        return cluster.latest_offsets([(topic, 0)])[(topic, 0)]
+        tp = GroupTopicPartition(topic, 0)
+        return cluster.latest_offsets([tp])[tp]
 
 
 def unreachable() -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from spark_kafka_group.admin import describe_group
-from spark_kafka_group.group import GroupDescription
+from spark_kafka_group.group import GroupDescription, TopicPartition
 
 
 def describe(
@@ -16,9 +16,9 @@ def describe(
 
 def committed(
     store: str, group: str, *, storage_options: Mapping[str, str] | None = None
-) -> dict[tuple[str, int], int]:
-    """The group's committed offsets, ``(topic, partition) -> offset``."""
-    return dict(describe(store, group, storage_options=storage_options).committed)
+) -> dict[TopicPartition, int]:
+    """The group's committed offsets (a fresh dict, equal to one keyed by plain pairs)."""
+    return describe(store, group, storage_options=storage_options).committed
 
 
 def stable_with(

@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.consumer_group_offsets import (
     KafkaOffsetMirror,
     commit_to_kafka_group,
@@ -98,7 +99,7 @@ def test_a_member_silent_in_the_log_but_renewing_its_lease_is_live(group_store: 
     (member,) = describe_group(group_store, group).members
     assert member.live
     with pytest.raises(GroupNotEmptyError, match="live members"):
-        reset_offsets(group_store, group, {("t", 0): 0}, execute=True)
+        reset_offsets(group_store, group, {TopicPartition("t", 0): 0}, execute=True)
     assert [m.member_id for m in describe_group(group_store, group).members] == ["A"]
 
 
@@ -314,7 +315,9 @@ def _first_offsets(bootstrap_servers: str, group: str, topic: str, n: int) -> di
         while len(first) < n and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
-                first.setdefault(msg.partition(), msg.offset())
+                partition, offset = msg.partition(), msg.offset()
+                assert partition is not None and offset is not None
+                first.setdefault(partition, offset)
     finally:
         consumer.close()
     return first
@@ -351,7 +354,7 @@ def test_kafka_offset_functions(bootstrap_servers: str, topic_name: str) -> None
     create_topic(bootstrap_servers, topic_name, 2)
     produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=5)
     kafka_group = f"kafka-{uuid.uuid4().hex[:8]}"
-    tp0, tp1 = (topic_name, 0), (topic_name, 1)
+    tp0, tp1 = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
 
     assert commit_to_kafka_group(bootstrap_servers, None, kafka_group, {tp0: 2}) == {tp0: 2}
     assert kafka_group_offsets(bootstrap_servers, None, kafka_group, [tp0, tp1]) == {tp0: 2}
@@ -384,7 +387,7 @@ def test_import_from_kafka_refuses_live_members_and_dry_runs(
     create_topic(bootstrap_servers, topic_name, 2)
     produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=5)
     kafka_group = f"kafka-{uuid.uuid4().hex[:8]}"
-    commit_to_kafka_group(bootstrap_servers, None, kafka_group, {(topic_name, 0): 1})
+    commit_to_kafka_group(bootstrap_servers, None, kafka_group, {TopicPartition(topic_name, 0): 1})
     group = _group()
     base = ["--store", group_store, "--group", group, "--bootstrap-servers", bootstrap_servers]
 
@@ -416,7 +419,10 @@ def test_import_from_kafka_then_a_query_starts_there(
     kafka_group = f"legacy-{uuid.uuid4().hex[:8]}"
     # A plain Kafka consumer application committed these.
     commit_to_kafka_group(
-        bootstrap_servers, None, kafka_group, {(topic_name, 0): 4, (topic_name, 1): 9}
+        bootstrap_servers,
+        None,
+        kafka_group,
+        {TopicPartition(topic_name, 0): 4, TopicPartition(topic_name, 1): 9},
     )
     group = _group()
     result = run_cli(

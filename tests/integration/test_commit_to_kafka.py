@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from spark_kafka_group.admin import describe_group
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.consumer_group_offsets import (
     commit_to_kafka_group,
     kafka_group_offsets,
@@ -102,7 +103,7 @@ def test_source_options_import_from_and_commit_to_kafka(
     spark, bootstrap_servers: str, topic_name: str, group_store: str, produced, tmp_path
 ) -> None:
     legacy = f"legacy-{uuid.uuid4().hex[:8]}"
-    commit_to_kafka_group(bootstrap_servers, None, legacy, {(topic_name, 0): 6})
+    commit_to_kafka_group(bootstrap_servers, None, legacy, {TopicPartition(topic_name, 0): 6})
     group, options = _committing_to_kafka(
         bootstrap_servers, topic_name, group_store, importFromKafkaGroup=legacy
     )

@@ -21,14 +21,16 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import spark_kafka_group
 from spark_kafka_group.embedded import EmbeddedBroker
 from spark_kafka_group.group import GroupCoordinator, GroupError
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import JoinPayload, RevokePayload, SyncPayload
 from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic, produce_sample
@@ -44,6 +46,11 @@ PARTITIONS = 6
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def _commit_unfenced(tp: TopicPartition, offset: int) -> Callable[[GroupCoordinator, int], Any]:
+    """A commit of ``offset`` outside any generation (as an admin's), for ``transact``."""
+    return lambda work, now: work.commit_offsets(None, -1, {tp: offset}, now)
 
 
 def reading_now(member: MemberProcess) -> bool:
@@ -333,7 +340,9 @@ def test_commit_conflict_storm(tmp_path: Path) -> None:
             for offset in range(1, commits + 1):
 
                 def decide(work: GroupCoordinator, now: int, offset: int = offset):
-                    return work.commit_offsets(None, -1, {("t", partition): offset}, now)
+                    return work.commit_offsets(
+                        None, -1, {TopicPartition("t", partition): offset}, now
+                    )
 
                 response = client.transact(decide)
                 assert response.partition_errors, response
@@ -476,9 +485,7 @@ def test_bad_group_store_contents_fail_clearly_and_are_left_untouched(
     log = GroupLog.open(group_log_uri(group_store, "g-truncated"))
     client = GroupLogClient(group_store, "g-truncated")
     for offset in range(1, 6):
-        client.transact(
-            lambda work, now, o=offset: work.commit_offsets(None, -1, {(topic_name, 0): o}, now)
-        )
+        client.transact(_commit_unfenced(TopicPartition(topic_name, 0), offset))
     assert log.latest_version() == 4
     (store / "g-truncated" / "_delta_log" / f"{2:020d}.json").unlink()
 

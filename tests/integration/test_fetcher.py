@@ -21,6 +21,7 @@ from spark_kafka_group.fetcher import (
     fetch,
     spark_schema_ddl,
 )
+from spark_kafka_group.group.metadata import TopicPartition as GroupTopicPartition
 from spark_kafka_group.kafka import KafkaCluster
 from spark_kafka_group.sample_data import create_topic, produce
 
@@ -57,7 +58,8 @@ def _read(spec: FetchSpec) -> pa.Table:
 
 def _latest(bootstrap_servers: str, topic: str, partition: int = 0) -> int:
     with KafkaCluster(bootstrap_servers) as cluster:
-        return cluster.latest_offsets([(topic, partition)])[(topic, partition)]
+        tp = GroupTopicPartition(topic, partition)
+        return cluster.latest_offsets([tp])[tp]
 
 
 def test_exact_range(filled: tuple[str, str, int]) -> None:

@@ -105,13 +105,15 @@ def test_a_third_query_joins_and_only_moved_partitions_pause(
     newcomer = next(group_offsets(qc.lastProgress)).member
     log = group_records(group_store, "g-three")
     joined_ms = min(r.timestamp_ms for r in log if r.kind == "JOIN" and r.member_id == newcomer)
-    first_ms = c.first_record_time() * 1000.0
+    first_time = c.first_record_time()
+    assert first_time is not None
+    first_ms = first_time * 1000.0
     join_to_first_record_s = (first_ms - joined_ms) / 1000.0
     # Where the time went: the rebalance's records, then the newcomer's first record.
     members = [next(group_offsets(q.lastProgress)).member for q in queries]
     names = dict(zip(members, "abc", strict=True))
     steps = [
-        f"{(r.timestamp_ms - joined_ms) / 1000:+.2f}s {r.kind} {names.get(r.member_id, '?')}"
+        f"{(r.timestamp_ms - joined_ms) / 1000:+.2f}s {r.kind} {names.get(r.member_id or '', '?')}"
         for r in log
         if joined_ms <= r.timestamp_ms <= first_ms and r.kind in ("JOIN", "SYNC", "REVOKE")
     ]

@@ -9,6 +9,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 import spark_kafka_group
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.reader import HAS_ADMISSION_CONTROL
 from tests.groups import committed
@@ -144,7 +145,7 @@ def test_out_of_range_committed_offset(
     # An operator set the group's offset beyond the end of the log (e.g. the topic was
     # recreated): the committed offset is out of range.
     spark_kafka_group.reset_offsets(
-        group_store, "g-oor", {(topic_name, 0): counts[0] + 1000}, execute=True
+        group_store, "g-oor", {TopicPartition(topic_name, 0): counts[0] + 1000}, execute=True
     )
     strict = source_options(bootstrap_servers, topic_name, "g-oor", group_store)
     query = start_query(spark, strict, str(tmp_path / "c1"), Collected())

@@ -16,5 +16,7 @@ def test_the_ci_profile_has_no_deadline_and_fixed_examples() -> None:
 
 def test_the_profile_named_by_the_environment_is_the_one_loaded() -> None:
     wanted = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
-    assert settings.default.deadline == wanted.deadline
-    assert settings.default.derandomize == wanted.derandomize
+    current = settings.default
+    assert current is not None
+    assert current.deadline == wanted.deadline
+    assert current.derandomize == wanted.derandomize
