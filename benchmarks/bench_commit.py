@@ -49,11 +49,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from benchmarks.harness import add_store_arguments, print_result, store_from_args
 from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
 from spark_kafka_group.group.errors import GroupError
-from spark_kafka_group.group.messages import JoinRequest
+from spark_kafka_group.group.messages import CommitResponse, JoinRequest, SyncResponse
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLog, group_log_uri
 
@@ -104,20 +105,20 @@ def join_member(
     client = GroupLogClient(store, GROUP, storage_options=options)
     client.maintainer = True
 
-    def sync(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], object]:
+    def sync(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], SyncResponse]:
         view = work.member_view(MEMBER)
         return work.sync(MEMBER, view.group_generation, now, metadata={TOPIC: partitions})
 
     for _ in range(10):
-        response = client.transact(sync)
-        if response.error is GroupError.NONE and not response.pending:
+        synced = client.transact(sync)
+        if synced.error is GroupError.NONE and not synced.pending:
             break
     view = client.fold().member_view(MEMBER)
     assert len(view.assignment) == partitions, view
     return client, view.group_generation
 
 
-def cold_replay(store: str, options: Mapping[str, str] | None) -> dict[str, float]:
+def cold_replay(store: str, options: Mapping[str, str] | None) -> dict[str, Any]:
     """A member starting: new client, read from the latest SNAPSHOT, fold. Also the split
     (store read / protocol fold) and a full read of every record for comparison."""
     t0 = time.perf_counter()
@@ -133,7 +134,7 @@ def cold_replay(store: str, options: Mapping[str, str] | None) -> dict[str, floa
     )
     read_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    GroupCoordinator(GROUP).load(record for _, record in piece.records)
+    GroupCoordinator(GROUP).apply_all(record for _, record in piece.records)
     fold_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     full = GroupLog.open(uri, storage_options=options, create=False).read()
@@ -174,7 +175,9 @@ def run(
             offsets[p] += 1000
         batch = {(TOPIC, p): offsets[p] for p in chosen}
 
-        def commit(work: GroupCoordinator, now: int, batch=batch) -> tuple[list, object]:
+        def commit(
+            work: GroupCoordinator, now: int, batch: dict = batch
+        ) -> tuple[list[GroupRecord], CommitResponse]:
             return work.commit_offsets(MEMBER, generation, batch, now)
 
         t0 = time.perf_counter()

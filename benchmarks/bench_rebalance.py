@@ -41,6 +41,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from benchmarks.harness import (
@@ -246,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                 run = scenario(
                     "kafka-group",
                     args.partitions,
-                    lambda n, j=j: spark.member(n, j),
+                    partial(spark.member, j=j),
                     spark.leave,
                     j,
                     started=SparkGroup.wait_started,

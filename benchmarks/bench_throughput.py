@@ -53,6 +53,7 @@ from typing import Any
 from benchmarks import end_to_end
 from benchmarks.harness import add_broker_argument, fresh_topic, print_result, spark_session
 from spark_kafka_group.embedded import bootstrap_or_embedded
+from spark_kafka_group.group.metadata import TopicPartition
 
 KEY_BYTES = 8
 
@@ -172,7 +173,7 @@ def baseline_worker(
         rows += batch.num_rows
         nbytes += batch.column(0).nbytes + batch.column(1).nbytes
         for p, last in dict(zip(partitions, offsets, strict=True)).items():
-            if p in remaining and last >= remaining[p] - 1:
+            if p in remaining and last is not None and last >= remaining[p] - 1:
                 del remaining[p]
     ended = time.perf_counter()
     consumer.close()
@@ -436,7 +437,7 @@ def _ceiling_source(value_bytes: int) -> Any:
             return spark_schema_ddl(False)
 
         def reader(self, schema: Any) -> DataSourceReader:
-            return CeilingReader(self.options)
+            return CeilingReader(dict(self.options))
 
     return CeilingSource
 
@@ -560,7 +561,7 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
         warmup_records = max(20_000, min(200_000, args.records // 10))
         prefill(servers, warmup, warmup_records, args.partitions, args.value_bytes)
         with KafkaCluster(servers) as cluster:
-            tps = [(topic, p) for p in range(args.partitions)]
+            tps = [TopicPartition(topic, p) for p in range(args.partitions)]
             ends = {p: off for (_, p), off in cluster.latest_offsets(tps).items()}
         print(
             f"prefill: {total} records ({args.value_bytes}-byte values) in {prefill_s:.1f}s "

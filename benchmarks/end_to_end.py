@@ -307,7 +307,7 @@ def plain_source() -> Any:
             return spark_schema_ddl(False)
 
         def streamReader(self, schema: Any) -> DataSourceStreamReader:
-            return PlainReader(self.options)
+            return PlainReader(dict(self.options))
 
     return PlainSource
 

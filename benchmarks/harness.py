@@ -204,7 +204,13 @@ class KafkaConsumerMember:
         try:
             while not self._stop.is_set():
                 msgs = self.consumer.consume(500, 0.05)
-                rows = [(m.partition(), m.offset()) for m in msgs if m.error() is None]
+                rows = [
+                    (p, o)
+                    for m in msgs
+                    if m.error() is None
+                    and (p := m.partition()) is not None
+                    and (o := m.offset()) is not None
+                ]
                 if rows:
                     self.journal.add(self.name, rows, time.time())
         finally:

@@ -7,7 +7,8 @@ What it shows, step by step:
    within seconds (the time is printed), without waiting for a session timeout;
 3. every record was read exactly once, and the group's committed offsets are read back from
    the Delta group log;
-4. the group's timeline (partition ownership, rebalances, commits) is drawn to a PNG.
+4. the group's timeline (partition ownership, rebalances, commits) is drawn to a PNG (with
+   the ``timeline`` extra, matplotlib; without it the step says what to install).
 
 With no arguments everything is embedded: a Tansu broker on a free port, local Spark and a
 group store in a temporary directory. With ``--bootstrap-servers`` it uses a real cluster.
@@ -34,7 +35,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 import spark_kafka_group
 from spark_kafka_group.embedded import bootstrap_or_embedded
-from spark_kafka_group.ops.timeline import build_timeline, render_png
+from spark_kafka_group.errors import KafkaGroupError
+from spark_kafka_group.ops.timeline import build_timeline, render_png, require_matplotlib
 from spark_kafka_group.sample_data import create_topic, produce_sample
 
 
@@ -169,8 +171,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"   {topic}-{partition}: {offset}")
 
         # 4. The group's history as a picture.
-        render_png(build_timeline(store, args.group_id), png)
-        print(f"\n4. The group's timeline (owners, rebalances, commits): {png}")
+        try:
+            require_matplotlib()
+        except KafkaGroupError as exc:
+            print(f"\n4. No timeline picture: {exc}")
+        else:
+            render_png(build_timeline(store, args.group_id), png)
+            print(f"\n4. The group's timeline (owners, rebalances, commits): {png}")
         spark.stop()
         if sorted(read) != expected:
             print("error: the queries did not read every record exactly once", file=sys.stderr)

@@ -49,6 +49,9 @@ MSG
 }
 
 # ensure_venv VENV_DIR [extra pip requirement ...]
+# Installs the project with its test extras within constraints.txt (the versions CI runs). A
+# package that an extra requirement names (e.g. "pyspark==4.0.*" for the oldest-pyspark venv)
+# is left out of the constraints, so that the requirement decides its version.
 ensure_venv() {
     local venv="$1"
     shift
@@ -59,14 +62,47 @@ ensure_venv() {
         "$python" -m venv "$venv"
     fi
     local stamp="$venv/.spark-kafka-group-installed"
+    local constraints="$venv/.spark-kafka-group-constraints.txt"
+    venv_constraints "$venv" "$@" >"$constraints" || return 1
     local wanted
-    wanted="$(cat "$REPO_ROOT/pyproject.toml" ; echo "$*")"
+    wanted="$(cat "$REPO_ROOT/pyproject.toml" "$constraints"; echo "$*")"
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
         echo "Installing spark-kafka-group and its test extras into $venv ..."
         "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$REPO_ROOT[test]" "$@"
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$constraints" \
+            -e "$REPO_ROOT[test]" "$@"
         printf '%s' "$wanted" >"$stamp"
     fi
+}
+
+# venv_constraints VENV_DIR [requirement ...]: prints constraints.txt without the lines of the
+# packages the requirements name (names compared as pip does: case, '-', '_' and '.' alike).
+# Its pins are for Python 3.11+ (the releases need it); on 3.10 it prints nothing, with a note.
+venv_constraints() {
+    local venv="$1"
+    shift
+    "$venv/bin/python" - "$REPO_ROOT/constraints.txt" "$@" <<'PY'
+import re
+import sys
+
+
+def name(requirement: str) -> str:
+    found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return re.sub(r"[-_.]+", "-", found.group(1)).lower() if found else ""
+
+
+path, *own = sys.argv[1:]
+if sys.version_info < (3, 11):
+    print(f"note: {path} pins releases for Python 3.11+; installing unpinned", file=sys.stderr)
+    raise SystemExit(0)
+skip = {name(r) for r in own}
+with open(path, encoding="utf-8") as lines:
+    for line in lines:
+        text = line.strip()
+        if text and not text.startswith("#") and name(text) in skip:
+            continue
+        sys.stdout.write(line)
+PY
 }
 
 # ensure_azurite VENV_DIR: the Azure Blob test server (npm azurite) in VENV_DIR/azurite, where

@@ -22,6 +22,11 @@ from spark_kafka_group.source.format_name import FORMAT_NAME
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    # What __getattr__ loads on first use, typed for the type checker.
+    from spark_kafka_group.admin import describe_group, reset_offsets
+    from spark_kafka_group.progress import leave_group
+    from spark_kafka_group.progress_lag import lag
+
 __all__ = [
     "FORMAT_NAME",
     "__version__",

@@ -352,8 +352,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from spark_kafka_group.ops.timeline import build_timeline, render_png
+    from spark_kafka_group.ops.timeline import build_timeline, render_png, require_matplotlib
 
+    require_matplotlib()  # before reading the log: say at once what to install
     tl = build_timeline(args.store, args.group, storage_options=_storage_options(args))
     log_end = None
     if args.bootstrap_servers and tl.partitions:

@@ -34,8 +34,8 @@ def shift_wall_clock(skew_ms: int) -> None:
     if not skew_ms:
         return
     real_time, real_time_ns = time.time, time.time_ns
-    time.time = lambda: real_time() + skew_ms / 1000  # type: ignore[assignment]
-    time.time_ns = lambda: real_time_ns() + skew_ms * 1_000_000  # type: ignore[assignment]
+    time.time = lambda: real_time() + skew_ms / 1000
+    time.time_ns = lambda: real_time_ns() + skew_ms * 1_000_000
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.object_stores import any_store, azure_store, s3_store  # noqa: F401 (fixtures)
 from tests.spark_apps import SPARK_MASTER_ENV
@@ -28,6 +29,22 @@ if _REPO not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (_REPO, os.environ.get("PYTHONPATH")) if p
     )
+
+# Hypothesis profiles, chosen by $HYPOTHESIS_PROFILE (scripts/test sets "ci"). On CI's loaded
+# two cores a property test must not fail for being slow: no per-example deadline, no
+# too-slow health check, and the same examples every run (derandomize), so a failure is the
+# code's and repeats; print_blob lets a failure be replayed elsewhere. "dev" (the default)
+# keeps Hypothesis's defaults: random examples and the 200 ms deadline that flags slow code.
+settings.register_profile(
+    "ci",
+    deadline=None,
+    derandomize=True,
+    print_blob=True,
+    max_examples=100,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 @pytest.fixture(scope="session")

@@ -42,7 +42,7 @@ class NotAnAssignor:
 
     name = "not-an-assignor"
 
-    def assign(self, partitions_per_topic: object, subscriptions: object) -> dict:  # type: ignore[type-arg]
+    def assign(self, partitions_per_topic: object, subscriptions: object) -> dict:
         return {}
 
 

@@ -338,8 +338,8 @@ def _check_reads(
             times[p].append(b.time)
     for ts in times.values():
         ts.sort()
-        for a, c in itertools.pairwise(ts):
-            result.max_pause_s = max(result.max_pause_s, c - a)
+        for earlier, later in itertools.pairwise(ts):
+            result.max_pause_s = max(result.max_pause_s, later - earlier)
 
 
 def _commit_lookup(records: Sequence[GroupRecord], topic: str | None) -> Any:

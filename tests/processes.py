@@ -110,7 +110,7 @@ class MemberProcess:
 
 
 def wait_until(
-    predicate: Callable[[], object], timeout_s: float, what: str, *, poll_s: float = 0.25
+    predicate: Callable[..., object], timeout_s: float, what: str, *, poll_s: float = 0.25
 ) -> None:
     """Poll ``predicate`` until it is true; fail naming ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

@@ -96,7 +96,7 @@ def start_query(
 
 
 def run_available_now(
-    spark: SparkSession, options: Mapping[str, str], checkpoint: str, *, timeout_s: float = 180
+    spark: SparkSession, options: Mapping[str, str], checkpoint: str, *, timeout_s: int = 180
 ) -> Collected:
     """Run a query with Trigger.AvailableNow to completion (its member leaves as it ends)."""
 

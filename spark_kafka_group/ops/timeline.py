@@ -3,7 +3,9 @@
 :func:`build_timeline` replays every record of the group log (not just from the latest
 snapshot) through the protocol's fold and notes, after each record, who holds which partition,
 when a generation starts and what was committed. :func:`render_png` draws it with matplotlib
-(Agg backend, no display needed): one lane per partition coloured by owner (hatched while the
+(the optional ``timeline`` extra), through its object API on an Agg canvas of its own: no
+display needed, and the process's pyplot backend (a user's notebook) is left alone. One lane per
+partition coloured by owner (hatched while the
 partition is being revoked), a dashed line at every generation change (rebalance), and a
 second panel with each partition's committed offset over time and, when the log end offsets
 are known, its current lag.
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from spark_kafka_group.errors import KafkaGroupError
 from spark_kafka_group.group import GroupMetadata, RecordKind
 from spark_kafka_group.group import apply as apply_record
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
@@ -31,6 +34,9 @@ from spark_kafka_group.group.payloads import (
     LeavePayload,
 )
 from spark_kafka_group.store import GroupLog, GroupLogNotFoundError, group_log_uri
+
+#: What gives ``kafka-group timeline`` its matplotlib, which the package does not require.
+INSTALL_TIMELINE = "pip install 'spark-kafka-group[timeline]'"
 
 #: The records that are member events, and their payload types (each has a reason).
 _MEMBER_EVENTS: dict[str, type[JoinPayload] | type[LeavePayload] | type[ExpirePayload]] = {
@@ -267,6 +273,17 @@ def _time_unit(span_s: float) -> tuple[str, float]:
     return "seconds", 1.0
 
 
+def require_matplotlib() -> None:
+    """Refuse, naming the extra to install, when matplotlib is not importable here."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise KafkaGroupError(
+            f"drawing the timeline needs matplotlib, which is not installed ({exc}). "
+            f"Install the timeline extra: {INSTALL_TIMELINE}"
+        ) from None
+
+
 def render_png(
     tl: Timeline,
     out: str,
@@ -275,10 +292,10 @@ def render_png(
     dpi: int = 110,
 ) -> None:
     """Draw ``tl`` to the PNG file ``out`` (see the module docstring)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    require_matplotlib()
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
     partitions = tl.partitions
@@ -289,16 +306,12 @@ def render_png(
     def x(ms: int) -> float:
         return (ms - tl.first_ms) / 1000.0 / div
 
-    cmap = plt.get_cmap("tab20" if len(tl.members) > 10 else "tab10")
+    cmap = colormaps["tab20" if len(tl.members) > 10 else "tab10"]
     colours = {m: cmap(i % cmap.N) for i, m in enumerate(tl.members)}
     height = max(2.5, 0.35 * len(partitions) + 1.5)
-    fig, (ax, ax2) = plt.subplots(
-        2,
-        1,
-        sharex=True,
-        figsize=(12, height + 3.2),
-        gridspec_kw={"height_ratios": [height, 3.2]},
-    )
+    fig = Figure(figsize=(12, height + 3.2))
+    FigureCanvasAgg(fig)  # the figure's own canvas: no pyplot, no global backend
+    ax, ax2 = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [height, 3.2]})
     min_width = span_s / div / 400  # keep instants visible
     for seg in tl.segments:
         lane = lanes[TopicPartition(seg.topic, seg.partition)]
@@ -358,7 +371,7 @@ def render_png(
         fontsize=10,
     )
 
-    pcmap = plt.get_cmap("tab10")
+    pcmap = colormaps["tab10"]
     for i, tp in enumerate(partitions):
         commits = [c for c in tl.commits if (c.topic, c.partition) == tp]
         colour = pcmap(i % 10)
@@ -397,4 +410,3 @@ def render_png(
         ax2.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=dpi, format="png")
-    plt.close(fig)

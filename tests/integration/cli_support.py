@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +19,7 @@ from spark_kafka_group.group import (
     JoinRequest,
     ManualClock,
 )
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.member.log_client import GroupLogClient
 
 
@@ -104,6 +105,7 @@ class GroupDriver:
         group = self.client.fold().group
         assert group.state.value == "CompletingRebalance", group.state
         leader, gen = group.leader, group.generation
+        assert leader is not None
         self.step(200)
 
         def sync(work: GroupCoordinator, now: int) -> tuple[list, Any]:
@@ -114,11 +116,12 @@ class GroupDriver:
         assert self.client.fold().group.state.value == "Stable"
         return gen
 
-    def commit(self, member: str, offsets: dict[tuple[str, int], int]) -> None:
+    def commit(self, member: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        by_partition = {TopicPartition(*tp): offset for tp, offset in offsets.items()}
         self.step(300)
 
         def decide(work: GroupCoordinator, now: int) -> tuple[list, Any]:
-            return work.commit_offsets(member, work.group.generation, offsets, now)
+            return work.commit_offsets(member, work.group.generation, by_partition, now)
 
         response = self.client.transact(decide)
         assert response.accepted == set(offsets), response

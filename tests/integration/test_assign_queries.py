@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group.member import GroupMember, SubscriptionSpec
-from spark_kafka_group.options import GroupSettings
 from spark_kafka_group.sample_data import create_topic, produce_sample
+from tests.members import group_member
 from tests.processes import wait_until
 from tests.streaming import Collected, source_options, start_query
 
@@ -28,18 +27,7 @@ def test_an_assign_query_fails_naming_the_groups_subscribing_members(
     create_topic(bootstrap_servers, topic_name, 2)
     produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=10)
     group = "g-assign"
-    subscriber = GroupMember(
-        GroupSettings(
-            group_id=group,
-            store=group_store,
-            heartbeat_interval_ms=500,
-            session_timeout_ms=30_000,
-            rebalance_timeout_ms=30_000,
-            initial_rebalance_delay_ms=0,
-        ),
-        subscription=SubscriptionSpec(topics=(topic_name,)),
-        topic_counts=lambda: {topic_name: 2},
-    )
+    subscriber = group_member(group_store, group, {topic_name: 2})
     subscriber.start(must_complete_join=True)
     try:
         options = source_options(bootstrap_servers, topic_name, group, group_store)

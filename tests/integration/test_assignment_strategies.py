@@ -145,8 +145,8 @@ def test_rolling_upgrade_from_range_to_cooperative_sticky(
         wait_until(lambda: all(c.count() for _, c in incarnations), 60, "both reading")
         # First bounce: both assignors, cooperative first. The group stays on range (eager)
         # until both list cooperative-sticky. Second bounce: cooperative-sticky alone.
-        for strategy, protocols in ((f"{CS},{RANGE}", (RANGE, CS)), (CS, (CS, CS))):
-            for name, protocol in zip(("a", "b"), protocols, strict=True):
+        for strategy, chosen in ((f"{CS},{RANGE}", (RANGE, CS)), (CS, (CS, CS))):
+            for name, protocol in zip(("a", "b"), chosen, strict=True):
                 before = {m.member_id for m in spark_kafka_group.describe_group(
                     group_store, group).members}  # fmt: skip
                 queries[name].stop()  # type: ignore[attr-defined]
@@ -163,7 +163,7 @@ def test_rolling_upgrade_from_range_to_cooperative_sticky(
         wait_until(
             lambda: all(
                 spark_kafka_group.describe_group(group_store, group).committed.get(
-                    (topic_name, p)
+                    TopicPartition(topic_name, p)
                 ) == n
                 for p, n in final.items()
             ),

@@ -1,6 +1,7 @@
 """The ``kafka-group`` CLI against real Delta group logs and a real broker (embedded Tansu, or
 $KAFKA_BOOTSTRAP_SERVERS). Groups are built by driving the protocol handlers the way members
-do (:class:`GroupDriver`); one test runs a real query (``spark``)."""
+do (:class:`GroupDriver`), without Spark (the source options ``importFromKafkaGroup`` and
+``commitToKafka``, which run a query: test_commit_to_kafka.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.cluster import KafkaCluster
 from spark_kafka_group.kafka.consumer_group_offsets import (
     KafkaOffsetMirror,
@@ -108,7 +110,7 @@ def test_a_member_silent_in_the_log_but_renewing_its_lease_is_live(group_store: 
     (member,) = describe_group(group_store, group).members
     assert member.live
     with pytest.raises(GroupNotEmptyError, match="live members"):
-        reset_offsets(group_store, group, {("t", 0): 0}, execute=True)
+        reset_offsets(group_store, group, {TopicPartition("t", 0): 0}, execute=True)
     assert [m.member_id for m in describe_group(group_store, group).members] == ["A"]
 
 
@@ -324,7 +326,9 @@ def _first_offsets(bootstrap_servers: str, group: str, topic: str, n: int) -> di
         while len(first) < n and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
-                first.setdefault(msg.partition(), msg.offset())
+                partition, offset = msg.partition(), msg.offset()
+                assert partition is not None and offset is not None
+                first.setdefault(partition, offset)
     finally:
         consumer.close()
     return first
@@ -361,7 +365,7 @@ def test_kafka_offset_functions(bootstrap_servers: str, topic_name: str) -> None
     create_topic(bootstrap_servers, topic_name, 2)
     produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=5)
     kafka_group = f"kafka-{uuid.uuid4().hex[:8]}"
-    tp0, tp1 = (topic_name, 0), (topic_name, 1)
+    tp0, tp1 = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
 
     assert _commit_to_kafka(bootstrap_servers, kafka_group, {tp0: 2}) == {tp0: 2}
     assert _kafka_offsets(bootstrap_servers, kafka_group, [tp0, tp1]) == {tp0: 2}
@@ -395,7 +399,7 @@ def test_import_from_kafka_refuses_live_members_and_dry_runs(
     create_topic(bootstrap_servers, topic_name, 2)
     produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=5)
     kafka_group = f"kafka-{uuid.uuid4().hex[:8]}"
-    _commit_to_kafka(bootstrap_servers, kafka_group, {(topic_name, 0): 1})
+    _commit_to_kafka(bootstrap_servers, kafka_group, {TopicPartition(topic_name, 0): 1})
     group = _group()
     base = ["--store", group_store, "--group", group, "--bootstrap-servers", bootstrap_servers]
 
@@ -426,7 +430,11 @@ def test_import_from_kafka_then_a_query_starts_there(
     produced = produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=10)
     kafka_group = f"legacy-{uuid.uuid4().hex[:8]}"
     # A plain Kafka consumer application committed these.
-    _commit_to_kafka(bootstrap_servers, kafka_group, {(topic_name, 0): 4, (topic_name, 1): 9})
+    _commit_to_kafka(
+        bootstrap_servers,
+        kafka_group,
+        {TopicPartition(topic_name, 0): 4, TopicPartition(topic_name, 1): 9},
+    )
     group = _group()
     result = run_cli(
         "import-from-kafka",
@@ -462,43 +470,6 @@ def test_import_from_kafka_then_a_query_starts_there(
         "--bootstrap-servers", bootstrap_servers, "--json",
     )  # fmt: skip
     assert after.json()["total_lag"] == 0
-
-
-@pytest.mark.broker
-@pytest.mark.spark
-def test_source_options_import_from_and_commit_to_kafka(
-    spark, bootstrap_servers: str, topic_name: str, group_store: str, tmp_path
-) -> None:
-    from tests.streaming import expected_records, run_available_now, source_options
-
-    create_topic(bootstrap_servers, topic_name, 2)
-    produced = produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=10)
-    legacy = f"legacy-{uuid.uuid4().hex[:8]}"
-    _commit_to_kafka(bootstrap_servers, legacy, {(topic_name, 0): 6})
-    group = _group()
-    options = source_options(
-        bootstrap_servers,
-        topic_name,
-        group,
-        group_store,
-        importFromKafkaGroup=legacy,
-        commitToKafka="true",
-    )
-    collected = run_available_now(spark, options, str(tmp_path / "checkpoint"))
-    # partition 0 from the Kafka group's offset, partition 1 (never committed) from earliest
-    start = {0: 6, 1: 0}
-    counts = {p: n - start[p] for p, n in produced.items()}
-    assert collected.records == expected_records(counts, start)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if _kafka_offsets(bootstrap_servers, group) == {
-            (topic_name, p): n for p, n in produced.items()
-        }:
-            break
-        time.sleep(0.5)
-    assert _kafka_offsets(bootstrap_servers, group) == {
-        (topic_name, p): n for p, n in produced.items()
-    }
 
 
 def test_delete_refused_while_members_live_then_the_group_is_gone(

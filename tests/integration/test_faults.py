@@ -22,19 +22,22 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import spark_kafka_group
 from spark_kafka_group.embedded import EmbeddedBroker
 from spark_kafka_group.group import GroupCoordinator, GroupError
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import JoinPayload, RevokePayload, SyncPayload
 from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import GroupLog, group_log_uri
 from tests.delivery import Batch, check_delivery, collected_batches, journal_batches
+from tests.groups import stable_with
 from tests.processes import MemberProcess, wait_until
 from tests.streaming import Collected, SteadyProducer, group_records, source_options, start_query
 
@@ -46,10 +49,9 @@ PARTITIONS = 6
 # -- helpers -------------------------------------------------------------------------------
 
 
-def stable_with(store: str, group: str, members: int, partitions: int = PARTITIONS) -> bool:
-    info = spark_kafka_group.describe_group(store, group)
-    owned = [tp for m in info.members for tp in m.assignment]
-    return info.state == "Stable" and len(info.members) == members and len(owned) == partitions
+def _commit_unfenced(tp: TopicPartition, offset: int) -> Callable[[GroupCoordinator, int], Any]:
+    """A commit of ``offset`` outside any generation (as an admin's), for ``transact``."""
+    return lambda work, now: work.commit_offsets(None, -1, {tp: offset}, now)
 
 
 def reading_now(member: MemberProcess) -> bool:
@@ -160,7 +162,7 @@ def bounce(
     try:
         for m in members:
             m.start()
-        wait_until(lambda: stable_with(store, group, 3), 240, "three stable members")
+        wait_until(lambda: stable_with(store, group, 3, PARTITIONS), 240, "three stable members")
         stable_ms = int(time.time() * 1000)
         producer.start()
         wait_until(lambda: all(reading_now(m) for m in members), 120, "all three reading")
@@ -181,7 +183,9 @@ def bounce(
             victim.start()
             kills += 1
         wait_until(
-            lambda: stable_with(store, group, 3) and all(reading_now(m) for m in members),
+            lambda: (
+                stable_with(store, group, 3, PARTITIONS) and all(reading_now(m) for m in members)
+            ),
             240, "the group stable with all three members again",
         )  # fmt: skip
         final = producer.stop()
@@ -358,7 +362,9 @@ def test_commit_conflict_storm(tmp_path: Path) -> None:
             for offset in range(1, commits + 1):
 
                 def decide(work: GroupCoordinator, now: int, offset: int = offset):
-                    return work.commit_offsets(None, -1, {("t", partition): offset}, now)
+                    return work.commit_offsets(
+                        None, -1, {TopicPartition("t", partition): offset}, now
+                    )
 
                 response = client.transact(decide)
                 assert response.partition_errors, response
@@ -501,9 +507,7 @@ def test_bad_group_store_contents_fail_clearly_and_are_left_untouched(
     log = GroupLog.open(group_log_uri(group_store, "g-truncated"))
     client = GroupLogClient(group_store, "g-truncated")
     for offset in range(1, 6):
-        client.transact(
-            lambda work, now, o=offset: work.commit_offsets(None, -1, {(topic_name, 0): o}, now)
-        )
+        client.transact(_commit_unfenced(TopicPartition(topic_name, 0), offset))
     assert log.latest_version() == 4
     (store / "g-truncated" / "_delta_log" / f"{2:020d}.json").unlink()
 

@@ -21,6 +21,7 @@ from spark_kafka_group.fetcher import (
     fetch,
     spark_schema_ddl,
 )
+from spark_kafka_group.group.metadata import TopicPartition as GroupTopicPartition
 from spark_kafka_group.kafka import KafkaCluster
 from spark_kafka_group.sample_data import create_topic, produce
 
@@ -57,7 +58,8 @@ def _read(spec: FetchSpec) -> pa.Table:
 
 def _latest(bootstrap_servers: str, topic: str, partition: int = 0) -> int:
     with KafkaCluster(bootstrap_servers) as cluster:
-        return cluster.latest_offsets([(topic, partition)])[(topic, partition)]
+        tp = GroupTopicPartition(topic, partition)
+        return cluster.latest_offsets([tp])[tp]
 
 
 def test_exact_range(filled: tuple[str, str, int]) -> None:
@@ -157,11 +159,10 @@ def test_range_at_end_of_log(filled: tuple[str, str, int]) -> None:
     servers, topic, count = filled
     end = _latest(servers, topic)
     assert end == count
-    started = time.monotonic()
+    # Both return (no wait for records past the end): how soon is benchmarks/bench_fetch_edges.py's.
     table = _read(FetchSpec(topic, 0, end - 5, end, servers))
     assert table.column("offset").to_pylist() == list(range(end - 5, end))
     assert list(fetch(FetchSpec(topic, 0, end, end, servers))) == []
-    assert time.monotonic() - started < 5
 
 
 def test_transaction_markers(bootstrap_servers: str, topic_name: str) -> None:
@@ -181,7 +182,6 @@ def test_transaction_markers(bootstrap_servers: str, topic_name: str) -> None:
         pytest.skip(f"transactions not supported by this broker: {exc}")
     end = _latest(bootstrap_servers, topic_name)
     assert end == 12  # 2 x (five records and the commit marker)
-    started = time.monotonic()
     for conf in ((), (("isolation.level", "read_committed"),)):
         table = _read(FetchSpec(topic_name, 0, 0, end, bootstrap_servers, client_conf=conf))
         assert table.column("offset").to_pylist() == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10]
@@ -195,7 +195,6 @@ def test_transaction_markers(bootstrap_servers: str, topic_name: str) -> None:
         assert (
             list(fetch(FetchSpec(topic_name, 0, 11, 12, bootstrap_servers, client_conf=conf))) == []
         )
-    assert time.monotonic() - started < 10
 
 
 def test_out_of_range_beyond_high_watermark(
@@ -271,10 +270,9 @@ def test_invalid_client_conf() -> None:
 
 
 def test_unreachable_broker_fails_with_clear_error() -> None:
-    started = time.monotonic()
+    # It fails (no hang); how soon after fetch_timeout_s is benchmarks/bench_fetch_edges.py's.
     with pytest.raises(BrokerUnavailableError) as info:
         list(fetch(FetchSpec("t", 0, 0, 10, "127.0.0.1:1", fetch_timeout_s=3)))
-    assert time.monotonic() - started < 15
     assert "127.0.0.1:1" in str(info.value) and "t-0" in str(info.value)
     assert consumer_pool().idle() == [] or all(
         e.key[0] != "127.0.0.1:1" for e in consumer_pool().idle()

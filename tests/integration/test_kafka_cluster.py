@@ -7,6 +7,7 @@ import time
 import pytest
 
 from spark_kafka_group.errors import BrokerUnavailableError, OptionError, TopicNotFoundError
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka import KafkaCluster
 from spark_kafka_group.kafka.cluster import UNREACHABLE_FAST_FAIL_S, cluster_for_source
 from spark_kafka_group.kafka.config import OffsetFetchRetry
@@ -51,14 +52,16 @@ def test_fetch_offset_retries_bound_an_unreachable_cluster(
     # The options as a query gives them: against the real broker they just work ...
     opts = parse_options(_source_options(bootstrap_servers, topic_name, "2", "700"))
     with cluster_for_source(opts) as cluster:
-        assert cluster.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): counts[0]}
+        assert cluster.latest_offsets([TopicPartition(topic_name, 0)]) == {
+            TopicPartition(topic_name, 0): counts[0]
+        }
     # ... and a cluster that never answers fails after exactly that many attempts (the test
     # of the defaults above has one attempt and no retry).
     opts = parse_options(_source_options("127.0.0.1:1", topic_name, "2", "700"))
     caplog.set_level("WARNING", logger="spark_kafka_group.kafka.cluster")
     started = time.monotonic()
     with cluster_for_source(opts) as cluster, pytest.raises(BrokerUnavailableError) as info:
-        cluster.latest_offsets([(topic_name, 0)])
+        cluster.latest_offsets([TopicPartition(topic_name, 0)])
     elapsed = time.monotonic() - started
     assert 0.7 <= elapsed < 2 * UNREACHABLE_FAST_FAIL_S + 0.7 + 3
     message = str(info.value)
@@ -102,7 +105,7 @@ def test_subscribe_pattern_and_assign(bootstrap_servers: str, topic_name: str) -
 def test_offsets(bootstrap_servers: str, topic_name: str) -> None:
     create_topic(bootstrap_servers, topic_name, 2)
     counts = produce(bootstrap_servers, topic_name, ((0, None, b"x%d" % i) for i in range(30)))
-    tps = [(topic_name, 0), (topic_name, 1)]
+    tps = [TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)]
     with KafkaCluster(bootstrap_servers) as cluster:
         assert cluster.earliest_offsets(tps) == {tps[0]: 0, tps[1]: 0}
         assert cluster.latest_offsets(tps) == {tps[0]: counts[0], tps[1]: 0}
@@ -119,11 +122,11 @@ def test_offsets(bootstrap_servers: str, topic_name: str) -> None:
         future = cluster.offsets_for_timestamp(tps, int(time.time() * 1000) + 3_600_000)
         assert all(v is None or 0 <= v <= counts.get(tp[1], 0) for tp, v in future.items())
         with pytest.raises(TopicNotFoundError):
-            cluster.latest_offsets([(topic_name, 5)])
+            cluster.latest_offsets([TopicPartition(topic_name, 5)])
         with pytest.raises(TopicNotFoundError):
-            cluster.earliest_offsets([(f"{topic_name}-missing", 0)])
+            cluster.earliest_offsets([TopicPartition(f"{topic_name}-missing", 0)])
         with pytest.raises(TopicNotFoundError):
-            cluster.earliest_and_latest_offsets([(topic_name, 5)])
+            cluster.earliest_and_latest_offsets([TopicPartition(topic_name, 5)])
         assert cluster.latest_offsets([]) == {}
         assert cluster.earliest_and_latest_offsets([]) == ({}, {})
     with KafkaCluster(bootstrap_servers, client_conf={"isolation.level": "read_committed"}) as rc:

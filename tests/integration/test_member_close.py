@@ -14,8 +14,7 @@ from typing import ClassVar
 import pytest
 
 from spark_kafka_group.group.metadata import TopicPartition
-from spark_kafka_group.member import GroupMember, SubscriptionSpec
-from spark_kafka_group.options import GroupSettings
+from tests.members import group_member
 from tests.streaming import group_records
 
 TOPIC = "t"
@@ -42,18 +41,8 @@ def test_a_member_that_closes_logs_that_it_left_not_an_expiry_or_a_rejoin(
 ) -> None:
     RecordingListener.calls.clear()
     store = str(tmp_path / "groups")
-    member = GroupMember(
-        GroupSettings(
-            group_id="g",
-            store=store,
-            heartbeat_interval_ms=500,
-            session_timeout_ms=30_000,
-            rebalance_timeout_ms=30_000,
-            rebalance_listener=f"{__name__}:RecordingListener",
-            initial_rebalance_delay_ms=0,
-        ),
-        subscription=SubscriptionSpec(topics=(TOPIC,)),
-        topic_counts=lambda: {TOPIC: len(PARTITIONS)},
+    member = group_member(
+        store, "g", {TOPIC: len(PARTITIONS)}, rebalance_listener=f"{__name__}:RecordingListener"
     )
     member.start()
     deadline = time.monotonic() + 10

@@ -10,27 +10,19 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
-from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
-from spark_kafka_group.options import GroupSettings
+from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.member import GroupMember
 from spark_kafka_group.store import group_log_uri
 from spark_kafka_group.store.leases import LEASE_DIR, LeaseFiles
+from tests.members import group_member
 from tests.streaming import group_records
 
 SESSION_MS = 6_000
 
 
 def member(store: str) -> GroupMember:
-    return GroupMember(
-        GroupSettings(
-            group_id="g",
-            store=store,
-            heartbeat_interval_ms=500,
-            session_timeout_ms=SESSION_MS,
-            rebalance_timeout_ms=10_000,
-            initial_rebalance_delay_ms=0,
-        ),
-        subscription=SubscriptionSpec(topics=("t",)),
-        topic_counts=lambda: {"t": 4},
+    return group_member(
+        store, "g", {"t": 4}, session_timeout_ms=SESSION_MS, rebalance_timeout_ms=10_000
     )
 
 
@@ -43,6 +35,7 @@ def test_members_stay_alive_on_leases_and_the_cli_sees_them(tmp_path: Path) -> N
         deadline = time.monotonic() + 20
         while not (a.poll().settled and b.poll().settled) and time.monotonic() < deadline:
             time.sleep(0.2)
+        assert a.poll().settled and b.poll().settled, f"not settled in 20 s: {a.poll()}, {b.poll()}"
         settled_at = len(group_records(store, "g"))
         time.sleep(SESSION_MS / 1000 + 2)  # longer than a session: nothing written, no expiry
         records = group_records(store, "g")[settled_at:]
@@ -52,7 +45,7 @@ def test_members_stay_alive_on_leases_and_the_cli_sees_them(tmp_path: Path) -> N
         assert {m.member_id for m in info.members} == {a.member_id, b.member_id}
         assert all(now - m.last_seen_ms < SESSION_MS for m in info.members)
         with pytest.raises(GroupNotEmptyError, match="has live members"):
-            reset_offsets(store, "g", {("t", 0): 0}, execute=True)
+            reset_offsets(store, "g", {TopicPartition("t", 0): 0}, execute=True)
         assert not any(r.kind == "EXPIRE" for r in group_records(store, "g"))
         renewed = LeaseFiles(group_log_uri(store, "g")).read()
         assert set(renewed) == {a.member_id, b.member_id}
@@ -76,11 +69,11 @@ def test_reset_offsets_expires_stopped_members_only_after_watching_them(tmp_path
     stopped = GroupDriver(store, "stopped", {"t": 2}, session_timeout_ms=SESSION_MS)
     stopped.rebalance(["A"])
     started = time.monotonic()
-    reset_offsets(store, "stopped", {("t", 0): 0}, execute=True)
+    reset_offsets(store, "stopped", {TopicPartition("t", 0): 0}, execute=True)
     assert time.monotonic() - started >= SESSION_MS / 1000
     kinds = [r.kind for r in group_records(store, "stopped")]
     assert kinds[-2:] == ["EXPIRE", "COMMIT"] or kinds[-3:-1] == ["EXPIRE", "GENERATION"], kinds
-    assert GroupLogClient(store, "stopped").fold().group.offsets[("t", 0)].offset == 0
+    assert GroupLogClient(store, "stopped").fold().group.offsets[TopicPartition("t", 0)].offset == 0
 
     behind = GroupDriver(store, "behind", {"t": 2}, session_timeout_ms=SESSION_MS)
     behind.rebalance(["B"])  # its records say a minute ago: a machine whose clock is behind
@@ -98,7 +91,7 @@ def test_reset_offsets_expires_stopped_members_only_after_watching_them(tmp_path
     renewer.start()
     try:
         with pytest.raises(GroupNotEmptyError, match="has live members"):
-            reset_offsets(store, "behind", {("t", 0): 0}, execute=True)
+            reset_offsets(store, "behind", {TopicPartition("t", 0): 0}, execute=True)
     finally:
         renewing = False
         renewer.join()

@@ -40,7 +40,7 @@ DEFAULT_TIMEOUTS = {
 }
 
 
-def leaves(store: str, group: str) -> dict[str, int]:
+def leaves(store: str, group: str) -> dict[str | None, int]:
     """Member id -> time (ms) of its LEAVE record."""
     return {r.member_id: r.timestamp_ms for r in group_records(store, group) if r.kind == "LEAVE"}
 
@@ -90,7 +90,7 @@ class FailingSink(Collected):
         super().__init__()
         self.fail = threading.Event()
 
-    def sink(self, frame, batch_id: int) -> None:  # type: ignore[no-untyped-def]
+    def sink(self, frame, batch_id: int) -> None:
         super().sink(frame, batch_id)
         if self.fail.is_set() and self.batches[batch_id]:
             raise RuntimeError("the sink failed (test)")
@@ -135,11 +135,17 @@ def test_a_restarted_query_reads_new_records_at_once(
             start=first_counts[0],
         )  # fmt: skip
         wait_until(lambda: second.count() >= sum(more.values()), 60, "the new records")
-        figure = second.first_record_time() - restarted
+        first_time = second.first_record_time()
+        assert first_time is not None
+        figure = first_time - restarted
     finally:
         query.stop()
+    # How soon is benchmarks/bench_restart.py's figure. What makes it soon: the stopped (or
+    # failed) incarnation left or was replaced, so nobody waited for its session timeout to
+    # expire it.
     print(f"restart ({restart}): first new record {figure:.2f}s after the restart")
-    assert figure < 20, f"{figure:.1f}s: the restart waited for something (session timeout 45s)"
+    expired = [r.member_id for r in group_records(group_store, group) if r.kind == "EXPIRE"]
+    assert expired == [], f"the restart waited for the session timeout to expire {expired}"
     expected = sorted(
         (p, o) for p in range(PARTITIONS) for o in range(first_counts[p] + more[p])
     )  # fmt: skip

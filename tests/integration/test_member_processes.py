@@ -16,11 +16,13 @@ import pytest
 
 import spark_kafka_group
 from spark_kafka_group.group import GroupError, replay
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import JoinPayload, payload_of
 from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
 from tests.delivery import check_delivery, collected_batches, journal_batches
+from tests.groups import stable_with
 from tests.processes import MemberProcess, wait_until
 from tests.streaming import Collected, SteadyProducer, group_records, source_options, start_query
 
@@ -35,12 +37,6 @@ def describe(store: str, group: str):
 
 def owners(store: str, group: str) -> dict[str, set[int]]:
     return {m.member_id: {p for _, p in m.assignment} for m in describe(store, group).members}
-
-
-def stable_with(store: str, group: str, members: int) -> bool:
-    info = describe(store, group)
-    owned = [tp for m in info.members for tp in m.assignment]
-    return info.state == "Stable" and len(info.members) == members and len(owned) == PARTITIONS
 
 
 def delivery(final, collected: Collected, member: MemberProcess, store: str, group: str):
@@ -78,13 +74,17 @@ def test_sigkilled_member_is_expired_and_its_partitions_move(setup, group_store)
     victim = member("victim", group).start()
     query, collected = survivor(group)
     try:
-        wait_until(lambda: stable_with(group_store, group, 2), 180, "two stable members")
+        wait_until(
+            lambda: stable_with(group_store, group, 2, PARTITIONS), 180, "two stable members"
+        )
         producer.start()
         wait_until(lambda: victim.records() and collected.count(), 60, "both reading")
         time.sleep(2)
         victim.kill()
         killed_at = time.time()
-        wait_until(lambda: stable_with(group_store, group, 1), 60, "the victim's expiry")
+        wait_until(
+            lambda: stable_with(group_store, group, 1, PARTITIONS), 60, "the victim's expiry"
+        )
         moved_at = time.time()
         time.sleep(2)
         final = producer.stop()
@@ -123,7 +123,9 @@ def test_static_member_restarted_within_session_timeout_keeps_its_partitions(
     victim.start()
     query, collected = survivor(group)
     try:
-        wait_until(lambda: stable_with(group_store, group, 2), 180, "two stable members")
+        wait_until(
+            lambda: stable_with(group_store, group, 2, PARTITIONS), 180, "two stable members"
+        )
         producer.start()
         wait_until(lambda: victim.records() and collected.count(), 60, "both reading")
         before = describe(group_store, group)
@@ -180,17 +182,23 @@ def test_paused_member_is_fenced_and_rejoins(setup, group_store) -> None:
     zombie = member("zombie", group, extra=["--option", "kafka.client.id=zombie"]).start()
     query, collected = survivor(group)
     try:
-        wait_until(lambda: stable_with(group_store, group, 2), 180, "two stable members")
+        wait_until(
+            lambda: stable_with(group_store, group, 2, PARTITIONS), 180, "two stable members"
+        )
         producer.start()
         wait_until(lambda: zombie.records() and collected.count(), 60, "both reading")
         old_id = next(
             m.member_id for m in describe(group_store, group).members if m.client_id == "zombie"
         )
         zombie.signal(signal.SIGSTOP)
-        wait_until(lambda: stable_with(group_store, group, 1), 60, "the zombie's expiry")
+        wait_until(
+            lambda: stable_with(group_store, group, 1, PARTITIONS), 60, "the zombie's expiry"
+        )
         time.sleep(2)
         zombie.signal(signal.SIGCONT)
-        wait_until(lambda: stable_with(group_store, group, 2), 90, "the zombie's rejoin")
+        wait_until(
+            lambda: stable_with(group_store, group, 2, PARTITIONS), 90, "the zombie's rejoin"
+        )
         time.sleep(2)
         final = producer.stop()
         total = sum(final.values())
@@ -228,7 +236,7 @@ def test_restart_from_checkpoint_after_sigkill_takes_over_and_replays_only_the_i
     # Kafka's default session timeout: the restart must not wait for it.
     alone = member("alone", group, session_timeout_ms=45_000).start()
     try:
-        wait_until(lambda: stable_with(group_store, group, 1), 120, "the member")
+        wait_until(lambda: stable_with(group_store, group, 1, PARTITIONS), 120, "the member")
         producer.start()
         wait_until(lambda: len(alone.batches()) >= 5, 90, "a few batches")
         (old,) = owners(group_store, group)
@@ -248,10 +256,11 @@ def test_restart_from_checkpoint_after_sigkill_takes_over_and_replays_only_the_i
     # session timeout to expire it, and that incarnation's late commits are refused.
     records = group_records(group_store, group)
     assert any(r.kind == "JOIN" and JoinPayload.of(r).replaces == old for r in records)
-    assert not any(r.kind == "EXPIRE" for r in records)
-    assert took - killed_at < 30, "the restart waited for the session timeout (45 s)"
+    assert not any(r.kind == "EXPIRE" for r in records), "it waited for the session timeout"
     work = GroupLogClient(group_store, group, create=False).fold().fork()
-    _, response = work.commit_offsets(old, work.group.generation, {(topic_name, 0): 0}, 0)
+    _, response = work.commit_offsets(
+        old, work.group.generation, {TopicPartition(topic_name, 0): 0}, 0
+    )
     assert response.error is GroupError.FENCED_INSTANCE_ID, response
     produced = {(p, o) for p, n in final.items() for o in range(n)}
     assert produced <= set(alone.records()), "nothing lost"

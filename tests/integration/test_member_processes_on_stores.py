@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import spark_kafka_group
 from spark_kafka_group.sample_data import create_topic
 from tests.delivery import check_delivery, journal_batches
+from tests.groups import stable_with
 from tests.object_stores import ObjectStore
 from tests.processes import MemberProcess, wait_until
 from tests.streaming import SteadyProducer, group_records
@@ -34,13 +34,8 @@ def test_two_applications_share_a_group_on_the_store_exactly_once(
     options = dict(store.storage_options)
     create_topic(bootstrap_servers, topic_name, PARTITIONS)
 
-    def describe():
-        return spark_kafka_group.describe_group(root, group, storage_options=options)
-
-    def stable_with(members: int) -> bool:
-        info = describe()
-        owned = [tp for m in info.members for tp in m.assignment]
-        return info.state == "Stable" and len(info.members) == members and len(owned) == PARTITIONS
+    def stable(members: int) -> bool:
+        return stable_with(root, group, members, PARTITIONS, storage_options=options)
 
     def member(name: str) -> MemberProcess:
         extra = [f"--option={k}={v}" for k, v in store.source_options().items()]
@@ -53,16 +48,16 @@ def test_two_applications_share_a_group_on_the_store_exactly_once(
     producer = SteadyProducer(bootstrap_servers, topic_name, PARTITIONS)
     try:
         first.start()
-        wait_until(lambda: stable_with(1), 120, f"the first application on {store.name}")
+        wait_until(lambda: stable(1), 120, f"the first application on {store.name}")
         producer.start()
         wait_until(lambda: first.records(), 60, "the first application reading")
         second.start()  # joins during steady production
-        wait_until(lambda: stable_with(2), 120, "the second application's join")
+        wait_until(lambda: stable(2), 120, "the second application's join")
         wait_until(lambda: second.records(), 60, "the second application reading")
         time.sleep(2)
         first.stop()  # leaves during steady production (query stopped, LEAVE written)
         assert first.process is not None and first.process.returncode == 0, first.output()
-        wait_until(lambda: stable_with(1), 60, "the first application's leave")
+        wait_until(lambda: stable(1), 60, "the first application's leave")
         time.sleep(2)
         final = producer.stop()
         total = sum(final.values())

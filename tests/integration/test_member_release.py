@@ -15,11 +15,12 @@ import pytest
 
 from spark_kafka_group.admin import commit_for_member
 from spark_kafka_group.group.assignors import load_assignor
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 
 TOPIC = "t"
-PARTITIONS = [(TOPIC, p) for p in range(4)]
+PARTITIONS = [TopicPartition(TOPIC, p) for p in range(4)]
 
 
 def settings(store: str, strategy: str) -> GroupSettings:
@@ -54,7 +55,7 @@ def start(members: list[GroupMember], store: str, strategy: str) -> GroupMember:
     return member
 
 
-def poll_until(member: GroupMember, ready, timeout_s: float = 10.0):  # type: ignore[no-untyped-def]
+def poll_until(member: GroupMember, ready, timeout_s: float = 10.0):
     deadline = time.monotonic() + timeout_s
     assignment = member.poll()
     while not ready(assignment):

@@ -15,6 +15,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 import spark_kafka_group
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka import KafkaCluster
 from spark_kafka_group.sample_data import create_topic
 from spark_kafka_group.source.positions import LogBounds
@@ -135,7 +136,7 @@ def test_topic_created_while_the_pattern_query_was_stopped_is_read_from_earliest
         with lock:
             seen.extend((r.topic, r.partition, r.offset) for r in rows)
 
-    def start():  # type: ignore[no-untyped-def]
+    def start():
         reader = spark.readStream.format("kafka-group")
         for key, value in options.items():
             reader = reader.option(key, value)
@@ -184,7 +185,7 @@ def test_recreated_topic_fails_or_continues_at_earliest_by_fail_on_data_loss(
     # The group consumed all 10 records of each partition. (Set with reset-offsets rather than
     # by a first query: librdkafka consumers that read a topic crash when it is recreated on
     # the test broker, and a query's executors keep theirs pooled.)
-    consumed = {(topic_name, 0): 10, (topic_name, 1): 10}
+    consumed = {TopicPartition(topic_name, 0): 10, TopicPartition(topic_name, 1): 10}
     spark_kafka_group.reset_offsets(group_store, "g-loss", consumed, execute=True)
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     for future in admin.delete_topics([topic_name], operation_timeout=10).values():
@@ -215,7 +216,7 @@ def test_offsets_for_timestamps_are_checked_against_the_records(
     produce(
         bootstrap_servers, topic_name, 1, 40, timestamps=[BASE_MS + 1000 * i for i in range(40)]
     )
-    tp = (topic_name, 0)
+    tp = TopicPartition(topic_name, 0)
     with KafkaCluster(bootstrap_servers) as cluster:
         bounds = LogBounds(earliest=cluster.earliest_offsets([tp]), latest={tp: 40})
         for ms, expected in [
@@ -300,7 +301,9 @@ def test_batch_read_returns_exactly_the_range_with_the_stream_schema(
     assert row.value.startswith(b"v3") and row.topic == topic_name
 
     # What the group has not consumed yet; the read neither joins nor commits.
-    spark_kafka_group.reset_offsets(group_store, "g-batch", {(topic_name, 0): 12}, execute=True)
+    spark_kafka_group.reset_offsets(
+        group_store, "g-batch", {TopicPartition(topic_name, 0): 12}, execute=True
+    )
     before = spark_kafka_group.describe_group(group_store, "g-batch")
     pending = batch_read(spark, {**base, "startingOffsets": "group"})
     expected = [(topic_name, 0, o) for o in range(12, 20)]

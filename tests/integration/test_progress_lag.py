@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import spark_kafka_group
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka import KafkaCluster
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
@@ -22,7 +23,7 @@ def test_lag_figures_match_the_broker_end_offsets(
 ) -> None:
     create_topic(bootstrap_servers, topic_name, 3)
     produce_sample(bootstrap_servers, topic_name, partitions=3, per_partition=100)
-    tps = [(topic_name, p) for p in range(3)]
+    tps = [TopicPartition(topic_name, p) for p in range(3)]
     with KafkaCluster(bootstrap_servers) as cluster:
         log_end = cluster.latest_offsets(tps)
     options = source_options(

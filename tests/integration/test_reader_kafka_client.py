@@ -38,7 +38,7 @@ def test_import_from_and_commit_to_kafka_go_through_the_readers_one_client(
 
     built: list[str] = []
 
-    class CountingAdminClient(cluster_module.AdminClient):  # type: ignore[misc]
+    class CountingAdminClient(cluster_module.AdminClient):
         def __init__(self, conf: dict[str, Any]) -> None:
             built.append(conf["bootstrap.servers"])
             super().__init__(conf)

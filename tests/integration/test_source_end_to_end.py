@@ -9,8 +9,10 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 import spark_kafka_group
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
+from tests.groups import committed
 from tests.processes import wait_until
 from tests.streaming import (
     Collected,
@@ -22,10 +24,6 @@ from tests.streaming import (
 
 # The whole module is the smoke suite that also runs on the oldest supported pyspark.
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.smoke]
-
-
-def committed(store: str, group: str) -> dict[tuple[str, int], int]:
-    return dict(spark_kafka_group.describe_group(store, group).committed)
 
 
 def committed_soon(store: str, group: str, expected: dict[tuple[str, int], int]) -> None:
@@ -147,7 +145,7 @@ def test_out_of_range_committed_offset(
     # An operator set the group's offset beyond the end of the log (e.g. the topic was
     # recreated): the committed offset is out of range.
     spark_kafka_group.reset_offsets(
-        group_store, "g-oor", {(topic_name, 0): counts[0] + 1000}, execute=True
+        group_store, "g-oor", {TopicPartition(topic_name, 0): counts[0] + 1000}, execute=True
     )
     strict = source_options(bootstrap_servers, topic_name, "g-oor", group_store)
     query = start_query(spark, strict, str(tmp_path / "c1"), Collected())

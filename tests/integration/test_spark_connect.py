@@ -12,6 +12,7 @@ import pytest
 
 import spark_kafka_group
 from spark_kafka_group.sample_data import create_topic, produce_sample
+from tests.groups import committed
 from tests.processes import wait_until
 from tests.spark_apps import AppProcess
 from tests.streaming import expected_records, group_records, source_options
@@ -26,10 +27,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.smoke]
 #: batch; its records then come one trigger later, and the reasoning holds for that batch.)
 TRIGGER = "60 seconds"
 LISTENER_WINDOW_S = 30
-
-
-def committed(store: str, group: str) -> dict[tuple[str, int], int]:
-    return dict(spark_kafka_group.describe_group(store, group).committed)
 
 
 def test_the_source_through_spark_connect(

@@ -28,7 +28,7 @@ members_st = st.dictionaries(
 )
 
 
-def subs(members: dict[str, frozenset[str]], owned=None) -> dict[str, MemberSubscription]:  # type: ignore[no-untyped-def]
+def subs(members: dict[str, frozenset[str]], owned=None) -> dict[str, MemberSubscription]:
     owned = owned or {}
     return {m: MemberSubscription(t, frozenset(owned.get(m, ()))) for m, t in members.items()}
 
@@ -37,7 +37,7 @@ def all_partitions(meta: dict[str, int], topics: set[str]) -> set[TopicPartition
     return {TopicPartition(t, p) for t in topics if t in meta for p in range(meta[t])}
 
 
-def check_valid(meta, members, out) -> None:  # type: ignore[no-untyped-def]
+def check_valid(meta, members, out) -> None:
     assert set(out) == set(members)
     flat = [tp for ps in out.values() for tp in ps]
     assert len(flat) == len(set(flat)), "a partition assigned twice"
@@ -47,7 +47,7 @@ def check_valid(meta, members, out) -> None:  # type: ignore[no-untyped-def]
     assert set(flat) == wanted
 
 
-def is_balanced(meta, members, out) -> bool:  # type: ignore[no-untyped-def]
+def is_balanced(meta, members, out) -> bool:
     """Kafka's definition: no partition could move to a member with two fewer."""
     count = {m: len(ps) for m, ps in out.items()}
     for v, ps in out.items():
@@ -60,7 +60,7 @@ def is_balanced(meta, members, out) -> bool:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("name", sorted(builtin_assignors()))
 @FAST
 @given(meta=metadata_st, members=members_st)
-def test_valid_for_random_subscriptions(name: str, meta, members) -> None:  # type: ignore[no-untyped-def]
+def test_valid_for_random_subscriptions(name: str, meta, members) -> None:
     out = builtin_assignors()[name].assign(meta, subs(members))
     check_valid(meta, members, out)
     assert builtin_assignors()[name].assign(meta, subs(members)) == out  # deterministic
@@ -71,7 +71,7 @@ def test_valid_for_random_subscriptions(name: str, meta, members) -> None:  # ty
 )
 @FAST
 @given(meta=metadata_st, n=st.integers(1, 9))
-def test_balanced_with_identical_subscriptions(assignor, meta, n) -> None:  # type: ignore[no-untyped-def]
+def test_balanced_with_identical_subscriptions(assignor, meta, n) -> None:
     members = {f"m{i}": frozenset(meta) for i in range(n)}
     out = assignor.assign(meta, subs(members))
     counts = [len(ps) for ps in out.values()]
@@ -80,7 +80,7 @@ def test_balanced_with_identical_subscriptions(assignor, meta, n) -> None:  # ty
 
 @FAST
 @given(meta=metadata_st, n=st.integers(1, 9))
-def test_range_is_balanced_per_topic(meta, n) -> None:  # type: ignore[no-untyped-def]
+def test_range_is_balanced_per_topic(meta, n) -> None:
     members = {f"m{i}": frozenset(meta) for i in range(n)}
     out = RangeAssignor().assign(meta, subs(members))
     for t in meta:
@@ -93,7 +93,7 @@ def test_range_is_balanced_per_topic(meta, n) -> None:  # type: ignore[no-untype
 
 @FAST
 @given(meta=metadata_st, members=members_st, data=st.data())
-def test_sticky_is_balanced_for_random_subscriptions_and_ownership(meta, members, data) -> None:  # type: ignore[no-untyped-def]
+def test_sticky_is_balanced_for_random_subscriptions_and_ownership(meta, members, data) -> None:
     everything = sorted(all_partitions(meta, set(TOPICS)))
     owned = {m: data.draw(st.sets(st.sampled_from(everything))) if everything else set()
              for m in members}  # fmt: skip
@@ -118,7 +118,7 @@ def min_moves(owned_counts: list[int], total: int) -> int:
     n=st.integers(1, 8),
     change=st.sampled_from(["join", "leave"]),
 )
-def test_sticky_moves_the_minimum_on_join_or_leave(assignor, meta, n, change) -> None:  # type: ignore[no-untyped-def]
+def test_sticky_moves_the_minimum_on_join_or_leave(assignor, meta, n, change) -> None:
     members = {f"m{i}": frozenset(meta) for i in range(n)}
     first = StickyAssignor().assign(meta, subs(members))
     if change == "join":
@@ -134,7 +134,7 @@ def test_sticky_moves_the_minimum_on_join_or_leave(assignor, meta, n, change) ->
 
 @FAST
 @given(meta=metadata_st, members=members_st, data=st.data())
-def test_cooperative_never_revokes_and_assigns_in_one_round(meta, members, data) -> None:  # type: ignore[no-untyped-def]
+def test_cooperative_never_revokes_and_assigns_in_one_round(meta, members, data) -> None:
     previous = RoundRobinAssignor().assign(meta, subs(members))  # a very different layout
     order = sorted(members)
     if data.draw(st.booleans()) and len(order) > 1:  # someone leaves

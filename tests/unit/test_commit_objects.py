@@ -318,7 +318,7 @@ def test_the_progress_listener_commits_only_what_a_rebalance_waits_for_until_the
 
     def commits_since(n: int) -> dict[TopicPartition, int]:
         return {
-            TopicPartition(r.topic or "", r.partition or 0): r.offset
+            TopicPartition(r.topic or "", r.partition or 0): r.offset or 0
             for r in g.records("COMMIT")[n:]
         }
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from spark_kafka_group.group import GroupRecord, Subscription, TopicPartition
 from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload, SyncPayload
 from spark_kafka_group.group.record_helpers import (
@@ -60,7 +63,7 @@ def expire(member: str, gen: int, ts: int) -> GroupRecord:
     )  # fmt: skip
 
 
-def handover_log(extra: list[GroupRecord] = ()) -> list[GroupRecord]:
+def handover_log(extra: Sequence[GroupRecord] = ()) -> list[GroupRecord]:
     """Member a owns partitions 0 and 1, commits 4 (t=2s), is expired (t=10s); b takes over."""
     return [
         join("a", 0, rebalance=True),
@@ -201,7 +204,7 @@ def test_double_ownership_is_caught() -> None:
 
 
 def test_journal_lines_of_member_processes() -> None:
-    lines = [
+    lines: list[dict[str, Any]] = [
         {"batch": 0, "pid": 7, "instance": None, "time": 1.5, "records": [[0, 0], [0, 1]]},
         {"batch": 1, "pid": 7, "instance": None, "time": 2.5, "records": []},
     ]

@@ -32,7 +32,7 @@ class Group:
         self.coord = GroupCoordinator("g", config)
         self.log: list[GroupRecord] = []
 
-    def do(self, result):  # type: ignore[no-untyped-def]
+    def do(self, result):
         records, response = result
         for r in records:
             json.dumps(r.payload)  # JSON primitives only
@@ -40,13 +40,13 @@ class Group:
         self.log.extend(records)
         return response
 
-    def join(self, mid: str, now: int = 0, **kw):  # type: ignore[no-untyped-def]
+    def join(self, mid: str, now: int = 0, **kw):
         kw.setdefault("protocols", ("cooperative-sticky", "range"))
         kw.setdefault("topics", ("t",))
         kw.setdefault("session_timeout_ms", 10_000)
         return self.do(self.coord.join(JoinRequest(mid, **kw), now))
 
-    def stable(self, members: list[str], now: int = 0, **kw) -> int:  # type: ignore[no-untyped-def]
+    def stable(self, members: list[str], now: int = 0, **kw) -> int:
         for mid in members:
             self.join(mid, now, instance_id=kw.get("instances", {}).get(mid))
         # members that joined earlier rejoin (rebalance)
@@ -55,6 +55,7 @@ class Group:
                 self.join(mid, now, instance_id=kw.get("instances", {}).get(mid))
         g = self.coord.group
         assert g.state == GroupState.COMPLETING_REBALANCE
+        assert g.leader is not None
         self.do(self.coord.sync(g.leader, g.generation, now, metadata={"t": 6}))
         assert self.coord.group.state == GroupState.STABLE
         return self.coord.group.generation
@@ -69,7 +70,7 @@ def test_handlers_do_not_mutate_the_group() -> None:
     c.join(JoinRequest("x", ("range",), topics=("t",), session_timeout_ms=10_000), 5)
     c.leave("a", 5)
     c.heartbeat("a", gen, 5)
-    c.commit_offsets("a", gen, {("t", 0): 1}, 5)
+    c.commit_offsets("a", gen, {TopicPartition("t", 0): 1}, 5)
     c.metadata_changed("a", {"t": 9}, 5)
     c.tick(10**9)
     assert c.group == before
@@ -108,8 +109,10 @@ def test_member_errors_heartbeat_sync_commit() -> None:
     assert c.heartbeat("a", gen - 1, 1)[1].error is E.ILLEGAL_GENERATION
     assert c.sync("a", gen + 5, 1)[1].error is E.ILLEGAL_GENERATION
     assert c.heartbeat("a", gen, 1)[1].error is E.NONE
-    assert c.commit_offsets("zz", gen, {("t", 0): 1}, 1)[1].error is E.UNKNOWN_MEMBER_ID
-    assert c.commit_offsets("a", gen - 1, {("t", 0): 1}, 1)[1].partition_errors == {
+    assert (
+        c.commit_offsets("zz", gen, {TopicPartition("t", 0): 1}, 1)[1].error is E.UNKNOWN_MEMBER_ID
+    )
+    assert c.commit_offsets("a", gen - 1, {TopicPartition("t", 0): 1}, 1)[1].partition_errors == {
         TopicPartition("t", 0): E.ILLEGAL_GENERATION
     }
     grp.join("c", 2)
@@ -140,10 +143,13 @@ def test_commits_only_from_the_owner_in_the_current_generation() -> None:
 
 def test_admin_commit_only_into_an_empty_group_and_delete() -> None:
     grp = Group()
-    resp = grp.do(grp.coord.commit_offsets(None, -1, {("t", 0): 42}, 0))
+    resp = grp.do(grp.coord.commit_offsets(None, -1, {TopicPartition("t", 0): 42}, 0))
     assert resp.accepted == {TopicPartition("t", 0)}
     grp.join("a")
-    assert grp.coord.commit_offsets(None, -1, {("t", 0): 1}, 0)[1].error is E.UNKNOWN_MEMBER_ID
+    assert (
+        grp.coord.commit_offsets(None, -1, {TopicPartition("t", 0): 1}, 0)[1].error
+        is E.UNKNOWN_MEMBER_ID
+    )
     assert grp.coord.delete_group(1)[1].error is E.NON_EMPTY_GROUP
     grp.do(grp.coord.leave("a", 1))
     assert grp.coord.group.state == GroupState.EMPTY
@@ -191,6 +197,7 @@ def test_session_expiry_and_rebalance_timeout_are_records() -> None:
     # a rejoins, b never does: b is dropped at the rebalance timeout
     grp.join("a", 10_002)
     deadline = c.group.deadline_ms
+    assert deadline is not None
     for t in range(10_003, deadline, 5_000):  # b stays alive but never rejoins
         assert grp.do(c.heartbeat("b", gen, t)).error is E.REBALANCE_IN_PROGRESS
     assert grp.coord.tick(deadline - 1) == []
@@ -386,10 +393,13 @@ def test_describe_says_live_exactly_when_tick_would_not_expire() -> None:
     grp.stable(["a", "b"])  # session timeout 10 s, everything at t=0
     grp.do(grp.coord.heartbeat("b", grp.coord.group.generation, 8_000))
     gen = grp.coord.group.generation
-    grp.do(grp.coord.commit_offsets("a", gen, {("t", 0): 4}, 1_000))
+    grp.do(grp.coord.commit_offsets("a", gen, {TopicPartition("t", 0): 4}, 1_000))
     at_limit = grp.coord.describe(11_000)  # a: silent 10 s = its session timeout, still live
     assert [(m.member_id, m.live) for m in at_limit.members] == [("a", True), ("b", True)]
-    assert at_limit.committed == {("t", 0): 4} and at_limit.offsets[("t", 0)].offset == 4
+    assert (
+        at_limit.committed == {TopicPartition("t", 0): 4}
+        and at_limit.offsets[TopicPartition("t", 0)].offset == 4
+    )
     later = grp.coord.describe(11_001)
     assert {m.member_id: m.live for m in later.members} == {"a": False, "b": True}
     assert {r.member_id for r in grp.coord.tick(11_001) if r.kind == RecordKind.EXPIRE} == {"a"}

@@ -10,6 +10,8 @@ Round 3: the delay expires; everyone rejoins and C2 gets P1 back. C1 and C3 neve
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from spark_kafka_group.group import (
@@ -19,6 +21,7 @@ from spark_kafka_group.group import (
     GroupMetadata,
     GroupState,
     JoinRequest,
+    JoinResponse,
     MemberMetadata,
     Subscription,
     TopicPartition,
@@ -63,7 +66,7 @@ class Round:
     def __init__(self, coord: GroupCoordinator, log: list[GroupRecord]) -> None:
         self.coord, self.log = coord, log
 
-    def do(self, result: tuple[list[GroupRecord], object]) -> object:
+    def do(self, result: tuple[list[GroupRecord], Any]) -> Any:
         records, response = result
         for r in records:
             self.coord.apply(r)
@@ -77,7 +80,7 @@ class Round:
             )
         return response
 
-    def join(self, mid: str, now: int) -> object:
+    def join(self, mid: str, now: int) -> JoinResponse:
         owned = self.coord.member_view(mid).assignment
         return self.do(
             self.coord.join(
@@ -94,7 +97,7 @@ class Round:
             )
         )
 
-    def rebalance(self, members: list[str], now: int) -> dict[str, object]:
+    def rebalance(self, members: list[str], now: int) -> dict[str, Any]:
         """Everyone rejoins (told by its heartbeat), the leader syncs, everyone syncs."""
         for mid in members:
             hb = self.do(self.coord.heartbeat(mid, self.coord.group.generation, now))

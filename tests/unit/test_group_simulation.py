@@ -131,6 +131,7 @@ def test_cooperative_members_never_stop_unmoved_partitions() -> None:
     for r in log.records[len(before_log) :]:
         apply(state, r)
         if r.kind == "SYNC":
+            assert r.generation is not None
             sync = SyncPayload.of(r)
             for parts in sync.revoking.values():
                 for tp in parts:

@@ -19,7 +19,7 @@ from spark_kafka_group.store.memory import InMemoryLog, stored
 from spark_kafka_group.testing.simulation import SimMember, append
 
 
-def random_log(seed: int, protocol: str, steps: int) -> list:  # type: ignore[type-arg]
+def random_log(seed: int, protocol: str, steps: int) -> list:
     rng = random.Random(seed)
     clock = ManualClock(0)
     log = InMemoryLog()
@@ -65,7 +65,7 @@ def random_log(seed: int, protocol: str, steps: int) -> list:  # type: ignore[ty
     protocol=st.sampled_from(["cooperative-sticky", "range"]),
     cuts=st.lists(st.floats(0, 1), min_size=1, max_size=4),
 )
-def test_snapshot_then_tail_equals_full_replay(seed: int, protocol: str, cuts: list) -> None:  # type: ignore[type-arg]
+def test_snapshot_then_tail_equals_full_replay(seed: int, protocol: str, cuts: list) -> None:
     records = random_log(seed, protocol, 40)
     full = replay(records, "g")
     for c in cuts:

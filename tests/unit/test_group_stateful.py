@@ -113,7 +113,12 @@ class GroupMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ helpers
 
     def new_driver(
-        self, static: bool, pattern: bool, offset: int, instance: str | None = None
+        self,
+        static: bool,
+        pattern: bool,
+        offset: int,
+        instance: str | None = None,
+        replaces: str | None = None,
     ) -> SimMember:
         self.n += 1
         return SimMember(
@@ -133,6 +138,7 @@ class GroupMachine(RuleBasedStateMachine):
             commit_objects=self.objects,
             features=self.features_of_next_member(),
             clock_offset_ms=offset,
+            replaces=replaces,
         )
 
     def features_of_next_member(self) -> tuple[str, ...] | None:
@@ -202,8 +208,7 @@ class GroupMachine(RuleBasedStateMachine):
         old = dynamics[i % len(dynamics)]
         self.live.remove(old)
         self.dead.append(old)  # the old process may linger as a zombie
-        fresh = self.new_driver(False, old.pattern is not None, offset)
-        fresh.replaces = old.member_id
+        fresh = self.new_driver(False, old.pattern is not None, offset, replaces=old.member_id)
         self.live.append(fresh)
         fresh.step()
 
@@ -326,6 +331,7 @@ class GroupMachine(RuleBasedStateMachine):
                 m = self.checker.members.get(r.member_id)
                 assert m is not None, f"commit accepted from non-member {r.member_id}"
                 assert r.generation == self.checker.generation
+                assert r.topic is not None and r.partition is not None
                 tp = TopicPartition(r.topic, r.partition)
                 assert tp in m.held, f"commit of {tp} accepted from non-owner {r.member_id}"
                 current = self.checker.offsets.get(tp)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
 from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch, offsets_to_write
 
-A, B = ("t", 0), ("t", 1)
+A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
 def committed(**by_partition: int) -> dict[TopicPartition, OffsetAndMetadata]:

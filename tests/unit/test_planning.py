@@ -5,10 +5,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.source.planning import OffsetRange, limit_end_offsets, split_ranges
 
 backlogs = st.dictionaries(
-    st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 7)),
+    st.builds(TopicPartition, st.sampled_from(["a", "b"]), st.integers(0, 7)),
     st.tuples(st.integers(0, 10_000), st.integers(0, 10_000)),
     min_size=1,
     max_size=8,
@@ -17,7 +18,7 @@ backlogs = st.dictionaries(
 
 @given(backlogs, st.one_of(st.none(), st.integers(1, 5_000)))
 def test_limit_never_exceeded_and_nothing_skipped(
-    positions: dict[tuple[str, int], tuple[int, int]], limit: int | None
+    positions: dict[TopicPartition, tuple[int, int]], limit: int | None
 ) -> None:
     starts = {tp: start for tp, (start, _) in positions.items()}
     latest = {tp: start + size for tp, (start, size) in positions.items()}
@@ -29,12 +30,18 @@ def test_limit_never_exceeded_and_nothing_skipped(
 
 
 def test_limit_is_split_in_proportion_to_backlog() -> None:
-    ends = limit_end_offsets({("t", 0): 0, ("t", 1): 0}, {("t", 0): 900, ("t", 1): 100}, 100)
+    ends = limit_end_offsets(
+        {TopicPartition("t", 0): 0, TopicPartition("t", 1): 0},
+        {TopicPartition("t", 0): 900, TopicPartition("t", 1): 100},
+        100,
+    )
     assert ends == {("t", 0): 90, ("t", 1): 10}
 
 
 def test_latest_behind_position_never_moves_backwards() -> None:
-    assert limit_end_offsets({("t", 0): 50}, {("t", 0): 10}, None) == {("t", 0): 50}
+    assert limit_end_offsets({TopicPartition("t", 0): 50}, {TopicPartition("t", 0): 10}, None) == {
+        TopicPartition("t", 0): 50
+    }
 
 
 @given(

@@ -21,7 +21,7 @@ from spark_kafka_group.source.positions import (
 )
 from spark_kafka_group.source.timestamps import answer_holds, first_offset_at_or_after
 
-A0, A1, NEW = ("a", 0), ("a", 1), ("b", 0)
+A0, A1, NEW = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 BOUNDS = LogBounds(earliest={A0: 5, A1: 0, NEW: 2}, latest={A0: 50, A1: 40, NEW: 30})
 
 

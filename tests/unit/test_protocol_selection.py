@@ -42,14 +42,14 @@ class Group:
         self.log: list[GroupRecord] = []
         self.now = 0
 
-    def do(self, result):  # type: ignore[no-untyped-def]
+    def do(self, result):
         records, response = result
         self.coord.apply_all(records)
         self.log.extend(records)
         self.now += 1
         return response
 
-    def join(self, mid: str, protocols: tuple[str, ...], owned=None):  # type: ignore[no-untyped-def]
+    def join(self, mid: str, protocols: tuple[str, ...], owned=None):
         request = JoinRequest(mid, protocols, topics=("t",), session_timeout_ms=10_000, owned=owned)
         return self.do(self.coord.join(request, self.now))
 
