@@ -89,6 +89,33 @@ def split_ranges(
     return result
 
 
+#: Ranges smaller than this share a Spark task (:func:`pack_ranges`). A Python data source's
+#: task costs about 30 ms of Python worker CPU whatever it reads (measured on pyspark 4.3,
+#: docs/performance.md), about what fetching 20,000 records costs.
+SHARED_TASK_RECORDS = 20_000
+
+
+def pack_ranges(
+    ranges: list[OffsetRange], *, max_records: int = SHARED_TASK_RECORDS
+) -> list[list[OffsetRange]]:
+    """Spark tasks for the input partitions ``ranges``: consecutive ranges share a task while
+    their records add up to at most ``max_records``; a bigger range gets a task of its own.
+
+    A trigger of a few hundred records per partition then runs one task instead of one per
+    partition, and a backlog still runs one task per range.
+    """
+    tasks: list[list[OffsetRange]] = []
+    size = 0
+    for r in ranges:
+        if tasks and size + r.size <= max_records:
+            tasks[-1].append(r)
+            size += r.size
+        else:
+            tasks.append([r])
+            size = r.size
+    return tasks
+
+
 @dataclass
 class TriggerMinimum:
     """``minOffsetsPerTrigger`` with ``maxTriggerDelay``, as in Spark's Kafka source: a trigger
