@@ -79,24 +79,25 @@ def test_min_partitions_splits_the_big_range() -> None:
 
 
 @given(
-    st.lists(st.integers(1, 3000), min_size=0, max_size=8),
+    st.lists(st.integers(1, 3000), min_size=0, max_size=12),
     st.integers(1, 5000),
+    st.integers(1, 5),
 )
 def test_pack_keeps_every_range_once_in_order_and_bounds_shared_tasks(
-    sizes: list[int], max_records: int
+    sizes: list[int], max_records: int, max_ranges: int
 ) -> None:
     ranges = [OffsetRange("t", i, 100, 100 + size) for i, size in enumerate(sizes)]
-    tasks = pack_ranges(ranges, max_records=max_records)
+    tasks = pack_ranges(ranges, max_records=max_records, max_ranges=max_ranges)
     assert [r for task in tasks for r in task] == ranges
     for task in tasks:
-        assert task
+        assert 1 <= len(task) <= max_ranges
         if len(task) > 1:
             assert sum(r.size for r in task) <= max_records
 
 
 def test_small_ranges_share_one_task_and_a_backlog_keeps_one_task_per_range() -> None:
-    small = [OffsetRange("t", p, 0, 250) for p in range(4)]
-    assert pack_ranges(small) == [small]
+    small = [OffsetRange("t", p, 0, 250) for p in range(6)]
+    assert pack_ranges(small) == [small[:4], small[4:]]
     big = [OffsetRange("t", p, 0, SHARED_TASK_RECORDS) for p in range(4)]
     assert pack_ranges(big) == [[r] for r in big]
 
