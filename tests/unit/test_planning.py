@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_kafka_group.options import SourceOptions, parse_options
-from spark_kafka_group.source.batch import input_partitions
+from spark_kafka_group.source.input_partition import input_partitions
 from spark_kafka_group.source.planning import (
     SHARED_TASK_RECORDS,
     OffsetRange,
