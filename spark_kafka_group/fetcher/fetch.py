@@ -163,7 +163,11 @@ class _RangeFetch:
         self.consumer = entry.consumer
         self.schema = arrow_schema(spec.include_headers)
         self.tp = KafkaTopicPartition(spec.topic, spec.partition)
-        rows = min(max(1, int(spec.max_batch_rows)), 1_000_000)  # consume() allows <= 1M
+        # consume() allows <= 1M; the constant columns below are sized to what the range
+        # can hold (a small trigger's task must not build 20,000-row columns).
+        rows = min(
+            max(1, int(spec.max_batch_rows)), 1_000_000, spec.until_offset - spec.from_offset
+        )
         self.max_rows = rows
         self._topic_col = pa.repeat(pa.scalar(spec.topic, pa.string()), rows)
         self._partition_col = pa.repeat(pa.scalar(spec.partition, _I32), rows)

@@ -25,8 +25,8 @@ from spark_kafka_group.errors import OffsetOutOfRangeError, OptionError
 from spark_kafka_group.fetcher import fetch
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.options import AtTimestamp, OffsetLimit, SourceOptions
-from spark_kafka_group.source.input_partition import KafkaInputPartition, fetch_spec
-from spark_kafka_group.source.planning import OffsetRange, split_ranges
+from spark_kafka_group.source.input_partition import input_partitions
+from spark_kafka_group.source.planning import OffsetRange
 from spark_kafka_group.source.positions import (
     LogBounds,
     TimestampResolver,
@@ -64,16 +64,11 @@ class KafkaGroupBatchReader(DataSourceReader):
                 committed=lambda: _group_committed(opts),
                 at_timestamps=lambda ts: offsets_for_timestamps(cluster, ts, bounds=bounds),
             )
-        split = split_ranges(
-            ranges,
-            min_partitions=opts.min_partitions,
-            max_records_per_partition=opts.max_records_per_partition,
-        )
-        return [KafkaInputPartition(fetch_spec(opts, r)) for r in split]
+        return input_partitions(opts, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        spec = getattr(partition, "spec", None)
-        if spec is not None:  # an empty range list reaches here as one bare InputPartition
+        # An empty range list reaches here as one bare InputPartition.
+        for spec in getattr(partition, "specs", ()):
             yield from fetch(spec)
 
 

@@ -1,22 +1,49 @@
-"""What one Spark task reads: a ``[from, until)`` range of one Kafka partition, with everything
-an executor needs to fetch it (streams and batch reads alike). Spark pickles it to the executor,
+"""What one Spark task reads: ``[from, until)`` ranges of Kafka partitions, with everything an
+executor needs to fetch them (streams and batch reads alike). Spark pickles it to the executor,
 which never talks to the group log."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from pyspark.sql.datasource import InputPartition
 
 from spark_kafka_group.fetcher import FetchSpec
 from spark_kafka_group.options import SourceOptions
-from spark_kafka_group.source.planning import OffsetRange
+from spark_kafka_group.source.planning import (
+    SHARED_TASK_RECORDS,
+    OffsetRange,
+    pack_ranges,
+    split_ranges,
+)
 
 
 class KafkaInputPartition(InputPartition):
-    """One Spark task: a [from, until) range of one Kafka partition."""
+    """One Spark task: [from, until) ranges of Kafka partitions, fetched one after the other
+    (small ranges share a task: :func:`~spark_kafka_group.source.planning.pack_ranges`)."""
 
-    def __init__(self, spec: FetchSpec) -> None:
-        super().__init__(spec)
-        self.spec = spec
+    def __init__(self, specs: Sequence[FetchSpec]) -> None:
+        super().__init__(tuple(specs))
+        self.specs = tuple(specs)
+
+
+def input_partitions(
+    options: SourceOptions, ranges: list[OffsetRange]
+) -> list[KafkaInputPartition]:
+    """The Spark tasks of a batch: ranges split by ``minPartitions`` /
+    ``maxRecordsPerPartition``, then small ones packed into shared tasks unless
+    ``minPartitions`` asks for more tasks."""
+    split = split_ranges(
+        ranges,
+        min_partitions=options.min_partitions,
+        max_records_per_partition=options.max_records_per_partition,
+    )
+    if options.min_partitions is not None:
+        tasks = [[r] for r in split]
+    else:
+        cap = options.max_records_per_partition or SHARED_TASK_RECORDS
+        tasks = pack_ranges(split, max_records=min(SHARED_TASK_RECORDS, cap))
+    return [KafkaInputPartition([fetch_spec(options, r) for r in task]) for task in tasks]
 
 
 def fetch_spec(options: SourceOptions, offset_range: OffsetRange) -> FetchSpec:

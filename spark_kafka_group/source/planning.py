@@ -89,6 +89,41 @@ def split_ranges(
     return result
 
 
+#: Ranges smaller than this share a Spark task (:func:`pack_ranges`). A Python data source's
+#: task costs about 30 ms of Python worker CPU whatever it reads (measured on pyspark 4.3,
+#: docs/performance.md), about what fetching 20,000 records costs.
+SHARED_TASK_RECORDS = 20_000
+#: At most this many ranges share a task: a task fetches its ranges one after the other, each
+#: first fetch waiting about a broker round trip, so a cluster with many cores still runs
+#: many partitions' small ranges in parallel.
+SHARED_TASK_RANGES = 4
+
+
+def pack_ranges(
+    ranges: list[OffsetRange],
+    *,
+    max_records: int = SHARED_TASK_RECORDS,
+    max_ranges: int = SHARED_TASK_RANGES,
+) -> list[list[OffsetRange]]:
+    """Spark tasks for the input partitions ``ranges``: up to ``max_ranges`` consecutive
+    ranges share a task while their records add up to at most ``max_records``; a bigger
+    range gets a task of its own.
+
+    A trigger of a few hundred records on each of four partitions then runs one task instead
+    of four, and a backlog still runs one task per range.
+    """
+    tasks: list[list[OffsetRange]] = []
+    size = 0
+    for r in ranges:
+        if tasks and size + r.size <= max_records and len(tasks[-1]) < max_ranges:
+            tasks[-1].append(r)
+            size += r.size
+        else:
+            tasks.append([r])
+            size = r.size
+    return tasks
+
+
 @dataclass
 class TriggerMinimum:
     """``minOffsetsPerTrigger`` with ``maxTriggerDelay``, as in Spark's Kafka source: a trigger

@@ -34,14 +34,13 @@ from spark_kafka_group.fetcher import fetch
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
-from spark_kafka_group.source.input_partition import KafkaInputPartition, fetch_spec
+from spark_kafka_group.source.input_partition import KafkaInputPartition, input_partitions
 from spark_kafka_group.source.lifecycle import stop_on_process_end
 from spark_kafka_group.source.offsets import SourceOffset
 from spark_kafka_group.source.planning import (
     OffsetRange,
     TriggerMinimum,
     limit_end_offsets,
-    split_ranges,
 )
 from spark_kafka_group.source.positions import (
     LogBounds,
@@ -280,16 +279,12 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 )
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], begin, until))
-        split = split_ranges(
-            ranges,
-            min_partitions=self._opts.min_partitions,
-            max_records_per_partition=self._opts.max_records_per_partition,
-        )
-        return [KafkaInputPartition(fetch_spec(self._opts, r)) for r in split]
+        return input_partitions(self._opts, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
-        yield from fetch(partition.spec)
+        for spec in partition.specs:
+            yield from fetch(spec)
 
     def commit(self, end: dict) -> None:
         with self._lock:

@@ -6,7 +6,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_kafka_group.group.metadata import TopicPartition
-from spark_kafka_group.source.planning import OffsetRange, limit_end_offsets, split_ranges
+from spark_kafka_group.options import SourceOptions, parse_options
+from spark_kafka_group.source.input_partition import input_partitions
+from spark_kafka_group.source.planning import (
+    SHARED_TASK_RECORDS,
+    OffsetRange,
+    limit_end_offsets,
+    pack_ranges,
+    split_ranges,
+)
 
 backlogs = st.dictionaries(
     st.builds(TopicPartition, st.sampled_from(["a", "b"]), st.integers(0, 7)),
@@ -75,3 +83,50 @@ def test_min_partitions_splits_the_big_range() -> None:
     )
     assert len(parts) >= 4
     assert [p.size for p in parts if p.partition == 1] == [10]
+
+
+@given(
+    st.lists(st.integers(1, 3000), min_size=0, max_size=12),
+    st.integers(1, 5000),
+    st.integers(1, 5),
+)
+def test_pack_keeps_every_range_once_in_order_and_bounds_shared_tasks(
+    sizes: list[int], max_records: int, max_ranges: int
+) -> None:
+    ranges = [OffsetRange("t", i, 100, 100 + size) for i, size in enumerate(sizes)]
+    tasks = pack_ranges(ranges, max_records=max_records, max_ranges=max_ranges)
+    assert [r for task in tasks for r in task] == ranges
+    for task in tasks:
+        assert 1 <= len(task) <= max_ranges
+        if len(task) > 1:
+            assert sum(r.size for r in task) <= max_records
+
+
+def test_small_ranges_share_one_task_and_a_backlog_keeps_one_task_per_range() -> None:
+    small = [OffsetRange("t", p, 0, 250) for p in range(6)]
+    assert pack_ranges(small) == [small[:4], small[4:]]
+    big = [OffsetRange("t", p, 0, SHARED_TASK_RECORDS) for p in range(4)]
+    assert pack_ranges(big) == [[r] for r in big]
+
+
+def _options(**extra: str) -> SourceOptions:
+    return parse_options(
+        {
+            "kafka.bootstrap.servers": "localhost:9092",
+            "subscribe": "t",
+            "groupId": "g",
+            "groupStore": "/tmp/groups",
+            **extra,
+        }
+    )
+
+
+def test_input_partitions_pack_small_ranges_unless_min_partitions_asks_for_tasks() -> None:
+    ranges = [OffsetRange("t", p, 0, 250) for p in range(4)]
+    packed = input_partitions(_options(), ranges)
+    assert [[(s.partition, s.from_offset, s.until_offset) for s in p.specs] for p in packed] == [
+        [(p, 0, 250) for p in range(4)]
+    ]
+    assert len(input_partitions(_options(minPartitions="4"), ranges)) == 4
+    capped = input_partitions(_options(maxRecordsPerPartition="500"), ranges)
+    assert [len(p.specs) for p in capped] == [2, 2]
