@@ -1,11 +1,11 @@
 """Members whose wall clocks are off, with the default timeouts, for five minutes.
 
 Three groups run at once on one local group store, each of three member processes
-(``tests/clock_member_app.py``: a group member without Spark or a broker); in each group one
-member's ``time.time()`` is shifted: -120 s, +120 s, +1 h. Default timeouts (heartbeat 3 s,
-session 45 s). Prints, per group, the EXPIRE records written (should be 0) and the split of
-the 12 partitions, by the members' own journals and by the group log (should be 4/4/4), every
-minute and at the end. Run from the repository root, under the shared lock:
+(:mod:`spark_kafka_group.testing.clock_member_app`: a group member without Spark or a
+broker); in each group one member's ``time.time()`` is shifted: -120 s, +120 s, +1 h. Default
+timeouts (heartbeat 3 s, session 45 s). Prints, per group, the EXPIRE records written (should
+be 0) and the split of the 12 partitions, by the members' own journals and by the group log
+(should be 4/4/4), every minute and at the end. Run from the repository root, under the shared lock:
 
     flock /tmp/team/heavy.lock python -m benchmarks.bench_clock_skew [--minutes 5]
 """
@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.processes import wait_until
-from tests.skewed_group import SkewedGroup
+from spark_kafka_group.testing.skewed_group import SkewedGroup
+from spark_kafka_group.testing.waiting import wait_until
 
 SKEWS = {"behind-120s": -120_000, "ahead-120s": 120_000, "ahead-1h": 3_600_000}
 

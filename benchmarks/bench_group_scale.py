@@ -401,7 +401,7 @@ def _store(kind: str, workdir: Path) -> Iterator[tuple[str, dict[str, str]]]:
     if kind == "local":
         yield str(workdir / "groups"), {}
         return
-    from tests.object_stores import seaweedfs
+    from spark_kafka_group.testing.seaweedfs import seaweedfs
 
     with seaweedfs(workdir) as store:
         yield store.fresh("scale"), dict(store.storage_options)

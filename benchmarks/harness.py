@@ -1,8 +1,9 @@
 """What the benchmarks share, so that no benchmark imports another.
 
 Run a benchmark from the repository root as a module, ``python -m benchmarks.bench_<name>``:
-the root is then on ``sys.path`` and ``spark_kafka_group``, ``benchmarks`` and the test
-helpers in ``tests`` import as they are, with no path manipulation.
+the root is then on ``sys.path`` and ``spark_kafka_group`` (with its testing harness,
+:mod:`spark_kafka_group.testing`) and ``benchmarks`` import as they are, with no path
+manipulation. No benchmark imports ``tests`` (tests/unit/test_benchmark_imports.py checks it).
 
 A benchmark prints its figures, a ratio against a baseline measured in the same run, and a
 machine-readable last line; it never asserts a timing. A new benchmark (such as one of group
@@ -10,8 +11,9 @@ scale) finds here:
 
 - the broker and a topic: :func:`add_broker_argument` (``--bootstrap-servers``, default the
   embedded Tansu broker), :func:`fresh_topic` (created, and deleted afterwards on a real
-  cluster) and :func:`steady_topic` (both, plus a :class:`~tests.streaming.SteadyProducer`
-  writing one record to every partition per interval);
+  cluster) and :func:`steady_topic` (both, plus a
+  :class:`~spark_kafka_group.testing.production.SteadyProducer` writing one record to every
+  partition per interval);
 - the group store: :func:`add_store_arguments` / :func:`store_from_args` (``--store URI``
   and ``--store-option KEY=VALUE`` for a group log on an object store);
 - the Kafka baseline: :class:`KafkaConsumerMember`, a plain confluent-kafka consumer in a
@@ -19,7 +21,7 @@ scale) finds here:
 - Spark: :func:`spark_session` (a local session with the source registered) and
   :class:`SparkGroup` (``format("kafka-group")`` member queries in one session, with a
   foreachBatch sink), :class:`FirstRecord` (a sink that notes its first record);
-- :func:`wait_until` and :func:`group_records` (the test helpers, defined in ``tests/``);
+- :func:`wait_until` and :func:`group_records` (from :mod:`spark_kafka_group.testing`);
 - :func:`print_result`: the last line, ``key=value`` pairs separated by spaces.
 """
 
@@ -37,8 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_kafka_group.embedded import bootstrap_or_embedded
-from tests.processes import wait_until
-from tests.streaming import SteadyProducer, group_records
+from spark_kafka_group.testing.group_log import group_records
+from spark_kafka_group.testing.production import SteadyProducer
+from spark_kafka_group.testing.waiting import wait_until
 
 __all__ = [
     "FAST_MEMBER_OPTIONS",

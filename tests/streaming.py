@@ -1,5 +1,6 @@
-"""Helpers to run real kafka-group streaming queries and collect what each batch read, to
-produce steadily meanwhile, and to read a group's log (also used by the benchmarks)."""
+"""Helpers to run real kafka-group streaming queries and collect what each batch read. (The
+steady producer and the group-log reader the benchmarks share are in
+:mod:`spark_kafka_group.testing`.)"""
 
 from __future__ import annotations
 
@@ -7,13 +8,10 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
-
-if TYPE_CHECKING:
-    from spark_kafka_group.group import GroupRecord
 
 
 @dataclass
@@ -43,16 +41,6 @@ class Collected:
     def count(self) -> int:
         with self.lock:
             return sum(len(rows) for rows in self.batches.values())
-
-
-def group_records(
-    store: str, group: str, *, storage_options: Mapping[str, str] | None = None
-) -> list[GroupRecord]:
-    """Every record of a group's log, in log order."""
-    from spark_kafka_group.store import GroupLog, group_log_uri
-
-    log = GroupLog.open(group_log_uri(store, group), storage_options=storage_options, create=False)
-    return [r for _, r in log.read()]
 
 
 def source_options(
@@ -116,81 +104,3 @@ def expected_records(counts: Mapping[int, int], start: Mapping[int, int] | None 
     return sorted(
         (p, o) for p, n in counts.items() for o in range(start.get(p, 0), start.get(p, 0) + n)
     )
-
-
-class SteadyProducer:
-    """Produces ``per_round`` records to every partition every ``interval_s``, in a thread.
-
-    One producer for the whole run, and every record a produce batch of its own
-    (``batch.num.messages=1``), so the embedded broker's ListOffsets(latest) is exact at any
-    moment (docs/design.md, "Test environment facts"). Rounds start every ``interval_s``
-    whatever a round took. :attr:`produced` counts the records the broker acknowledged, per
-    partition; record ``i`` of partition ``p`` has key ``k<i>`` and value ``v<p>-<i>``.
-    """
-
-    def __init__(
-        self,
-        bootstrap_servers: str,
-        topic: str,
-        partitions: int,
-        *,
-        per_round: int = 5,
-        interval_s: float = 0.2,
-    ) -> None:
-        from confluent_kafka import Producer
-
-        self._producer = Producer(
-            {
-                "bootstrap.servers": bootstrap_servers,
-                "linger.ms": 0,
-                "batch.num.messages": 1,
-                "enable.idempotence": False,
-                "log_level": 0,
-            }
-        )
-        self._topic, self._partitions = topic, partitions
-        self._per_round = per_round
-        self._interval_s = interval_s
-        self.produced: dict[int, int] = dict.fromkeys(range(partitions), 0)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="steady-producer")
-
-    def start(self) -> SteadyProducer:
-        self._thread.start()
-        return self
-
-    def __enter__(self) -> SteadyProducer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> dict[int, int]:
-        """Stop producing; the final count per partition."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        self._producer.flush(30)
-        return dict(self.produced)
-
-    def expected(self) -> list[tuple[int, int]]:
-        return sorted((p, o) for p, n in self.produced.items() for o in range(n))
-
-    def _delivered(self, error: Any, message: Any) -> None:
-        if error is None:
-            self.produced[message.partition()] += 1
-
-    def _run(self) -> None:
-        tick = time.monotonic()
-        sent = 0
-        while not self._stop.is_set():
-            for i in range(sent, sent + self._per_round):
-                for p in range(self._partitions):
-                    self._producer.produce(
-                        self._topic, key=b"k%d" % i, value=b"v%d-%d" % (p, i), partition=p,
-                        on_delivery=self._delivered,
-                    )  # fmt: skip
-            sent += self._per_round
-            self._producer.flush(30)
-            tick += self._interval_s
-            self._stop.wait(max(0.0, tick - time.monotonic()))

@@ -14,15 +14,11 @@ import spark_kafka_group
 from spark_kafka_group.group import GroupMetadata, GroupRecord, TopicPartition, apply
 from spark_kafka_group.group.payloads import GenerationPayload
 from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.testing.group_log import group_records
+from spark_kafka_group.testing.production import SteadyProducer
+from spark_kafka_group.testing.waiting import wait_until
 from tests.delivery import Batch, check_delivery, collected_batches
-from tests.processes import wait_until
-from tests.streaming import (
-    Collected,
-    SteadyProducer,
-    group_records,
-    source_options,
-    start_query,
-)
+from tests.streaming import Collected, source_options, start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

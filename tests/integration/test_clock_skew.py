@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.processes import wait_until
-from tests.skewed_group import PARTITIONS, SkewedGroup
+from spark_kafka_group.testing.skewed_group import PARTITIONS, SkewedGroup
+from spark_kafka_group.testing.waiting import wait_until
 
 HEARTBEAT_MS, SESSION_MS = 1_000, 6_000
 SKEWS = {"behind-120s": -120_000, "ahead-120s": 120_000, "ahead-1h": 3_600_000}

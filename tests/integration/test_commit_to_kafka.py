@@ -18,7 +18,7 @@ from spark_kafka_group.kafka.consumer_group_offsets import (
     kafka_group_offsets,
 )
 from spark_kafka_group.sample_data import create_topic, produce_sample
-from tests.processes import wait_until
+from spark_kafka_group.testing.waiting import wait_until
 from tests.streaming import (
     Collected,
     expected_records,

@@ -11,7 +11,8 @@ import pytest
 
 import spark_kafka_group
 from spark_kafka_group.sample_data import create_topic, produce_sample
-from tests.processes import REPO, wait_until
+from spark_kafka_group.testing.waiting import wait_until
+from tests.processes import REPO
 from tests.spark_apps import AppProcess
 from tests.streaming import expected_records
 

@@ -36,10 +36,13 @@ from spark_kafka_group.group.payloads import JoinPayload, RevokePayload, SyncPay
 from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import GroupLog, group_log_uri
+from spark_kafka_group.testing.group_log import group_records
+from spark_kafka_group.testing.production import SteadyProducer
+from spark_kafka_group.testing.waiting import wait_until
 from tests.delivery import Batch, check_delivery, collected_batches, journal_batches
 from tests.groups import stable_with
-from tests.processes import MemberProcess, wait_until
-from tests.streaming import Collected, SteadyProducer, group_records, source_options, start_query
+from tests.processes import MemberProcess
+from tests.streaming import Collected, source_options, start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

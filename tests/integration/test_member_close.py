@@ -14,8 +14,8 @@ from typing import ClassVar
 import pytest
 
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.testing.group_log import group_records
 from tests.members import group_member
-from tests.streaming import group_records
 
 TOPIC = "t"
 PARTITIONS = frozenset(TopicPartition(TOPIC, p) for p in range(12))

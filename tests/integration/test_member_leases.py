@@ -14,8 +14,8 @@ from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.member import GroupMember
 from spark_kafka_group.store import group_log_uri
 from spark_kafka_group.store.leases import LEASE_DIR, LeaseFiles
+from spark_kafka_group.testing.group_log import group_records
 from tests.members import group_member
-from tests.streaming import group_records
 
 SESSION_MS = 6_000
 

@@ -20,14 +20,10 @@ from pyspark.errors import StreamingQueryException
 import spark_kafka_group
 from spark_kafka_group.errors import GroupJoinTimeoutError
 from spark_kafka_group.sample_data import create_topic, produce_sample
-from tests.processes import MemberProcess, wait_until
-from tests.streaming import (
-    Collected,
-    group_records,
-    run_available_now,
-    source_options,
-    start_query,
-)
+from spark_kafka_group.testing.group_log import group_records
+from spark_kafka_group.testing.waiting import wait_until
+from tests.processes import MemberProcess
+from tests.streaming import Collected, run_available_now, source_options, start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

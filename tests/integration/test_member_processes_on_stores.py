@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group.sample_data import create_topic
+from spark_kafka_group.testing.group_log import group_records
+from spark_kafka_group.testing.production import SteadyProducer
+from spark_kafka_group.testing.servers import ObjectStore
+from spark_kafka_group.testing.waiting import wait_until
 from tests.delivery import check_delivery, journal_batches
 from tests.groups import stable_with
-from tests.object_stores import ObjectStore
-from tests.processes import MemberProcess, wait_until
-from tests.streaming import SteadyProducer, group_records
+from tests.processes import MemberProcess
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

@@ -15,8 +15,8 @@ from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import AppendConflict, GroupLog
 from spark_kafka_group.store.safety import _stale_commit_accepted
+from spark_kafka_group.testing.servers import ObjectStore
 from tests.integration.cli_support import GroupDriver, run_cli
-from tests.object_stores import ObjectStore
 from tests.processes import REPO
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

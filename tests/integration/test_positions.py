@@ -20,7 +20,7 @@ from spark_kafka_group.kafka import KafkaCluster
 from spark_kafka_group.sample_data import create_topic
 from spark_kafka_group.source.positions import LogBounds
 from spark_kafka_group.source.timestamps import offsets_for_timestamps
-from tests.processes import wait_until
+from spark_kafka_group.testing.waiting import wait_until
 from tests.streaming import Collected, run_available_now, source_options, start_query
 
 pytestmark = [pytest.mark.broker]

@@ -20,7 +20,7 @@ from spark_kafka_group.options import parse_options
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.offsets import SourceOffset
 from spark_kafka_group.source.reader import KafkaGroupStreamReader
-from tests.processes import wait_until
+from spark_kafka_group.testing.waiting import wait_until
 from tests.streaming import source_options
 
 pytestmark = pytest.mark.broker

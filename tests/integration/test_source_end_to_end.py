@@ -12,8 +12,8 @@ import spark_kafka_group
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
+from spark_kafka_group.testing.waiting import wait_until
 from tests.groups import committed
-from tests.processes import wait_until
 from tests.streaming import (
     Collected,
     expected_records,

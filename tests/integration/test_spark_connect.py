@@ -12,10 +12,11 @@ import pytest
 
 import spark_kafka_group
 from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.testing.group_log import group_records
+from spark_kafka_group.testing.waiting import wait_until
 from tests.groups import committed
-from tests.processes import wait_until
 from tests.spark_apps import AppProcess
-from tests.streaming import expected_records, group_records, source_options
+from tests.streaming import expected_records, source_options
 
 # Also in the smoke suite on the oldest supported pyspark: Spark Connect and Python data
 # sources changed between 4.0 and 4.3, and Databricks runtimes span both.

@@ -2,14 +2,15 @@
 clock may be off.
 
 The clock-skew tests (``tests/integration/test_clock_skew.py``) and
-``benchmarks/bench_clock_skew.py`` start several of these on one local group store. From the
-repository root:
+``benchmarks/bench_clock_skew.py`` start several of these on one local group store
+(:mod:`spark_kafka_group.testing.skewed_group`):
 
-    python -m tests.clock_member_app --store S --group G --journal /tmp/m.jsonl \\
+    python -m spark_kafka_group.testing.clock_member_app \\
+        --store S --group G --journal /tmp/m.jsonl \\
         [--skew-ms -120000] [--partitions 12] [--heartbeat-ms 1000] [--session-timeout-ms 6000]
 
 ``--skew-ms`` shifts this process's ``time.time()`` and ``time.time_ns()`` before anything
-else is imported: the test harness's stand-in for a drifted VM or a laptop resumed from sleep
+else is imported: the testing harness's stand-in for a drifted VM or a laptop resumed from sleep
 (production code has no such switch). The monotonic clock is left alone: each machine's own.
 
 The member subscribes to topic ``t`` with ``--partitions`` partitions (a fixed count, no
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     shift_wall_clock(args.skew_ms)
 
-    from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
+    from spark_kafka_group.member import GroupMember, SubscriptionSpec
     from spark_kafka_group.options import GroupSettings
 
     settings = GroupSettings(  # a query's defaults otherwise (cooperative-sticky, 3 s delay)

@@ -1,5 +1,5 @@
-"""Groups of member processes (``tests/clock_member_app.py``), one of them on a machine whose
-wall clock is off: used by ``tests/integration/test_clock_skew.py`` and
+"""Groups of member processes (:mod:`spark_kafka_group.testing.clock_member_app`), one of them
+on a machine whose wall clock is off: used by ``tests/integration/test_clock_skew.py`` and
 ``benchmarks/bench_clock_skew.py``."""
 
 from __future__ import annotations
@@ -12,15 +12,19 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import spark_kafka_group
 from spark_kafka_group.group import GroupRecord, RecordKind, replay
 from spark_kafka_group.store import GroupLog, group_log_uri
 
-REPO = Path(__file__).resolve().parent.parent
+#: The directory holding this ``spark_kafka_group``, first on the members' ``PYTHONPATH`` so
+#: that they run the same code as the process starting them (a checkout or an installation).
+CODE_ROOT = Path(spark_kafka_group.__file__).resolve().parent.parent
+CLOCK_MEMBER_APP = "spark_kafka_group.testing.clock_member_app"
 PARTITIONS = 12
 
 
 class ClockMember:
-    """One ``tests/clock_member_app.py`` process."""
+    """One :mod:`~spark_kafka_group.testing.clock_member_app` process."""
 
     def __init__(
         self,
@@ -38,7 +42,7 @@ class ClockMember:
         self.journal = workdir / f"{group}-{name}.jsonl"
         self.log = workdir / f"{group}-{name}.log"
         self.args = [
-            sys.executable, "-m", "tests.clock_member_app",
+            sys.executable, "-m", CLOCK_MEMBER_APP,
             "--store", store, "--group", group, "--journal", str(self.journal),
             "--skew-ms", str(skew_ms), "--partitions", str(PARTITIONS),
             "--heartbeat-ms", str(heartbeat_ms), "--session-timeout-ms", str(session_timeout_ms),
@@ -46,10 +50,11 @@ class ClockMember:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ClockMember:
-        env = dict(os.environ, PYTHONPATH=str(REPO))
+        path = os.pathsep.join(filter(None, [str(CODE_ROOT), os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, PYTHONPATH=path)
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                self.args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO
+                self.args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.log.parent
             )
         return self
 
