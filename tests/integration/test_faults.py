@@ -197,7 +197,8 @@ def bounce(
         producer.stop()
         stop_all(members)
     records = group_records(store, group)
-    print(f"bounce ({'static' if static else 'dynamic'}): {kills} SIGKILL + restart(s)")
+    stop = "stop (SIGTERM)" if graceful else "SIGKILL"
+    print(f"bounce ({'static' if static else 'dynamic'}): {kills} {stop} + restart(s)")
     result = check_delivery(final, member_batches(members), records, topic=topic)
     return result, records, stable_ms
 
