@@ -24,7 +24,6 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -85,6 +84,18 @@ GROUP_READS_PER_S = 100
 def rebalance_poll_ms(members: int, heartbeat_interval_ms: int) -> int:
     """How often a member reads the log while its group rebalances."""
     return max(REBALANCE_POLL_MS, min(heartbeat_interval_ms, 1000 * members // GROUP_READS_PER_S))
+
+
+def pause(clock: Clock, seconds: float, *, until: threading.Event) -> bool:
+    """Wait ``seconds`` on ``clock``, ending early once ``until`` is set (noticed within
+    :data:`REBALANCE_POLL_MS`); whether it is set. A test clock moves instead of blocking."""
+    end = clock.monotonic_ms() + round(seconds * 1000)
+    while not until.is_set():
+        left_ms = end - clock.monotonic_ms()
+        if left_ms <= 0:
+            return False
+        clock.sleep(min(left_ms, REBALANCE_POLL_MS) / 1000.0)
+    return True
 
 
 #: When a dynamic member closes with a batch whose commit has not reached the log yet, how long
@@ -263,7 +274,7 @@ class GroupMember:
             return a.settled or (a.stable and bool(a.held))
 
         while not ready(assignment) and self._clock.monotonic_ms() < deadline:
-            if self._closing.wait(self._rebalance_poll_s()):
+            if pause(self._clock, self._rebalance_poll_s(), until=self._closing):
                 return assignment  # the query stopped while it waited
             assignment = self.poll()
         if must_complete_join and not ready(assignment):
@@ -343,7 +354,7 @@ class GroupMember:
     def _await_final_commit(self, grace_s: float) -> bool:
         """Wait (bounded) until every batch this member handed to Spark is committed; False
         when the member is no longer in the group (left, expired or replaced meanwhile)."""
-        deadline = time.monotonic() + grace_s
+        deadline = self._clock.monotonic_ms() + round(grace_s * 1000)
         while True:
             with self._lock:
                 group = self._client.fold().group
@@ -351,7 +362,8 @@ class GroupMember:
                     return False
                 # A recorded commit counts: the LEAVE writes it first, in the log itself.
                 uncommitted = self._in_flight.uncommitted(self._committed_with_recorded())
-            if not uncommitted or time.monotonic() >= deadline:
+            left_ms = deadline - self._clock.monotonic_ms()
+            if not uncommitted or left_ms <= 0:
                 if uncommitted:
                     log.info(
                         "group %s: leaving without a commit of %s: the last batch did not "
@@ -359,7 +371,7 @@ class GroupMember:
                         self.settings.group_id, _names(uncommitted),
                     )  # fmt: skip
                 return True
-            time.sleep(REBALANCE_POLL_MS / 1000.0)
+            self._clock.sleep(min(left_ms, REBALANCE_POLL_MS) / 1000.0)
 
     def _join_timeout_message(self, wait_ms: int) -> str:
         settings = self.settings
