@@ -21,6 +21,7 @@ from spark_kafka_group.group import (
     TopicPartition,
 )
 from spark_kafka_group.group.clocks import Sightings, SingleClock, silent_past_session
+from spark_kafka_group.group.metadata import held_throughout
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member.commit_fold import fold_commit_objects
 from spark_kafka_group.member.in_flight import offsets_to_write
@@ -253,7 +254,11 @@ def commit_for_member(
         member = work.group.member(member_id)
         if member is None:
             return [], 0
-        held = {tp: off for tp, off in offsets.items() if member.held_throughout(tp, generation)}
+        held = {
+            tp: off
+            for tp, off in offsets.items()
+            if held_throughout(member.held_since, tp, generation)
+        }
         fresh = offsets_to_write(held, work.group.offsets, in_order=False, starts=starts)
         if not fresh:
             return [], 0

@@ -30,7 +30,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from spark_kafka_group.fetcher import FetchSpec, fetch
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import TopicPartition, held_throughout
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
@@ -214,7 +214,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 if (
                     previous is not None
                     and tp in previous.offsets
-                    and assignment.held_throughout(tp, previous.generation)
+                    and held_throughout(assignment.held_since, tp, previous.generation)
                 ):
                     kept[tp] = previous.offsets[tp]
                 else:
