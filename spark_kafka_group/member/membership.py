@@ -297,10 +297,11 @@ class Membership:
         self._timers = decision.timers
         self._commits.appended(decision, pending, self.member_id)
         self._check_join_error(decision.join_error)
-        for r in decision.records:
-            if r.kind == "EXPIRE" and r.member_id:
-                self._leases.drop(r.member_id)
-                self._commits.drop_objects(r.member_id)
+        expired = [r.member_id for r in decision.records if r.kind == "EXPIRE" and r.member_id]
+        for member_id in expired if self._leases.enabled else ():
+            self._leases.drop(member_id)
+        for member_id in expired:
+            self._commits.drop_objects(member_id)
         self._report_durable()
         self._update_view(self._client.coordinator)
         self._commits.settle(self._book.assignment.held)
