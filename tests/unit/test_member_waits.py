@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group.admin import describe_group, reset_offsets
-from spark_kafka_group.errors import GroupJoinTimeoutError
-from spark_kafka_group.group import TopicPartition
+from spark_kafka_group.errors import GroupJoinTimeoutError, OptionError
+from spark_kafka_group.group import GroupConfig, TopicPartition
 from spark_kafka_group.group.timer import ManualClock
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings, parse_options
@@ -149,3 +149,21 @@ def test_an_offset_reset_watches_stopped_members_on_the_injected_clock(tmp_path:
     assert plan == {T0: (None, 7)}
     assert 10_000 <= waited <= 10_000 + 2_000  # its session timeout, and a watch poll or two
     assert describe_group(store, "g").committed == {T0: 7}
+
+
+def test_a_refused_session_timeout_names_the_bounds_the_group_enforces() -> None:
+    clock = ManualClock(1_000_000)
+    member = GroupMember(
+        _settings(),  # sessionTimeoutMs 10000
+        subscription=SubscriptionSpec(topics=("t",)),
+        topic_counts=lambda: {"t": 1},
+        clock=clock,
+        log=InMemoryLog(),
+        config=GroupConfig(min_session_timeout_ms=20_000, max_session_timeout_ms=60_000),
+    )
+    with pytest.raises(OptionError) as raised:
+        member.poll()
+    assert str(raised.value) == (
+        "Group 'g' refused sessionTimeoutMs=10000: it must be between 20000 and 60000 ms "
+        "(Kafka's group.min/max.session.timeout.ms)."
+    )
