@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupError, TopicPartition
 from spark_kafka_group.group.metadata import OffsetAndMetadata, held_throughout
+from spark_kafka_group.member.assignments import AssignmentBook
 from spark_kafka_group.member.commit_fold import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
 from spark_kafka_group.member.decide import Decision, PendingWork
 from spark_kafka_group.member.in_flight import BatchesInFlight
@@ -29,8 +30,9 @@ log = logging.getLogger(__name__)
 class MemberCommits:
     """The commits of one member (under the member's lock)."""
 
-    def __init__(self, client: GroupLogClient) -> None:
+    def __init__(self, client: GroupLogClient, book: AssignmentBook) -> None:
         self._client = client
+        self._book = book  # what the member holds, and the batches it handed to Spark
         self._objects = client.commit_objects
         self._group_id = client.group_id
         # Commits recorded in commit objects: the newest offset per partition not yet seen in
@@ -94,6 +96,7 @@ class MemberCommits:
                 self._recorded[tp] = RecordedOffset(offset, assignment.generation)
         released = set(release) & assignment.revoking
         self.pending_release.update(released)
+        self.settle()
         committed = self._client.coordinator.group.offsets
         for tp in released & set(self._recorded):
             # Its last batch was committed earlier, in the commit object: its release
@@ -127,7 +130,7 @@ class MemberCommits:
         member replaces at its join, whose objects are folded before they are fenced."""
         if self._objects is None:
             return {}, frozenset()
-        self.settle(assignment.held)
+        self.settle()
         committed = self._client.coordinator.group.offsets
         for tp in assignment.revoking & set(self._recorded):
             # Recorded before its revocation began: its final offset goes to the log now,
@@ -226,20 +229,32 @@ class MemberCommits:
                 member_id,
             )
 
-    def settle(self, held: frozenset[TopicPartition]) -> None:
-        """Forget recorded commits the log now holds (or that no longer apply)."""
+    def settle(self) -> None:
+        """Forget recorded commits the log now holds, that no longer apply, or that a newer
+        commit superseded: the log holds the end of the last batch this member handed to Spark
+        for that partition (the progress listener commits a completed batch in the member's
+        name, often before the member hears of it; after ``query.stop()`` the member never
+        does). Written later, such a stale offset would move the committed offset back, and
+        the partition's next owner would read that batch again."""
         if not self._recorded:
             return
         committed = self._client.coordinator.group.offsets
+        held = self._book.assignment.held
+        last_ends = self._book.in_flight.ends
         for tp, recorded in list(self._recorded.items()):
-            current = committed.get(tp)
-            if tp not in held or (current is not None and current.offset == recorded.offset):
+            current = None if tp not in committed else committed[tp].offset
+            if (
+                tp not in held
+                or current == recorded.offset
+                or (current is not None and current == last_ends.get(tp))
+            ):
                 del self._recorded[tp]
                 self._written.pop(tp, None)
 
     def flush(self) -> None:
         """Write the recorded commits to the log directly at the next step (the member leaves,
         or a static member stops): a LEAVE must come after them."""
+        self.settle()
         committed = self._client.coordinator.group.offsets
         for tp, recorded in self._recorded.items():
             current = committed.get(tp)
@@ -248,6 +263,7 @@ class MemberCommits:
 
     def committed_with_recorded(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """The log's committed offsets, with this member's recorded commits over them."""
+        self.settle()
         committed = dict(self._client.coordinator.group.offsets)
         for tp, recorded in self._recorded.items():
             committed[tp] = OffsetAndMetadata(recorded.offset)

@@ -116,7 +116,7 @@ class Membership:
         self.member_id = member_id or new_member_id(client_id)
         listener = RebalanceListenerRunner.load(settings.rebalance_listener)
         self._book = AssignmentBook(self.member_id, listener, settings.group_id)
-        self._commits = MemberCommits(self._client)
+        self._commits = MemberCommits(self._client, self._book)
         self._timers = Timers()
         #: Called with offsets of this member that became durable in the log, whoever wrote
         #: them (commitToKafka copies them).
@@ -304,7 +304,7 @@ class Membership:
             self._commits.drop_objects(member_id)
         self._report_durable()
         self._update_view(self._client.coordinator)
-        self._commits.settle(self._book.assignment.held)
+        self._commits.settle()
 
     def _replaced(self) -> frozenset[str]:
         """Before its first join, the incarnations this member replaces that are still in the

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from spark_kafka_group.admin import commit_for_member
 from spark_kafka_group.group import GroupRecord, ManualClock, TopicPartition
 from spark_kafka_group.member.commit_fold import (
     COMMIT_FOLD_INTERVAL_MS,
     FOLD_FALLBACK_INTERVALS,
     fold_commit_objects,
 )
+from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store.commit_objects import (
     CommitObject,
     InMemoryCommitObjects,
@@ -169,6 +171,35 @@ def test_a_member_leaving_commits_what_it_recorded_first() -> None:
     }
     assert landed == theirs
     assert "b" not in g.objects.list()
+
+
+def test_a_member_leaving_never_moves_back_what_the_progress_listener_committed() -> None:
+    """Its last batch completed and the query stopped: Spark never calls the source's
+    ``commit()`` for it, and the progress listener committed it in the member's name. The
+    member's older recorded commit (batch before, not folded yet) must not be written over it
+    at the LEAVE: the next owner would read the last batch again."""
+    g = Group()
+    _, b = g.add("a"), g.add("b")
+    g.settle()
+    held = b.member.assignment.held
+    commit(b, {tp: 5 for tp in held})  # recorded only: the fold is an interval away
+    last = {tp: 9 for tp in held}
+    b.member.begin_batch(last, batch_generation=b.member.assignment.generation)
+    listener = GroupLogClient("memory", b.member.settings.group_id, log=g.log, clock=g.clock)
+    written = commit_for_member(
+        "memory", b.member.settings.group_id, b.member_id,
+        b.member.assignment.generation, last, client=listener,
+    )  # fmt: skip
+    assert written == len(held)
+    b.member.close(grace_s=0.0)
+    [leave] = g.records("LEAVE")
+    commits = [
+        (TopicPartition(r.topic or "", r.partition or 0), r.offset)
+        for r in g.log.records[: g.log.records.index(leave)]
+        if r.kind == "COMMIT" and r.member_id == "b"
+    ]
+    assert dict(commits) == last, commits  # the newest commit of each partition
+    assert g.committed() == {**g.committed(), **last}
 
 
 def test_a_replaced_incarnations_recorded_commits_are_folded_before_it_is_fenced() -> None:
