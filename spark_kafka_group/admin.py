@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Mapping
 
 from spark_kafka_group.errors import GroupStoreError, KafkaGroupError
@@ -22,6 +21,8 @@ from spark_kafka_group.group import (
     TopicPartition,
 )
 from spark_kafka_group.group.clocks import Sightings, SingleClock, silent_past_session
+from spark_kafka_group.group.metadata import held_throughout
+from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member.commit_fold import fold_commit_objects
 from spark_kafka_group.member.in_flight import offsets_to_write
 from spark_kafka_group.member.log_client import GroupLogClient
@@ -60,9 +61,16 @@ def expire_and_require_no_members(
 
 
 def _client(
-    store: str, group_id: str, storage_options: Mapping[str, str] | None, *, create: bool
+    store: str,
+    group_id: str,
+    storage_options: Mapping[str, str] | None,
+    *,
+    create: bool,
+    clock: Clock | None = None,
 ) -> GroupLogClient:
-    return GroupLogClient(store, group_id, storage_options=storage_options, create=create)
+    return GroupLogClient(
+        store, group_id, storage_options=storage_options, create=create, clock=clock
+    )
 
 
 def describe_group(
@@ -143,11 +151,13 @@ def reset_offsets(
     *,
     execute: bool = False,
     storage_options: Mapping[str, str] | None = None,
+    clock: Clock | None = None,
 ) -> dict[TopicPartition, tuple[int | None, int]]:
     """Set committed offsets; the plan ``{tp: (current, new)}``. Changes nothing unless
-    ``execute``. Refused while the group has live members (expired ones are removed first)."""
+    ``execute``. Refused while the group has live members (expired ones are removed first).
+    ``clock``: this process's (default: the system's), on which stopped members are watched."""
     try:
-        client = _client(store, group_id, storage_options, create=execute)
+        client = _client(store, group_id, storage_options, create=execute, clock=clock)
     except GroupLogNotFoundError:  # a plan for a group without a log: nothing is committed
         return {tp: (None, int(o)) for tp, o in sorted(offsets.items())}
 
@@ -209,7 +219,7 @@ def expire_stopped_members(client: GroupLogClient) -> None:
         return work.tick(now, client.sightings()), None
 
     while client.coordinator.group.members and client.clock.monotonic_ms() < end:
-        time.sleep(WATCH_POLL_S)
+        client.clock.sleep(WATCH_POLL_S)
         client.read_leases()
         client.transact(expire)
 
@@ -250,7 +260,7 @@ def commit_for_member(
         held = {
             tp: off
             for tp, off in offsets.items()
-            if member.held_throughout(tp, generation)
+            if held_throughout(member.held_since, tp, generation)
             and (not revoking_only or tp in member.revoking)
         }
         fresh = offsets_to_write(held, work.group.offsets, in_order=False, starts=starts)

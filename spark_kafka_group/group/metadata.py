@@ -108,6 +108,15 @@ class ScheduledDelay:
     opened: Opened = Opened()
 
 
+def held_throughout(
+    held_since: Mapping[TopicPartition, int], tp: TopicPartition, generation: int
+) -> bool:
+    """Held now (in ``held_since``: since when each held partition has been held without
+    interruption), and since ``generation``: a batch planned in that generation may still read
+    ``tp``, continue from its position and commit it."""
+    return held_since.get(tp, generation + 1) <= generation
+
+
 @dataclass
 class MemberMetadata:
     member_id: str
@@ -147,10 +156,6 @@ class MemberMetadata:
     def held(self) -> frozenset[TopicPartition]:
         """Everything the member may still be consuming: its assignment and its revocations."""
         return self.assignment | self.revoking
-
-    def held_throughout(self, tp: TopicPartition, generation: int) -> bool:
-        """Held now, and without interruption since ``generation``."""
-        return self.held_since.get(tp, generation + 1) <= generation
 
     def hold(
         self,

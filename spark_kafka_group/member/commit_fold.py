@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
+from spark_kafka_group.group.metadata import held_throughout
 from spark_kafka_group.member.in_flight import offsets_to_write
 from spark_kafka_group.store.commit_objects import CommitObject
 
@@ -47,7 +48,7 @@ def fold_commit_objects(
         valid = {
             tp: r.offset
             for tp, r in obj.offsets.items()
-            if tp in member.held and member.held_throughout(tp, r.generation)
+            if tp in member.held and held_throughout(member.held_since, tp, r.generation)
         }
         fresh = offsets_to_write(valid, work.group.offsets, in_order=False)
         if not fresh:

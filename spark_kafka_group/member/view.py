@@ -34,11 +34,6 @@ class MemberAssignment:
     #: Stable, and no member is still revoking: a cooperative rebalance has fully finished.
     settled: bool = False
 
-    def held_throughout(self, tp: TopicPartition, generation: int) -> bool:
-        """Held now, and without interruption since ``generation``: a batch planned in that
-        generation may still read ``tp``, continue from its position and commit it."""
-        return self.held_since.get(tp, generation + 1) <= generation
-
 
 class Member(Protocol):
     """What the streaming reader needs from its member."""

@@ -128,16 +128,17 @@ def pack_ranges(
 class TriggerMinimum:
     """``minOffsetsPerTrigger`` with ``maxTriggerDelay``, as in Spark's Kafka source: a trigger
     with fewer new records than the minimum plans no batch, unless the delay has passed since
-    the last batch. ``last_batch_ms`` starts at 0, so the first trigger never waits."""
+    the last batch. The first trigger never waits. Times are on the reader's monotonic clock."""
 
     min_records: int
     max_delay_ms: int
-    last_batch_ms: int = 0
+    last_batch_ms: int | None = None
 
     def hold(self, available: int, *, now_ms: int) -> bool:
         """Whether this trigger waits, given ``available`` new records; records the time of a
         trigger that does not wait."""
-        if now_ms - self.last_batch_ms < self.max_delay_ms and available < self.min_records:
+        waited = None if self.last_batch_ms is None else now_ms - self.last_batch_ms
+        if waited is not None and waited < self.max_delay_ms and available < self.min_records:
             return True
         self.last_batch_ms = now_ms
         return False

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +30,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from spark_kafka_group.fetcher import fetch
-from spark_kafka_group.group.metadata import TopicPartition, partition_name
+from spark_kafka_group.group.metadata import TopicPartition, held_throughout, partition_name
+from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
 from spark_kafka_group.source.input_partition import KafkaInputPartition, input_partitions
@@ -68,18 +68,21 @@ log = logging.getLogger(__name__)
 
 
 class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: SourceOptions) -> None:
-        self._init(options)
+    def __init__(self, options: SourceOptions, *, clock: Clock | None = None) -> None:
+        """``clock``: what the reader's waits count on (``maxTriggerDelay``; tests inject a
+        manual one)."""
+        self._init(options, clock or SystemClock())
 
     # Spark pickles the reader to run ``read()`` on executors: only the options travel.
     def __getstate__(self) -> dict[str, Any]:
         return {"options": self._opts}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._init(state["options"])
+        self._init(state["options"], SystemClock())
 
-    def _init(self, options: SourceOptions) -> None:
+    def _init(self, options: SourceOptions, clock: Clock) -> None:
         self._opts = options
+        self._clock = clock
         self._lock = threading.Lock()
         self._cluster: KafkaCluster | None = None
         self._member: Member | None = None
@@ -188,7 +191,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 if (
                     previous is not None
                     and tp in previous.offsets
-                    and assignment.held_throughout(tp, previous.generation)
+                    and held_throughout(assignment.held_since, tp, previous.generation)
                 ):
                     kept[tp] = previous.offsets[tp]
                 else:
@@ -442,7 +445,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if self._minimum is None or self._targets is not None:
             return False
         available = sum(max(0, latest[tp] - position) for tp, position in positions.items())
-        return self._minimum.hold(available, now_ms=int(time.time() * 1000))
+        return self._minimum.hold(available, now_ms=self._clock.monotonic_ms())
 
     def _max_records(self, limit: ReadLimit | None) -> int | None:
         if limit is None:  # pyspark < 4.2: no read limit argument; honour the option ourselves

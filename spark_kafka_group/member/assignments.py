@@ -1,0 +1,144 @@
+"""The member's assignment bookkeeping (as the consumer side of kafka-python's coordinator):
+what it holds after each step, since which generation, the batches it handed to Spark, and
+what the user's rebalance listener hears (assigned, revoked, lost)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from spark_kafka_group.group import GroupMetadata, GroupState, TopicPartition
+from spark_kafka_group.group.messages import MemberView
+from spark_kafka_group.group.metadata import OffsetAndMetadata, held_throughout
+from spark_kafka_group.member.error_text import names
+from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
+from spark_kafka_group.member.listener import RebalanceListenerRunner
+from spark_kafka_group.member.view import MemberAssignment
+
+log = logging.getLogger(__name__)
+
+
+class AssignmentBook:
+    """One member's assignment and batches in flight (under the member's lock)."""
+
+    def __init__(self, member_id: str, listener: RebalanceListenerRunner, group_id: str) -> None:
+        self._listener = listener
+        self._group_id = group_id
+        self.assignment = MemberAssignment(generation=-1, member_id=member_id)
+        #: The batches handed to Spark: a partition being revoked is released once a commit
+        #: reaches the end of its last batch (decide.py).
+        self.in_flight = BatchesInFlight()
+
+    def reset(self, member_id: str) -> None:
+        """Not a member of any generation (yet, or any more)."""
+        self.assignment = MemberAssignment(generation=-1, member_id=member_id)
+
+    def lose(self, partitions: Iterable[TopicPartition], why: str) -> bool:
+        """The member lost ``partitions`` (fenced, expired): the listener hears "lost" and its
+        batches in flight no longer count. Whether it held any."""
+        lost = sorted(partitions)
+        if not lost:
+            return False
+        log.warning(
+            "Member %s of group %s lost %s: %s", self.assignment.member_id, self._group_id,
+            names(lost), why,
+        )  # fmt: skip
+        self.in_flight = BatchesInFlight()
+        self._listener.lost(lost)
+        return True
+
+    def update(self, view: MemberView, group: GroupMetadata) -> None:
+        """The assignment of a member the group knows, after a step; the listener hears what
+        was assigned and revoked."""
+        previous = self.assignment
+        member_id = previous.member_id
+        held = frozenset(view.assignment) | frozenset(view.revoking)
+        self.in_flight = self.in_flight.retain(held)
+        # Still a member: what it no longer holds was revoked (released after its final
+        # commit, or given up by an eager rejoin), not lost.
+        revoked = previous.held - held
+        if revoked:
+            log.info("Revoked from %s: %s", member_id, names(revoked))
+            self._listener.revoked(sorted(revoked))
+        generation = view.member_generation
+        # The group's record of since when each partition is held: a replaced incarnation's
+        # partitions keep their generation, so the batches it planned stay valid.
+        member = group.member(member_id)
+        group_since = member.held_since if member is not None else {}
+        since = {tp: previous.held_since.get(tp, group_since.get(tp, generation)) for tp in held}
+        new = held - previous.held
+        stable = view.state == GroupState.STABLE and generation == view.group_generation
+        self.assignment = MemberAssignment(
+            generation=generation,
+            member_id=member_id,
+            held=held,
+            revoking=frozenset(view.revoking),
+            held_since=since,
+            stable=stable,
+            settled=stable and not any(m.revoking for m in group.members.values()),
+        )
+        if generation != previous.generation:
+            log.info(
+                "Joined group %s as member %s (generation %d, protocol %s, leader: %s)",
+                self._group_id, member_id, generation, view.protocol, view.is_leader,
+            )  # fmt: skip
+        if new:
+            log.info("Newly assigned to %s: %s", member_id, names(new))
+            self._listener.assigned(sorted(new))
+        newly_revoking = self.assignment.revoking - previous.revoking
+        if newly_revoking:
+            log.info("Revoking from %s: %s (finishing the in-flight batch)", member_id,
+                     names(newly_revoking))  # fmt: skip
+
+    def left(self) -> None:
+        """The member left the group: it holds nothing, and, as Kafka's onLeavePrepare, the
+        listener hears "revoked", not "lost"."""
+        given_up = sorted(self.assignment.held)
+        log.info(
+            "Left group %s as member %s%s", self._group_id, self.assignment.member_id,
+            f", giving up {names(given_up)}" if given_up else "",
+        )  # fmt: skip
+        self.in_flight = BatchesInFlight()
+        self.reset(self.assignment.member_id)
+        if given_up:
+            self._listener.revoked(given_up)
+
+    def begin_batch(
+        self, ends: Mapping[TopicPartition, int], *, batch_generation: int
+    ) -> frozenset[TopicPartition]:
+        """The partitions of a batch about to run that the member may read (held without
+        interruption since ``batch_generation``); they count as in flight from now."""
+        assignment = self.assignment
+        ours = frozenset(
+            tp for tp in ends if held_throughout(assignment.held_since, tp, batch_generation)
+        )
+        batch = PlannedBatch({tp: ends[tp] for tp in ours}, batch_generation, assignment.member_id)
+        self.in_flight = self.in_flight.begin(batch)
+        return ours
+
+    def adopt(
+        self,
+        previous_member: str,
+        generation: int,
+        positions: Mapping[TopicPartition, int],
+        committed: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> frozenset[TopicPartition]:
+        """The partitions whose checkpointed ``positions`` (of ``previous_member``, planned in
+        ``generation``) stay valid: held again, and nobody else committed since. They count
+        as held since ``generation``."""
+        adopted = frozenset(
+            tp
+            for tp, position in positions.items()
+            if tp in self.assignment.held
+            and (
+                tp not in committed
+                or (committed[tp].member_id == previous_member and committed[tp].offset <= position)
+            )
+        )
+        if adopted:
+            since = dict(self.assignment.held_since)
+            for tp in adopted:
+                since[tp] = min(since.get(tp, generation), generation)
+            self.assignment = replace(self.assignment, held_since=since)
+        return adopted

@@ -1,0 +1,311 @@
+"""One member's commits: recorded in its commit object, folded into the log by the group's
+folder (its leader, or the member itself when the folder is gone), or written to the log
+directly (the final offset of a partition being revoked; every commit without commit objects);
+and which of them the log now holds (``on_durable``).
+
+How the objects and the fold work: docs/design.md, "The write path at scale", and
+:mod:`.commit_fold` (the pure fold). Fold timing counts on the member's monotonic clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+
+from spark_kafka_group.errors import GroupStoreError
+from spark_kafka_group.group import GroupError, TopicPartition
+from spark_kafka_group.group.metadata import OffsetAndMetadata, held_throughout, partition_name
+from spark_kafka_group.member.assignments import AssignmentBook
+from spark_kafka_group.member.commit_fold import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
+from spark_kafka_group.member.decide import Decision, PendingWork
+from spark_kafka_group.member.in_flight import BatchesInFlight
+from spark_kafka_group.member.join import REBALANCE_POLL_MS
+from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.member.view import MemberAssignment
+from spark_kafka_group.store.commit_objects import CommitObject, RecordedOffset
+
+log = logging.getLogger(__name__)
+
+
+class MemberCommits:
+    """The commits of one member (under the member's lock)."""
+
+    def __init__(self, client: GroupLogClient, book: AssignmentBook) -> None:
+        self._client = client
+        self._book = book  # what the member holds, and the batches it handed to Spark
+        self._objects = client.commit_objects
+        self._group_id = client.group_id
+        # Commits recorded in commit objects: the newest offset per partition not yet seen in
+        # the log (with the generation it was recorded in), what the last object held, its
+        # sequence number, and for each partition with a recorded commit, the log's offset
+        # when it began to wait and since when (this member's clock): the log not moving for
+        # a few fold intervals means the folder is gone.
+        self._recorded: dict[TopicPartition, RecordedOffset] = {}
+        self._written: dict[TopicPartition, RecordedOffset] = {}
+        self._object_seq = 0
+        self._waiting: dict[TopicPartition, tuple[int | None, int]] = {}
+        # As the group's folder: when it last folded, and the objects it has folded.
+        self._folded_ms = -(10**15)
+        self._folded_seq: dict[str, int] = {}
+        self._seen_seq: dict[str, int] = {}
+        self._fold_started_ms: int | None = None
+        # The offsets last reported to ``on_durable``.
+        self._reported: dict[TopicPartition, int] = {}
+        #: Offsets and releases waiting to be written to the log directly (the final offsets
+        #: of partitions being revoked; every commit without commit objects).
+        self.pending_offsets: dict[TopicPartition, int] = {}
+        self.pending_release: set[TopicPartition] = set()
+        #: Earlier incarnations of this query (from its checkpoint) whose batches it resumes:
+        #: their commits are accepted as this member's.
+        self.adopted: set[str] = set()
+
+    @property
+    def uses_objects(self) -> bool:
+        """Commits are recorded in commit objects (else every commit is an append)."""
+        return self._objects is not None
+
+    @property
+    def pending(self) -> bool:
+        """Something must be written to the log directly."""
+        return bool(self.pending_offsets or self.pending_release)
+
+    def record(
+        self,
+        assignment: MemberAssignment,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        member_id: str,
+        batch_generation: int,
+        batch_member: str,
+        release: Iterable[TopicPartition],
+    ) -> None:
+        """Record a completed batch's end offsets (only for partitions held since the batch's
+        generation, of a batch of this member or of an incarnation it adopted) and the
+        releases of revoked partitions it finished."""
+        accepted = {}
+        if batch_member == member_id or batch_member in self.adopted:
+            accepted = {
+                tp: offset
+                for tp, offset in offsets.items()
+                if held_throughout(assignment.held_since, tp, batch_generation)
+            }
+        for tp, offset in accepted.items():
+            if self._objects is None or tp in assignment.revoking:
+                self.pending_offsets[tp] = offset
+            if self._objects is not None:
+                self._recorded[tp] = RecordedOffset(offset, assignment.generation)
+        released = set(release) & assignment.revoking
+        self.pending_release.update(released)
+        self.settle()
+        committed = self._client.coordinator.group.offsets
+        for tp in released & set(self._recorded):
+            # Its last batch was committed earlier, in the commit object: its release
+            # must come with that offset in the log (the new owner starts there).
+            offset = self._recorded[tp].offset
+            if tp not in committed or committed[tp].offset != offset:
+                self.pending_offsets.setdefault(tp, offset)
+
+    def pending_work(self, assignment: MemberAssignment, in_flight: BatchesInFlight) -> PendingWork:
+        return PendingWork(
+            offsets=dict(self.pending_offsets),
+            release=frozenset(self.pending_release),
+            in_flight=in_flight,
+            held=assignment.held,
+            had_generation=assignment.generation >= 0,
+        )
+
+    def step(
+        self,
+        now: int,
+        assignment: MemberAssignment,
+        *,
+        member_id: str,
+        closing: bool,
+        replaced: frozenset[str],
+    ) -> tuple[dict[str, CommitObject], frozenset[str]]:
+        """Write this member's commit object if it recorded something new; as the group's
+        folder (its leader, every fold interval; or any member whose own commit has waited
+        :data:`FOLD_FALLBACK_INTERVALS` intervals), read the objects to fold. Returns them,
+        and the members whose objects were looked up. ``replaced``: the incarnations this
+        member replaces at its join, whose objects are folded before they are fenced."""
+        if self._objects is None:
+            return {}, frozenset()
+        self.settle()
+        committed = self._client.coordinator.group.offsets
+        for tp in assignment.revoking & set(self._recorded):
+            # Recorded before its revocation began: its final offset goes to the log now,
+            # directly (its release waits for exactly that offset).
+            offset = self._recorded[tp].offset
+            if tp not in committed or committed[tp].offset != offset:
+                self.pending_offsets.setdefault(tp, offset)
+        if self._recorded and self._recorded != self._written and not closing:
+            self._object_seq += 1
+            obj = CommitObject(member_id, self._object_seq, dict(self._recorded))
+            try:
+                self._objects.put(obj)
+                self._written = dict(self._recorded)
+            except GroupStoreError as exc:  # kept, and written at the next step
+                log.warning("group %s: commit object not written: %s", self._group_id,
+                            exc)  # fmt: skip
+        for tp in self._recorded:
+            log_offset = committed[tp].offset if tp in committed else None
+            if tp not in self._waiting or self._waiting[tp][0] != log_offset:
+                self._waiting[tp] = (log_offset, now)  # new, or the log moved on: folded
+        for tp in set(self._waiting) - set(self._recorded):
+            del self._waiting[tp]
+        interval = COMMIT_FOLD_INTERVAL_MS
+        stalled = any(
+            now - since >= FOLD_FALLBACK_INTERVALS * interval for _, since in self._waiting.values()
+        )
+        leads = self._client.coordinator.group.leader == member_id
+        if not stalled and not (leads and now - self._folded_ms >= interval):
+            return self.objects_of(replaced), frozenset()
+        # Counted as a fold once its append lands (a lost race folds again at the retry).
+        self._fold_started_ms = now
+        if stalled:
+            self._folded_seq.clear()  # read every object: the folder may have missed some
+        try:
+            listed = self._objects.list()
+        except GroupStoreError as exc:
+            log.warning("group %s: commit objects not listed: %s", self._group_id, exc)
+            return {}, frozenset()
+        members = self._client.coordinator.group.members
+        new = {
+            m: seq
+            for m, seq in listed.items()
+            if m in members and seq > self._folded_seq.get(m, -1)
+        }
+        self._seen_seq = dict(new)
+        objects = self._get_objects(new)
+        objects.update(self.objects_of(replaced))
+        return objects, frozenset()
+
+    def objects_of(self, members: frozenset[str]) -> dict[str, CommitObject]:
+        """The newest commit objects of ``members`` (those that have one)."""
+        if self._objects is None or not members:
+            return {}
+        try:
+            listed = self._objects.list()
+        except GroupStoreError as exc:
+            log.warning("group %s: commit objects not listed: %s", self._group_id, exc)
+            return {}
+        return self._get_objects({m: s for m, s in listed.items() if m in members})
+
+    def _get_objects(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
+        if self._objects is None or not members:
+            return {}
+        try:
+            return self._objects.get(members)
+        except GroupStoreError as exc:
+            log.warning("group %s: commit objects not read: %s", self._group_id, exc)
+            return {}
+
+    def appended(self, decision: Decision, pending: PendingWork, member_id: str) -> None:
+        """Bookkeeping once a step's records are in the log (or it had none to write)."""
+        if self._fold_started_ms is not None:
+            now = self._fold_started_ms
+            self._folded_ms, self._fold_started_ms = now, None
+            # A fallback fold waits as long again before the next one.
+            self._waiting = {tp: (o, max(since, now)) for tp, (o, since) in self._waiting.items()}
+        for folded in decision.folded:
+            if folded in self._seen_seq:
+                self._folded_seq[folded] = self._seen_seq[folded]
+        for tp, offset in pending.offsets.items():  # not what the reader added meanwhile
+            if self.pending_offsets.get(tp) == offset:
+                del self.pending_offsets[tp]
+        self.pending_release -= pending.release
+        commit = decision.commit
+        rejected = {
+            tp: error
+            for tp, error in (commit.partition_errors.items() if commit else ())
+            if error is not GroupError.NONE
+        }
+        if rejected:
+            log.warning(
+                "group %s: commit rejected for %s (member %s is no longer their owner); they "
+                "will be read again by their current owner from the last accepted commit",
+                self._group_id,
+                ", ".join(f"{partition_name(*tp)}: {e}" for tp, e in sorted(rejected.items())),
+                member_id,
+            )
+
+    def settle(self) -> None:
+        """Forget recorded commits the log now holds, that no longer apply, or that a newer
+        commit superseded: the log holds the end of the last batch this member handed to Spark
+        for that partition (the progress listener commits a completed batch in the member's
+        name, often before the member hears of it; after ``query.stop()`` the member never
+        does). Written later, such a stale offset would move the committed offset back, and
+        the partition's next owner would read that batch again."""
+        if not self._recorded:
+            return
+        committed = self._client.coordinator.group.offsets
+        held = self._book.assignment.held
+        last_ends = self._book.in_flight.ends
+        for tp, recorded in list(self._recorded.items()):
+            current = None if tp not in committed else committed[tp].offset
+            if (
+                tp not in held
+                or current == recorded.offset
+                or (current is not None and current == last_ends.get(tp))
+            ):
+                del self._recorded[tp]
+                self._written.pop(tp, None)
+
+    def flush(self) -> None:
+        """Write the recorded commits to the log directly at the next step (the member leaves,
+        or a static member stops): a LEAVE must come after them."""
+        self.settle()
+        committed = self._client.coordinator.group.offsets
+        for tp, recorded in self._recorded.items():
+            current = committed.get(tp)
+            if current is None or current.offset != recorded.offset:
+                self.pending_offsets[tp] = recorded.offset
+
+    def committed_with_recorded(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The log's committed offsets, with this member's recorded commits over them."""
+        self.settle()
+        committed = dict(self._client.coordinator.group.offsets)
+        for tp, recorded in self._recorded.items():
+            committed[tp] = OffsetAndMetadata(recorded.offset)
+        return committed
+
+    def report_durable(
+        self, member_id: str, on_durable: Callable[[dict[TopicPartition, int]], None] | None
+    ) -> None:
+        """Tell ``on_durable`` which offsets of ``member_id`` (and the incarnations it adopted)
+        the log newly holds."""
+        if on_durable is None:
+            return
+        mine = {member_id} | self.adopted
+        fresh = {
+            tp: o.offset
+            for tp, o in self._client.coordinator.group.offsets.items()
+            if o.member_id in mine and self._reported.get(tp) != o.offset
+        }
+        if fresh:
+            self._reported.update(fresh)
+            try:
+                on_durable(fresh)
+            except Exception as exc:  # a copy is best effort; the group log is the record
+                log.warning("group %s: copying commits failed: %s", self._group_id, exc)
+
+    def drop_objects(self, member_id: str) -> None:
+        """Forget a member that left or expired, and delete its commit objects."""
+        self._folded_seq.pop(member_id, None)
+        try:
+            if self._objects is not None:
+                self._objects.drop(member_id)
+        except GroupStoreError as exc:  # a leftover is never applied (its member is gone)
+            log.debug("group %s: commit objects of %s not dropped: %s", self._group_id,
+                      member_id, exc)  # fmt: skip
+
+    def next_step_ms(self, interval_ms: int, *, folder: bool, now: int) -> int:
+        """The delay until the member's next step, shortened for the fold: the folder folds
+        every interval, counted from the start of its last fold; a member with a recorded
+        commit watches it land (and folds itself if the folder is gone)."""
+        if self._objects is not None and folder:
+            due = self._folded_ms + COMMIT_FOLD_INTERVAL_MS - now
+            return max(REBALANCE_POLL_MS // 2, min(interval_ms, due))
+        if self._objects is not None and self._recorded:
+            return min(interval_ms, COMMIT_FOLD_INTERVAL_MS)
+        return interval_ms

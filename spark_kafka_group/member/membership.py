@@ -1,0 +1,372 @@
+"""A member's place in its group: its identity, the protocol step over the group log (fold,
+decide, append; join, sync, heartbeat, expire, commit-object fold), what the step tells it
+(assigned, revoked, fenced, expired) and its LEAVE.
+
+As kafka-python's ``coordinator/base.py`` keeps generic membership apart from the consumer's
+``coordinator/consumer.py``, this is the membership half of
+:class:`~spark_kafka_group.member.member.GroupMember`; the query's side (start, close, batches,
+commits) is in :mod:`.member`. Each further job has its own module: the join (:mod:`.join`),
+the lease (:mod:`.lease_keeper`), the commits (:mod:`.commits`), the assignment and the
+rebalance listener (:mod:`.assignments`), the error text (:mod:`.error_text`), and what a step
+writes (:mod:`.decide`, pure).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+
+from spark_kafka_group.errors import MemberFencedError, OptionError
+from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupError, GroupRecord
+from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, TopicPartition
+from spark_kafka_group.group.timer import Clock
+from spark_kafka_group.member import error_text
+from spark_kafka_group.member.assignments import AssignmentBook
+from spark_kafka_group.member.commits import MemberCommits
+from spark_kafka_group.member.decide import (
+    METADATA_CHECK_EVERY_HEARTBEATS,
+    Decision,
+    PendingWork,
+    StepContext,
+    Timers,
+    decide_step,
+)
+from spark_kafka_group.member.heartbeat import HeartbeatThread
+from spark_kafka_group.member.join import (
+    REBALANCE_POLL_MS,
+    SubscriptionSpec,
+    join_request,
+    new_member_id,
+    rebalance_poll_ms,
+)
+from spark_kafka_group.member.lease_keeper import LeaseKeeper
+from spark_kafka_group.member.listener import RebalanceListenerRunner
+from spark_kafka_group.member.log_client import Attempt, GroupLogClient
+from spark_kafka_group.member.topic_metadata import TopicMetadataCache
+from spark_kafka_group.member.view import MemberAssignment
+from spark_kafka_group.options import GroupSettings
+from spark_kafka_group.store.commit_objects import CommitObjectStore
+from spark_kafka_group.store.log_store import LeaseStore, LogStore
+from spark_kafka_group.store.table_properties import retention_properties
+
+log = logging.getLogger(__name__)
+
+Step = Attempt[tuple[Decision, PendingWork]]
+
+
+class Membership:
+    """One member of a group, stepped over its group log (thread-safe under ``_lock``)."""
+
+    def __init__(
+        self,
+        settings: GroupSettings,
+        *,
+        subscription: SubscriptionSpec,
+        topic_counts: Callable[[], Mapping[str, int]],
+        client_id: str = "spark-kafka-group",
+        clock: Clock | None = None,
+        log: LogStore | None = None,
+        leases: LeaseStore | None = None,
+        commit_objects: CommitObjectStore | None = None,
+        member_id: str | None = None,
+        config: GroupConfig | None = None,
+        features: Iterable[str] | None = None,
+        random_seed: int | None = None,
+    ) -> None:
+        """``log`` and ``leases``: the group log and the leases (default: the Delta group log
+        under ``settings.store`` and its lease files; with ``log`` given, ``leases=None``
+        keeps liveness in the log as HEARTBEAT records). ``commit_objects``: where commits
+        are recorded (default: files next to the Delta group log; with ``log`` given and no
+        ``commit_objects``, every commit is an append to the log). ``features``: what the member
+        announces beyond Kafka's classic protocol (default: all it can; the simulation turns
+        them off to measure the classic protocol). ``random_seed``: of the conflict backoff's jitter
+        (the simulation repeats exactly)."""
+        self.settings = settings
+        self._subscription = subscription
+        self._metadata = TopicMetadataCache(
+            topic_counts,
+            interval_s=METADATA_CHECK_EVERY_HEARTBEATS * settings.heartbeat_interval_ms / 1000.0,
+        )
+        self._client_id = client_id
+        self._client = GroupLogClient(
+            settings.store,
+            settings.group_id,
+            storage_options=settings.storage_options,
+            config=config
+            or GroupConfig(
+                scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
+                assignors=settings.assignors,
+                initial_rebalance_delay_ms=settings.initial_rebalance_delay_ms,
+            ),
+            clock=clock,
+            log=log,
+            leases=leases,
+            commit_objects=commit_objects,
+            random_seed=random_seed,
+            table_properties=retention_properties(settings.log_retention_ms),
+        )
+        self._leases = LeaseKeeper(self._client)
+        if features is None:
+            features = FEATURES if self._leases.enabled else (IMPLICIT_REJOIN,)
+        self._features = tuple(sorted(features))
+        self._clock = self._client.clock
+        self._lock = threading.RLock()
+        self.member_id = member_id or new_member_id(client_id)
+        listener = RebalanceListenerRunner.load(settings.rebalance_listener)
+        self._book = AssignmentBook(self.member_id, listener, settings.group_id)
+        self._commits = MemberCommits(self._client, self._book)
+        self._timers = Timers()
+        #: Called with offsets of this member that became durable in the log, whoever wrote
+        #: them (commitToKafka copies them).
+        self.on_durable: Callable[[dict[TopicPartition, int]], None] | None = None
+        self._fatal: Exception | None = None
+        # The previous incarnation this member replaces at its first join (see start()).
+        self._replacing: str | None = None
+        # Set when close() begins: no further protocol step may write (a step after the LEAVE
+        # would join the group again under a new id), and a join wait stops.
+        self._closing = threading.Event()
+        self._close_lock = threading.Lock()
+        self._closed = False
+        self._heartbeat = HeartbeatThread(self._background_step, self.next_step_delay_s)
+        #: Asks the background step to run now (the simulation replaces it).
+        self.wake: Callable[[], None] = self._heartbeat.wake
+
+    def takes_over(self, previous_member_id: str) -> None:
+        """At its next join, replace ``previous_member_id`` (this query's previous incarnation)
+        if it is still in the group, and accept the commits of the batches it planned."""
+        if previous_member_id != self.member_id:
+            self._replacing = previous_member_id
+            self._commits.adopted.add(previous_member_id)
+
+    @property
+    def client(self) -> GroupLogClient:
+        """The member's view of the group log (read-only use: inspection, simulation)."""
+        return self._client
+
+    @property
+    def assignment(self) -> MemberAssignment:
+        """The assignment after the last step (without stepping, unlike :meth:`poll`)."""
+        return self._book.assignment
+
+    @property
+    def failure(self) -> Exception | None:
+        """Why the member stopped for good (fenced, a refused option), or None."""
+        return self._fatal
+
+    def leave(self, reason: str = "the query left the group") -> None:
+        """Write LEAVE now, so the group rebalances at once instead of after the timeout."""
+        with self._lock:
+            self._commits.flush()
+            if self._commits.pending:
+                self._step()  # the final commit first
+
+            def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
+                if work.group.member(self.member_id) is None:
+                    return [], None
+                records, _ = work.leave(
+                    self.member_id,
+                    now,
+                    instance_id=self.settings.instance_id,
+                    reason=reason,
+                    seen=self._client.sightings(),
+                )
+                return records, None
+
+            self._client.transact(decide)
+            self._report_durable()
+            self._leases.drop(self.member_id)
+            self._commits.drop_objects(self.member_id)
+            # Gone from the group because it left: neither an expiry nor a rejoin (what
+            # _update_view does for a member the group no longer knows).
+            self._book.left()
+
+    # -- the protocol step -------------------------------------------------------------------
+
+    def _background_step(self) -> None:
+        with self._lock:
+            if self._fatal is None and not self._closing.is_set():
+                self._step(commit_objects=True)
+
+    def next_step_delay_s(self) -> float:
+        """How long until the member's next step (the heartbeat thread's timer)."""
+        # Poll fast until a cooperative rebalance has finished for every member, not only
+        # this one: the follow-up round starts when another member releases its partitions.
+        if not self._book.assignment.settled:
+            return self._rebalance_poll_s()
+        interval = min(self.settings.heartbeat_interval_ms, self._until_next_expiry_ms())
+        now = self._clock.monotonic_ms()
+        return self._commits.next_step_ms(interval, folder=self._client.maintainer, now=now) / 1000
+
+    def _until_next_expiry_ms(self) -> int:
+        """How long until another member would be silent past its session timeout, as this
+        member saw it (a step then expires it at once rather than up to a heartbeat later)."""
+        with self._lock:
+            seen = self._client.sightings()
+            ends = [
+                seen.heard_ms(m) + m.session_timeout_ms + 1 - seen.now_ms
+                for m in self._client.coordinator.group.members.values()
+                if m.member_id != self.member_id
+            ]
+        return max(REBALANCE_POLL_MS, min(ends, default=self.settings.heartbeat_interval_ms))
+
+    def _rebalance_poll_s(self) -> float:
+        members = len(self._client.coordinator.group.members)
+        return rebalance_poll_ms(members, self.settings.heartbeat_interval_ms) / 1000.0
+
+    def _step(self, *, commit_objects: bool = False) -> None:
+        """One write (or none): the pending commits, the release of revoked partitions whose
+        last batch is committed, and the protocol step (tick, join, sync), retried on
+        compare-and-swap conflicts. ``commit_objects``: also write this member's commit object
+        and fold the group's (the background thread's work: the reader's calls never wait on
+        it)."""
+        self._client.retry(lambda: self.begin_step(commit_objects=commit_objects), self.end_step)
+
+    def begin_step(self, *, commit_objects: bool = True) -> Step:
+        """Renew the lease if due, fold the log and decide this step's records. With nothing
+        to write the step is over; otherwise :meth:`end_step` appends them."""
+        with self._lock:
+            self._client.fold()  # first: which leases it needs depends on who is in the group
+            interval = self.settings.heartbeat_interval_ms
+            self._leases.renew(self.member_id, interval)
+            self._leases.watch(self.member_id, interval)
+            assignment = self._book.assignment
+            replaced = self._replaced()
+            if commit_objects:  # commit-object timing on this process's monotonic clock
+                objects, looked_up = self._commits.step(
+                    self._clock.monotonic_ms(),
+                    assignment,
+                    member_id=self.member_id,
+                    closing=self._closing.is_set(),
+                    replaced=replaced,
+                )
+            else:  # a join replacing an incarnation folds its objects first
+                objects, looked_up = self._commits.objects_of(replaced), frozenset()
+            pending = self._commits.pending_work(assignment, self._book.in_flight)
+            ctx = StepContext(
+                request=join_request(
+                    self.settings,
+                    member_id=self.member_id,
+                    subscription=self._subscription,
+                    client_id=self._client_id,
+                    replacing=self._replacing,
+                    features=self._features,
+                ),
+                heartbeat_interval_ms=interval,
+                topics=self._metadata.get(),  # never fetched here: see topic_metadata.py
+                seen=self._client.sightings(),
+                leases=self._leases.enabled,
+                uses_commit_objects=self._commits.uses_objects,
+                commit_objects=objects,
+                objects_looked_up=looked_up,
+            )
+            timers = self._timers
+
+            def decide(
+                work: GroupCoordinator, now: int
+            ) -> tuple[list[GroupRecord], tuple[Decision, PendingWork]]:
+                decision = decide_step(work, now, ctx, pending, timers)
+                if decision.needs_objects:  # members about to expire: their commits first
+                    extra = self._commits.objects_of(decision.needs_objects)
+                    retry_ctx = replace(
+                        ctx,
+                        commit_objects={**ctx.commit_objects, **extra},
+                        objects_looked_up=ctx.objects_looked_up | decision.needs_objects,
+                    )
+                    work = self._client.coordinator.fork()
+                    decision = decide_step(work, now, retry_ctx, pending, timers)
+                return decision.records, (decision, pending)
+
+            attempt = self._client.prepare(decide, fold=False)
+            if not attempt.records:
+                self._after_step(attempt)
+            return attempt
+
+    def end_step(self, attempt: Step) -> bool:
+        """Append what :meth:`begin_step` decided; False if another writer won the race
+        (then begin again, after a backoff)."""
+        with self._lock:
+            if not self._client.complete(attempt):
+                return False
+            self._after_step(attempt)
+            return True
+
+    def _after_step(self, attempt: Step) -> None:
+        decision, pending = attempt.result
+        self._timers = decision.timers
+        self._commits.appended(decision, pending, self.member_id)
+        self._check_join_error(decision.join_error)
+        expired = [r.member_id for r in decision.records if r.kind == "EXPIRE" and r.member_id]
+        for member_id in expired if self._leases.enabled else ():
+            self._leases.drop(member_id)
+        for member_id in expired:
+            self._commits.drop_objects(member_id)
+        self._report_durable()
+        self._update_view(self._client.coordinator)
+        self._commits.settle()
+
+    def _replaced(self) -> frozenset[str]:
+        """Before its first join, the incarnations this member replaces that are still in the
+        group (a restart on its checkpoint, or a static member's previous incarnation): their
+        commit objects are folded before they are fenced."""
+        if self._book.assignment.generation >= 0:
+            return frozenset()
+        group = self._client.coordinator.group
+        previous = {self._replacing} if self._replacing else set()
+        if self.settings.instance_id is not None:
+            previous.add(group.static_members.get(self.settings.instance_id) or "")
+        return frozenset(m for m in previous if m and m != self.member_id and group.member(m))
+
+    def _report_durable(self) -> None:
+        self._commits.report_durable(self.member_id, self.on_durable)
+
+    # -- the member's place in the group ----------------------------------------------------
+
+    def _update_view(self, coordinator: GroupCoordinator) -> None:
+        view = coordinator.member_view(self.member_id)
+        previous = self._book.assignment
+        if view.fenced:
+            why, message = error_text.fenced(
+                self.member_id, self.settings.group_id, self.settings.instance_id
+            )
+            self._lose(previous.held, why)
+            self._fatal = MemberFencedError(message)
+            return
+        if not view.known:
+            self._lose(previous.held, "expired from the group (session timeout)")
+            # Rejoin as a new incarnation, as a Kafka consumer resets its member id.
+            if previous.generation >= 0:
+                self.member_id = new_member_id(self._client_id)
+                log.warning("Rejoining group %s as member %s", self.settings.group_id,
+                            self.member_id)  # fmt: skip
+            self._book.reset(self.member_id)
+            return
+        self._replacing = None  # joined: the previous incarnation is replaced or gone
+        self._client.maintainer = view.is_leader
+        self._book.update(view, coordinator.group)
+
+    def _lose(self, partitions: Iterable[TopicPartition], why: str) -> None:
+        if self._book.lose(partitions, why):
+            self._commits.pending_offsets.clear()
+
+    def _check_join_error(self, error: GroupError) -> None:
+        group_id = self.settings.group_id
+        if error is GroupError.INVALID_SESSION_TIMEOUT:
+            config = self._client.coordinator.config
+            timeout_ms = self.settings.session_timeout_ms
+            self._fatal = OptionError(
+                error_text.invalid_session_timeout(group_id, timeout_ms, config)
+            )
+        elif error is GroupError.INCONSISTENT_GROUP_PROTOCOL:
+            group = self._client.coordinator.group
+            protocols = self.settings.protocol_names
+            self._fatal = OptionError(error_text.inconsistent_protocol(group_id, group, protocols))
+        elif error not in (GroupError.NONE, GroupError.REBALANCE_IN_PROGRESS):
+            log.warning("group %s: join answered %s; retrying", group_id, error)
+
+    def _raise_if_fatal(self) -> None:
+        if self._fatal is not None:
+            self._heartbeat.stop()
+            self._metadata.stop()
+            raise self._fatal
