@@ -234,7 +234,6 @@ def commit_for_member(
     starts: Mapping[TopicPartition, int] | None = None,
     storage_options: Mapping[str, str] | None = None,
     client: GroupLogClient | None = None,
-    revoking_only: bool = False,
 ) -> int:
     """Commit a completed batch's offsets on behalf of ``member_id``; how many were written.
 
@@ -247,8 +246,6 @@ def commit_for_member(
     with ``in_order=False``). Anything else is the member's own business (it commits itself) or a
     zombie's. ``client``: an open client of this group log to reuse (it folds only what is
     new since its last call, instead of replaying from the latest snapshot).
-    ``revoking_only``: only the partitions the member is giving up (their release waits for
-    this commit; the member records the others itself and its group folds them).
     """
     if client is None:
         client = _client(store, group_id, storage_options, create=False)
@@ -261,7 +258,6 @@ def commit_for_member(
             tp: off
             for tp, off in offsets.items()
             if held_throughout(member.held_since, tp, generation)
-            and (not revoking_only or tp in member.revoking)
         }
         fresh = offsets_to_write(held, work.group.offsets, in_order=False, starts=starts)
         if not fresh:

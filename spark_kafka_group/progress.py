@@ -8,15 +8,12 @@ query progress does carry every completed batch's end offset, which for this sou
 group, the store, the member and the generation
 (:class:`~spark_kafka_group.source.offsets.SourceOffset`). So:
 
-* :class:`GroupProgressListener`, added by :func:`spark_kafka_group.register`, commits on the
-  member's behalf, as soon as a batch completes, the offsets of the partitions the member is
-  giving up (a rebalance waits for them); the member records the others itself at the next
-  trigger and its group folds them into the log once a second, so that the log's writes do
-  not grow with the number of queries. When the query terminates the listener commits the
-  last completed batch whole (idempotent: whatever the member already committed is skipped)
-  and then writes the LEAVE of its dynamic members. The member also leaves by itself when
-  the query's streaming-source process ends (:mod:`spark_kafka_group.source.lifecycle`);
-  whichever comes first writes the LEAVE, the other finds the member gone;
+* :class:`GroupProgressListener`, added by :func:`spark_kafka_group.register`, commits each
+  completed batch's offsets on the member's behalf (idempotent: whatever the member already
+  committed is skipped), and when the query terminates writes the LEAVE of its dynamic
+  members, after that final commit. The member also leaves by itself when the query's
+  streaming-source process ends (:mod:`spark_kafka_group.source.lifecycle`); whichever comes
+  first writes the LEAVE, the other finds the member gone;
 * :func:`leave_group` does the same for one query, explicitly.
 
 Storage credentials for an object-store group log come from the environment here (the
@@ -98,29 +95,13 @@ def commit_progress(
     *,
     storage_options: Mapping[str, str] | None = None,
     clients: Clients | None = None,
-    revoking_only: bool = False,
 ) -> int:
     """Commit the ``kafka-group`` end offsets of one query progress; how many were written.
-    ``clients``: group log clients by (store, group) to reuse across calls (and to add to).
-    ``revoking_only``: only the partitions their member is giving up."""
-    return _commit(
-        group_offsets(progress),
-        storage_options=storage_options,
-        clients=clients,
-        revoking_only=revoking_only,
-    )
-
-
-def _commit(
-    offsets: Iterable[SourceOffset],
-    *,
-    storage_options: Mapping[str, str] | None,
-    clients: Clients | None,
-    revoking_only: bool = False,
-) -> int:
+    ``clients``: group log clients by (store, group) to reuse across calls (and to add to)."""
     written = 0
-    for offset in offsets:
+    for offset in group_offsets(progress):
         if offset.member and offset.offsets:
+            client = _cached_client(clients, offset, storage_options)
             written += commit_for_member(
                 offset.store,
                 offset.group,
@@ -129,8 +110,7 @@ def _commit(
                 offset.offsets,
                 starts=offset.starts,
                 storage_options=storage_options,
-                client=_cached_client(clients, offset, storage_options),
-                revoking_only=revoking_only,
+                client=client,
             )
     return written
 
@@ -164,9 +144,7 @@ def _leave(
 
 
 class GroupProgressListener(StreamingQueryListener):
-    """Commits for ``kafka-group`` queries what their members cannot (see the module
-    docstring): partitions being given up as each batch completes, the last batch and the
-    LEAVE when the query terminates."""
+    """Commits every completed batch of ``kafka-group`` queries (see the module docstring)."""
 
     def __init__(self, storage_options: Mapping[str, str] | None = None) -> None:
         self._init(storage_options)
@@ -200,10 +178,7 @@ class GroupProgressListener(StreamingQueryListener):
                 members[(offset.store, offset.group, offset.member)] = offset
             try:
                 commit_progress(
-                    progress,
-                    storage_options=self._storage_options,
-                    clients=self._clients,
-                    revoking_only=True,
+                    progress, storage_options=self._storage_options, clients=self._clients
                 )
             except Exception:
                 self._clients.clear()  # e.g. the store was replaced: open it afresh next time
@@ -213,14 +188,13 @@ class GroupProgressListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        # After the last progress (the listener bus keeps the order): its offsets are each
-        # member's last completed batch. Spark never calls the source's commit() for it.
+        # After the last progress (the listener bus keeps the order): its commit is written.
         with self._lock:
             members = self._members.pop(str(event.runId), {})
-            options, clients = self._storage_options, self._clients
             try:
-                _commit(members.values(), storage_options=options, clients=clients)
-                _leave(members.values(), storage_options=options, clients=clients)
+                _leave(
+                    members.values(), storage_options=self._storage_options, clients=self._clients
+                )
             except Exception:
                 log.warning("kafka-group: leaving at query termination failed", exc_info=True)
 

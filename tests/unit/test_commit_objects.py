@@ -9,9 +9,7 @@ is gone) is never applied; the fold never moves a committed offset back.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from types import SimpleNamespace
 
 from spark_kafka_group.admin import commit_for_member
 from spark_kafka_group.group import GroupRecord, ManualClock, TopicPartition
@@ -21,8 +19,6 @@ from spark_kafka_group.member.commit_fold import (
     fold_commit_objects,
 )
 from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.progress import GroupProgressListener
-from spark_kafka_group.source.offsets import SourceOffset
 from spark_kafka_group.store.commit_objects import (
     CommitObject,
     InMemoryCommitObjects,
@@ -285,60 +281,3 @@ def test_every_durable_commit_is_reported_once_whoever_wrote_it() -> None:
     commit(b, last)
     b.member.leave()  # the LEAVE writes the last commit first
     assert copied == [theirs, last]
-
-
-def _progress(run_id: str, *ends: SourceOffset) -> SimpleNamespace:
-    """A query progress event as the listener gets it (an end offset per source, as JSON)."""
-    sources = [{"endOffset": json.dumps(e.to_json())} for e in ends]
-    return SimpleNamespace(progress={"runId": run_id, "sources": sources})
-
-
-def test_the_progress_listener_commits_only_what_a_rebalance_waits_for_until_the_query_ends() -> (
-    None
-):
-    """Every query's listener committing every batch would make the log's writes grow with
-    the number of queries: as batches complete it commits only the partitions their member
-    gives up; the member records the rest and the group folds them. When the query ends it
-    commits the last batch (Spark never calls the source's commit() for it), then leaves."""
-    g = Group()
-    b = g.add("b")
-    g.settle()
-    group_id = b.member.settings.group_id
-    listener = GroupProgressListener()
-    listener._clients[("memory", group_id)] = GroupLogClient(
-        "memory", group_id, log=g.log, clock=g.clock
-    )
-
-    def end(offset: int) -> SourceOffset:
-        a = b.member.assignment
-        return SourceOffset(
-            group=group_id, store="memory", generation=a.generation, member=b.member_id,
-            offsets={tp: offset for tp in a.held},
-        )  # fmt: skip
-
-    def commits_since(n: int) -> dict[TopicPartition, int]:
-        return {
-            TopicPartition(r.topic or "", r.partition or 0): r.offset or 0
-            for r in g.records("COMMIT")[n:]
-        }
-
-    before = len(g.records("COMMIT"))
-    listener.onQueryProgress(_progress("run", end(10)))
-    assert commits_since(before) == {}  # the member's own business
-
-    g.add("c")
-    revoking = g.until_revoking(b)
-    listener.onQueryProgress(_progress("run", end(20)))
-    assert commits_since(before) == {tp: 20 for tp in revoking}
-
-    g.settle()  # b released them
-    kept = b.member.assignment.held
-    assert kept and not kept & revoking
-    before = len(g.records("COMMIT"))
-    listener.onQueryProgress(_progress("run", end(30)))
-    assert commits_since(before) == {}
-    listener.onQueryTerminated(SimpleNamespace(runId="run"))
-    assert commits_since(before) == {tp: 30 for tp in kept}
-    [leave] = g.records("LEAVE")
-    assert leave.member_id == "b"
-    assert g.log.records.index(leave) > g.log.records.index(g.records("COMMIT")[-1])
