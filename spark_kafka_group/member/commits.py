@@ -89,8 +89,13 @@ class MemberCommits:
                 for tp, offset in offsets.items()
                 if held_throughout(assignment.held_since, tp, batch_generation)
             }
+        committed = self._client.coordinator.group.offsets
         for tp, offset in accepted.items():
-            if self._objects is None or tp in assignment.revoking:
+            # A member's own commits come in batch order, so one below the log's offset is a
+            # reset by policy (failOnDataLoss=false): written directly, as the fold only moves
+            # offsets forward (a successor must not start at the old, higher offset).
+            rewinds = tp in committed and offset < committed[tp].offset
+            if self._objects is None or tp in assignment.revoking or rewinds:
                 self.pending_offsets[tp] = offset
             if self._objects is not None:
                 self._recorded[tp] = RecordedOffset(offset, assignment.generation)

@@ -281,3 +281,22 @@ def test_every_durable_commit_is_reported_once_whoever_wrote_it() -> None:
     commit(b, last)
     b.member.leave()  # the LEAVE writes the last commit first
     assert copied == [theirs, last]
+
+
+def test_a_reset_by_policy_reaches_the_log_at_once() -> None:
+    """A batch that started below the committed offset (``failOnDataLoss=false`` after a topic
+    was recreated) commits a lower offset. The fold only moves offsets forward, so the commit
+    is written directly: a successor must not start at the old, higher offset."""
+    g = Group()
+    a = g.add("a")
+    g.settle()
+    held = a.member.assignment.held
+    commit(a, {tp: 10 for tp in held})
+    g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
+    g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
+    assert g.committed() == {tp: 10 for tp in held}
+    commit(a, {tp: 3 for tp in held})  # the recreated topic, read from its start
+    assert g.committed() == {tp: 3 for tp in held}
+    g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
+    g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
+    assert g.committed() == {tp: 3 for tp in held}  # no fold moves it back up
