@@ -101,14 +101,9 @@ class MemberCommits:
                 self._recorded[tp] = RecordedOffset(offset, assignment.generation)
         released = set(release) & assignment.revoking
         self.pending_release.update(released)
-        self.settle()
-        committed = self._client.coordinator.group.offsets
-        for tp in released & set(self._recorded):
-            # Its last batch was committed earlier, in the commit object: its release
-            # must come with that offset in the log (the new owner starts there).
-            offset = self._recorded[tp].offset
-            if tp not in committed or committed[tp].offset != offset:
-                self.pending_offsets.setdefault(tp, offset)
+        # Its last batch was committed earlier, in the commit object: its release must come
+        # with that offset in the log (the new owner starts there).
+        self._write_recorded(released)
 
     def pending_work(self, assignment: MemberAssignment, in_flight: BatchesInFlight) -> PendingWork:
         return PendingWork(
@@ -135,14 +130,10 @@ class MemberCommits:
         member replaces at its join, whose objects are folded before they are fenced."""
         if self._objects is None:
             return {}, frozenset()
-        self.settle()
+        # Recorded before its revocation began: its final offset goes to the log now, directly
+        # (its release waits for exactly that offset).
+        self._write_recorded(assignment.revoking)
         committed = self._client.coordinator.group.offsets
-        for tp in assignment.revoking & set(self._recorded):
-            # Recorded before its revocation began: its final offset goes to the log now,
-            # directly (its release waits for exactly that offset).
-            offset = self._recorded[tp].offset
-            if tp not in committed or committed[tp].offset != offset:
-                self.pending_offsets.setdefault(tp, offset)
         if self._recorded and self._recorded != self._written and not closing:
             self._object_seq += 1
             obj = CommitObject(member_id, self._object_seq, dict(self._recorded))
@@ -259,12 +250,15 @@ class MemberCommits:
     def flush(self) -> None:
         """Write the recorded commits to the log directly at the next step (the member leaves,
         or a static member stops): a LEAVE must come after them."""
+        self._write_recorded(self._recorded)
+
+    def _write_recorded(self, partitions: Iterable[TopicPartition]) -> None:
+        """Write the recorded commits of ``partitions`` to the log directly at the next step.
+        Settled first, so what the log holds, or a newer commit superseded, is not written;
+        the newest recorded offset wins over an older one still pending."""
         self.settle()
-        committed = self._client.coordinator.group.offsets
-        for tp, recorded in self._recorded.items():
-            current = committed.get(tp)
-            if current is None or current.offset != recorded.offset:
-                self.pending_offsets[tp] = recorded.offset
+        for tp in set(partitions) & set(self._recorded):
+            self.pending_offsets[tp] = self._recorded[tp].offset
 
     def committed_with_recorded(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """The log's committed offsets, with this member's recorded commits over them."""
