@@ -5,6 +5,7 @@ what the user's rebalance listener hears (assigned, revoked, lost)."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
@@ -20,19 +21,32 @@ log = logging.getLogger(__name__)
 
 
 class AssignmentBook:
-    """One member's assignment and batches in flight (under the member's lock)."""
+    """One member's assignment and batches in flight.
+
+    Thread-safe under :attr:`lock`, a small lock never held while the group log is read or
+    written: the reader's calls (``begin_batch``, a commit's bookkeeping) take only this lock,
+    so a trigger never waits on the store, while the member's step (which does the I/O) reads
+    and changes the book under it too."""
 
     def __init__(self, member_id: str, listener: RebalanceListenerRunner, group_id: str) -> None:
         self._listener = listener
         self._group_id = group_id
+        #: Held for bookkeeping only, never across a read or write of the store (re-entrant:
+        #: the member's commits share it).
+        self.lock = threading.RLock()
         self.assignment = MemberAssignment(generation=-1, member_id=member_id)
         #: The batches handed to Spark: a partition being revoked is released once a commit
         #: reaches the end of its last batch (decide.py).
         self.in_flight = BatchesInFlight()
+        #: Partitions the member's step decided to release and is appending the release of:
+        #: no batch may claim them meanwhile (the decision saw none of theirs in flight).
+        self.releasing: frozenset[TopicPartition] = frozenset()
 
     def reset(self, member_id: str) -> None:
         """Not a member of any generation (yet, or any more)."""
-        self.assignment = MemberAssignment(generation=-1, member_id=member_id)
+        with self.lock:
+            self.assignment = MemberAssignment(generation=-1, member_id=member_id)
+            self.releasing = frozenset()
 
     def lose(self, partitions: Iterable[TopicPartition], why: str) -> bool:
         """The member lost ``partitions`` (fenced, expired): the listener hears "lost" and its
@@ -44,40 +58,45 @@ class AssignmentBook:
             "Member %s of group %s lost %s: %s", self.assignment.member_id, self._group_id,
             names(lost), why,
         )  # fmt: skip
-        self.in_flight = BatchesInFlight()
+        with self.lock:
+            self.in_flight = BatchesInFlight()
         self._listener.lost(lost)
         return True
 
     def update(self, view: MemberView, group: GroupMetadata) -> None:
         """The assignment of a member the group knows, after a step; the listener hears what
-        was assigned and revoked."""
-        previous = self.assignment
-        member_id = previous.member_id
-        held = frozenset(view.assignment) | frozenset(view.revoking)
-        self.in_flight = self.in_flight.retain(held)
+        was assigned and revoked (outside the lock: the user's code may take its time)."""
+        with self.lock:
+            previous = self.assignment
+            member_id = previous.member_id
+            held = frozenset(view.assignment) | frozenset(view.revoking)
+            self.in_flight = self.in_flight.retain(held)
+            generation = view.member_generation
+            # The group's record of since when each partition is held: a replaced
+            # incarnation's partitions keep their generation, so its batches stay valid.
+            member = group.member(member_id)
+            group_since = member.held_since if member is not None else {}
+            since = {
+                tp: previous.held_since.get(tp, group_since.get(tp, generation)) for tp in held
+            }
+            stable = view.state == GroupState.STABLE and generation == view.group_generation
+            self.assignment = MemberAssignment(
+                generation=generation,
+                member_id=member_id,
+                held=held,
+                revoking=frozenset(view.revoking),
+                held_since=since,
+                stable=stable,
+                settled=stable and not any(m.revoking for m in group.members.values()),
+            )
+            self.releasing = frozenset()
         # Still a member: what it no longer holds was revoked (released after its final
         # commit, or given up by an eager rejoin), not lost.
         revoked = previous.held - held
         if revoked:
             log.info("Revoked from %s: %s", member_id, names(revoked))
             self._listener.revoked(sorted(revoked))
-        generation = view.member_generation
-        # The group's record of since when each partition is held: a replaced incarnation's
-        # partitions keep their generation, so the batches it planned stay valid.
-        member = group.member(member_id)
-        group_since = member.held_since if member is not None else {}
-        since = {tp: previous.held_since.get(tp, group_since.get(tp, generation)) for tp in held}
         new = held - previous.held
-        stable = view.state == GroupState.STABLE and generation == view.group_generation
-        self.assignment = MemberAssignment(
-            generation=generation,
-            member_id=member_id,
-            held=held,
-            revoking=frozenset(view.revoking),
-            held_since=since,
-            stable=stable,
-            settled=stable and not any(m.revoking for m in group.members.values()),
-        )
         if generation != previous.generation:
             log.info(
                 "Joined group %s as member %s (generation %d, protocol %s, leader: %s)",
@@ -99,8 +118,9 @@ class AssignmentBook:
             "Left group %s as member %s%s", self._group_id, self.assignment.member_id,
             f", giving up {names(given_up)}" if given_up else "",
         )  # fmt: skip
-        self.in_flight = BatchesInFlight()
-        self.reset(self.assignment.member_id)
+        with self.lock:
+            self.in_flight = BatchesInFlight()
+            self.reset(self.assignment.member_id)
         if given_up:
             self._listener.revoked(given_up)
 
@@ -108,14 +128,21 @@ class AssignmentBook:
         self, ends: Mapping[TopicPartition, int], *, batch_generation: int
     ) -> frozenset[TopicPartition]:
         """The partitions of a batch about to run that the member may read (held without
-        interruption since ``batch_generation``); they count as in flight from now."""
-        assignment = self.assignment
-        ours = frozenset(
-            tp for tp in ends if held_throughout(assignment.held_since, tp, batch_generation)
-        )
-        batch = PlannedBatch({tp: ends[tp] for tp in ours}, batch_generation, assignment.member_id)
-        self.in_flight = self.in_flight.begin(batch)
-        return ours
+        interruption since ``batch_generation``, and not being released right now); they
+        count as in flight from now."""
+        with self.lock:
+            assignment = self.assignment
+            ours = frozenset(
+                tp
+                for tp in ends
+                if held_throughout(assignment.held_since, tp, batch_generation)
+                and tp not in self.releasing
+            )
+            batch = PlannedBatch(
+                {tp: ends[tp] for tp in ours}, batch_generation, assignment.member_id
+            )
+            self.in_flight = self.in_flight.begin(batch)
+            return ours
 
     def adopt(
         self,
@@ -127,6 +154,16 @@ class AssignmentBook:
         """The partitions whose checkpointed ``positions`` (of ``previous_member``, planned in
         ``generation``) stay valid: held again, and nobody else committed since. They count
         as held since ``generation``."""
+        with self.lock:
+            return self._adopt(previous_member, generation, positions, committed)
+
+    def _adopt(
+        self,
+        previous_member: str,
+        generation: int,
+        positions: Mapping[TopicPartition, int],
+        committed: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> frozenset[TopicPartition]:
         adopted = frozenset(
             tp
             for tp, position in positions.items()

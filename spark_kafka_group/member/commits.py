@@ -28,11 +28,15 @@ log = logging.getLogger(__name__)
 
 
 class MemberCommits:
-    """The commits of one member (under the member's lock)."""
+    """The commits of one member. The reader records commits while the member's step writes
+    and folds them: both change this bookkeeping under the book's small lock, never held
+    across a read or write of the store (the step's puts, listings and reads happen outside
+    it), so recording a commit never waits on the store."""
 
     def __init__(self, client: GroupLogClient, book: AssignmentBook) -> None:
         self._client = client
         self._book = book  # what the member holds, and the batches it handed to Spark
+        self._lock = book.lock
         self._objects = client.commit_objects
         self._group_id = client.group_id
         # Commits recorded in commit objects: the newest offset per partition not yet seen in
@@ -82,6 +86,26 @@ class MemberCommits:
         """Record a completed batch's end offsets (only for partitions held since the batch's
         generation, of a batch of this member or of an incarnation it adopted) and the
         releases of revoked partitions it finished."""
+        with self._lock:
+            self._record(
+                assignment,
+                offsets,
+                member_id=member_id,
+                batch_generation=batch_generation,
+                batch_member=batch_member,
+                release=release,
+            )
+
+    def _record(
+        self,
+        assignment: MemberAssignment,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        member_id: str,
+        batch_generation: int,
+        batch_member: str,
+        release: Iterable[TopicPartition],
+    ) -> None:
         accepted = {}
         if batch_member == member_id or batch_member in self.adopted:
             accepted = {
@@ -106,6 +130,7 @@ class MemberCommits:
         self._write_recorded(released)
 
     def pending_work(self, assignment: MemberAssignment, in_flight: BatchesInFlight) -> PendingWork:
+        """What the step must write (call under the lock: a snapshot of the pending work)."""
         return PendingWork(
             offsets=dict(self.pending_offsets),
             release=frozenset(self.pending_release),
@@ -134,20 +159,24 @@ class MemberCommits:
         # (its release waits for exactly that offset).
         self._write_recorded(assignment.revoking)
         committed = self._client.coordinator.group.offsets
-        if self._recorded and self._recorded != self._written and not closing:
+        with self._lock:
+            recorded = dict(self._recorded)
+            changed = bool(recorded) and recorded != self._written
+        if changed and not closing:
             self._object_seq += 1
-            obj = CommitObject(member_id, self._object_seq, dict(self._recorded))
+            obj = CommitObject(member_id, self._object_seq, recorded)
             try:
-                self._objects.put(obj)
-                self._written = dict(self._recorded)
+                self._objects.put(obj)  # outside the lock: the reader may record meanwhile
+                with self._lock:
+                    self._written = recorded
             except GroupStoreError as exc:  # kept, and written at the next step
                 log.warning("group %s: commit object not written: %s", self._group_id,
                             exc)  # fmt: skip
-        for tp in self._recorded:
+        for tp in recorded:
             log_offset = committed[tp].offset if tp in committed else None
             if tp not in self._waiting or self._waiting[tp][0] != log_offset:
                 self._waiting[tp] = (log_offset, now)  # new, or the log moved on: folded
-        for tp in set(self._waiting) - set(self._recorded):
+        for tp in set(self._waiting) - set(recorded):
             del self._waiting[tp]
         interval = COMMIT_FOLD_INTERVAL_MS
         stalled = any(
@@ -206,10 +235,11 @@ class MemberCommits:
         for folded in decision.folded:
             if folded in self._seen_seq:
                 self._folded_seq[folded] = self._seen_seq[folded]
-        for tp, offset in pending.offsets.items():  # not what the reader added meanwhile
-            if self.pending_offsets.get(tp) == offset:
-                del self.pending_offsets[tp]
-        self.pending_release -= pending.release
+        with self._lock:
+            for tp, offset in pending.offsets.items():  # not what the reader added meanwhile
+                if self.pending_offsets.get(tp) == offset:
+                    del self.pending_offsets[tp]
+            self.pending_release -= pending.release
         commit = decision.commit
         rejected = {
             tp: error
@@ -232,6 +262,10 @@ class MemberCommits:
         name, often before the member hears of it; after ``query.stop()`` the member never
         does). Written later, such a stale offset would move the committed offset back, and
         the partition's next owner would read that batch again."""
+        with self._lock:
+            self._settle()
+
+    def _settle(self) -> None:
         if not self._recorded:
             return
         committed = self._client.coordinator.group.offsets
@@ -256,17 +290,23 @@ class MemberCommits:
         """Write the recorded commits of ``partitions`` to the log directly at the next step.
         Settled first, so what the log holds, or a newer commit superseded, is not written;
         the newest recorded offset wins over an older one still pending."""
-        self.settle()
-        for tp in set(partitions) & set(self._recorded):
-            self.pending_offsets[tp] = self._recorded[tp].offset
+        with self._lock:
+            self._settle()
+            for tp in set(partitions) & set(self._recorded):
+                self.pending_offsets[tp] = self._recorded[tp].offset
 
     def committed_with_recorded(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The log's committed offsets, with this member's recorded commits over them."""
-        self.settle()
-        committed = dict(self._client.coordinator.group.offsets)
-        for tp, recorded in self._recorded.items():
-            committed[tp] = OffsetAndMetadata(recorded.offset)
-        return committed
+        """The log's committed offsets, with this member's commits that are not in it yet
+        over them (recorded in its object, or waiting for a direct write): a LEAVE writes
+        those first."""
+        with self._lock:
+            self._settle()
+            committed = dict(self._client.coordinator.group.offsets)
+            for tp, recorded in self._recorded.items():
+                committed[tp] = OffsetAndMetadata(recorded.offset)
+            for tp, offset in self.pending_offsets.items():
+                committed[tp] = OffsetAndMetadata(offset)
+            return committed
 
     def report_durable(
         self, member_id: str, on_durable: Callable[[dict[TopicPartition, int]], None] | None

@@ -53,6 +53,9 @@ class FixedAssignmentMember:
     def poll(self) -> MemberAssignment:
         return self._assignment
 
+    def current_assignment(self) -> MemberAssignment:
+        return self._assignment
+
     def group_metadata(self) -> Mapping[str, int] | None:
         """An ``assign`` query has no subscription to discover partitions in."""
         return None

@@ -3,8 +3,10 @@
 It drives the pure protocol (:mod:`spark_kafka_group.group`, see its package docstring for
 the sequence) over the group log: join, wait for the others, sync (the leader assigns),
 heartbeat, commit, release revoked partitions, rejoin when fenced. A background thread
-(:mod:`.heartbeat`) steps it every heartbeat interval; the reader steps it on every
-``latestOffset`` too (``poll``).
+(:mod:`.heartbeat`) steps it every heartbeat interval, and at once when the reader asks
+(every ``latestOffset`` and ``commit``). The reader itself never waits on the group log: it
+reads the assignment as last stepped, and its calls take only the assignment book's small
+lock, which no step holds across a read or write of the store.
 
 What the reader sees is a :class:`MemberAssignment`: the partitions it may plan (``held``
 minus ``revoking``), the ones it must finish and release (``revoking``), and for each partition
@@ -182,7 +184,8 @@ class GroupMember(Membership):
     # -- what the reader calls ---------------------------------------------------------------
 
     def poll(self) -> MemberAssignment:
-        """One protocol step (fold, tick, join/sync/heartbeat as needed); the assignment."""
+        """One protocol step (fold, tick, join/sync/heartbeat as needed); the assignment.
+        For the join and the first plan: a trigger calls :meth:`current_assignment`."""
         with self._lock:
             self._raise_if_fatal()
             if self._closing.is_set():
@@ -195,6 +198,14 @@ class GroupMember(Membership):
             self._raise_if_fatal()
             return self._book.assignment
 
+    def current_assignment(self) -> MemberAssignment:
+        """The assignment as the background step last folded it, without reading the group
+        log (a trigger never waits on the store); asks that step to run now, so the next
+        trigger sees what changed. Raises if the member was fenced."""
+        self._raise_if_fatal()
+        self.wake()
+        return self._book.assignment
+
     def adopt(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
     ) -> frozenset[TopicPartition]:
@@ -205,9 +216,9 @@ class GroupMember(Membership):
         that incarnation, the checkpointed position stays valid: it is kept (as if held since
         ``generation``) and that batch's commit is accepted. Returns those partitions.
         """
+        if not previous_member or previous_member == self.member_id:
+            return frozenset()  # every trigger but a restart's first: nothing to wait for
         with self._lock:
-            if not previous_member or previous_member == self.member_id:
-                return frozenset()
             committed = self._client.coordinator.group.offsets
             adopted = self._book.adopt(previous_member, generation, positions, committed)
             if adopted:
@@ -229,9 +240,10 @@ class GroupMember(Membership):
         trigger, or the progress listener's as soon as the batch completes), not held until
         the next trigger.
         """
-        with self._lock:  # against a release by the heartbeat thread in between
-            self._raise_if_fatal()
-            return self._book.begin_batch(ends, batch_generation=batch_generation)
+        self._raise_if_fatal()
+        # Under the book's lock only: a partition the background step is releasing right now
+        # is refused (it reserved it), and the step never holds that lock across I/O.
+        return self._book.begin_batch(ends, batch_generation=batch_generation)
 
     @property
     def in_flight(self) -> BatchesInFlight:
@@ -239,9 +251,10 @@ class GroupMember(Membership):
         return self._book.in_flight
 
     def committed_offsets(self) -> dict[TopicPartition, int]:
-        with self._lock:
-            offsets = self._client.coordinator.group.offsets
-            return {tp: o.offset for tp, o in offsets.items()}
+        """The log's committed offsets as last folded (no read of the store). ``dict()``
+        copies atomically while the background step may be folding."""
+        offsets = dict(self._client.coordinator.group.offsets)
+        return {tp: o.offset for tp, o in offsets.items()}
 
     def commit(
         self,
@@ -252,38 +265,24 @@ class GroupMember(Membership):
         release: Iterable[TopicPartition] = (),
     ) -> MemberAssignment:
         """Commit a completed batch's end offsets and release revoked partitions it finished;
-        the assignment after it (the commit's write also steps the protocol).
+        the assignment as last stepped.
 
         Partitions the batch planned under another incarnation of the member, or before the
         member (re)acquired them, are left out: their committed offset belongs to whoever
-        read them since. If the store is unavailable the commit is kept and retried.
+        read them since.
 
-        With commit objects (the default) the commit is only recorded: the background step
-        writes it to this member's commit object at once and the group's folder brings it into
-        the log within about a fold interval. Only the final offsets of partitions being
-        revoked, and releases, are written to the log here (one append), so that their new
-        owner starts exactly there.
+        Nothing is written here, so a trigger never waits on the group log: the commit is
+        recorded and the background step, woken now, writes it. With commit objects (the
+        default) that is this member's commit object, which the group's folder brings into
+        the log within about a fold interval; the final offsets of partitions being revoked,
+        and their releases, go to the log directly in one append, so that their new owner
+        starts exactly there. If the store is unavailable the commit is kept and retried.
         """
-        with self._lock:
-            if not self.record_commit(
-                offsets,
-                batch_generation=batch_generation,
-                batch_member=batch_member,
-                release=release,
-            ):
-                self.wake()  # the background step writes the commit object now
-                return self._book.assignment
-            try:
-                self._step()  # commits and steps in one write
-            except GroupStoreError as exc:
-                log.warning(
-                    "group %s: commit of %d partition(s) postponed, the group log is "
-                    "unavailable: %s",
-                    self.settings.group_id,
-                    len(self._commits.pending_offsets),
-                    exc,
-                )
-            return self._book.assignment
+        self.record_commit(
+            offsets, batch_generation=batch_generation, batch_member=batch_member, release=release
+        )
+        self.wake()
+        return self._book.assignment
 
     def record_commit(
         self,
@@ -294,9 +293,9 @@ class GroupMember(Membership):
         release: Iterable[TopicPartition] = (),
     ) -> bool:
         """The bookkeeping half of :meth:`commit`: record the offsets (and the releases);
-        whether something must be written to the log now (a partition being revoked, a
-        release, or every commit without commit objects)."""
-        with self._lock:
+        whether something must be written to the log directly (a partition being revoked, a
+        release, or every commit without commit objects). Takes only the book's lock."""
+        with self._book.lock:
             self._commits.record(
                 self._book.assignment,
                 offsets,

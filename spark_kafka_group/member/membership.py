@@ -163,6 +163,8 @@ class Membership:
                 self._step()  # the final commit first
 
             def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
+                with self._book.lock:  # no batch may claim what the LEAVE gives up
+                    self._book.releasing = self._book.assignment.held
                 if work.group.member(self.member_id) is None:
                     return [], None
                 records, _ = work.leave(
@@ -243,7 +245,6 @@ class Membership:
                 )
             else:  # a join replacing an incarnation folds its objects first
                 objects, looked_up = self._commits.objects_of(replaced), frozenset()
-            pending = self._commits.pending_work(assignment, self._book.in_flight)
             ctx = StepContext(
                 request=join_request(
                     self.settings,
@@ -266,22 +267,42 @@ class Membership:
             def decide(
                 work: GroupCoordinator, now: int
             ) -> tuple[list[GroupRecord], tuple[Decision, PendingWork]]:
-                decision = decide_step(work, now, ctx, pending, timers)
-                if decision.needs_objects:  # members about to expire: their commits first
-                    extra = self._commits.objects_of(decision.needs_objects)
-                    retry_ctx = replace(
-                        ctx,
-                        commit_objects={**ctx.commit_objects, **extra},
-                        objects_looked_up=ctx.objects_looked_up | decision.needs_objects,
-                    )
-                    work = self._client.coordinator.fork()
-                    decision = decide_step(work, now, retry_ctx, pending, timers)
-                return decision.records, (decision, pending)
+                step_ctx = ctx
+                while True:
+                    pending = self._pending_work()
+                    decision = decide_step(work, now, step_ctx, pending, timers)
+                    if decision.needs_objects:  # members about to expire: their commits first
+                        extra = self._commits.objects_of(decision.needs_objects)
+                        step_ctx = replace(
+                            step_ctx,
+                            commit_objects={**step_ctx.commit_objects, **extra},
+                            objects_looked_up=step_ctx.objects_looked_up | decision.needs_objects,
+                        )
+                    elif self._reserve_releases(work, pending):
+                        return decision.records, (decision, pending)
+                    work = self._client.coordinator.fork()  # decided on a fork: start afresh
 
             attempt = self._client.prepare(decide, fold=False)
             if not attempt.records:
                 self._after_step(attempt)
             return attempt
+
+    def _pending_work(self) -> PendingWork:
+        with self._book.lock:
+            return self._commits.pending_work(self._book.assignment, self._book.in_flight)
+
+    def _reserve_releases(self, decided: GroupCoordinator, pending: PendingWork) -> bool:
+        """Before a step's records are appended: the partitions they take from this member
+        (released, given up, lost) may no longer be claimed by a batch (``begin_batch``
+        refuses them until the step's outcome is in the book). False if a batch began since
+        ``pending`` was taken: the decision did not see it, so decide again."""
+        with self._book.lock:
+            if self._book.in_flight is not pending.in_flight:
+                return False
+            after = decided.member_view(self.member_id)
+            keeps = set(after.assignment) | set(after.revoking) if after.known else set()
+            self._book.releasing = frozenset(self._book.assignment.held - keeps)
+            return True
 
     def end_step(self, attempt: Step) -> bool:
         """Append what :meth:`begin_step` decided; False if another writer won the race
@@ -348,7 +369,8 @@ class Membership:
 
     def _lose(self, partitions: Iterable[TopicPartition], why: str) -> None:
         if self._book.lose(partitions, why):
-            self._commits.pending_offsets.clear()
+            with self._book.lock:
+                self._commits.pending_offsets.clear()
 
     def _check_join_error(self, error: GroupError) -> None:
         group_id = self.settings.group_id

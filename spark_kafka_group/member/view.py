@@ -45,7 +45,11 @@ class Member(Protocol):
         ...
 
     def poll(self) -> MemberAssignment:
-        """Step the protocol; the assignment after it."""
+        """Step the protocol; the assignment after it (the join and the first plan)."""
+        ...
+
+    def current_assignment(self) -> MemberAssignment:
+        """The assignment as last stepped, without reading the group log (every trigger)."""
         ...
 
     def group_metadata(self) -> Mapping[str, int] | None:

@@ -433,8 +433,7 @@ class _Simulation:
             self.awaiting.setdefault(tp, []).append((ends[tp], now))
             self.commits += 1
         m.member.begin_batch(ends, batch_generation=assignment.generation)
-        # Written by the member's next step, which starts now: by the caller of commit()
-        # when something goes to the log directly, else by the background step.
+        # Written by the member's background step, which starts now (commit() writes nothing).
         m.member.record_commit(
             ends,
             batch_generation=assignment.generation,

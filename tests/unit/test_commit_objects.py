@@ -121,6 +121,7 @@ def test_a_revoked_partition_is_released_with_its_last_commit_in_the_log() -> No
     assert all(g.committed().get(tp) != 7 for tp in revoking)  # not folded yet
     # The next batch does not read them; its commit releases them (as the reader does).
     commit(a, {tp: 8 for tp in a.member.assignment.held - revoking})
+    a.step()  # the background step commit() woke: it writes the release
     [revoke] = [r for r in g.records("REVOKE") if r.member_id == "a"]
     assert g.committed() == {**{tp: 7 for tp in revoking}, **g.committed()}
     before = g.log.records[: g.log.records.index(revoke)]
@@ -296,6 +297,7 @@ def test_a_reset_by_policy_reaches_the_log_at_once() -> None:
     g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
     assert g.committed() == {tp: 10 for tp in held}
     commit(a, {tp: 3 for tp in held})  # the recreated topic, read from its start
+    a.step()  # the step commit() woke writes it directly, without waiting for a fold
     assert g.committed() == {tp: 3 for tp in held}
     g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
     g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
