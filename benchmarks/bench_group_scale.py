@@ -7,8 +7,9 @@ process start-up and interpreter memory do not swamp 2 cores, and measures per N
 - time to converge: from the first JOIN in the log to a settled assignment (every partition
   owned once, nothing being revoked, every member in the group); process start-up is printed
   apart;
-- p99 and max of a member's ``poll()`` (what the reader calls at every trigger), while
-  converging and while steady;
+- p99 and max of what the reader calls at every trigger for its assignment
+  (``current_assignment()``, which reads no store; ``poll()``, a protocol step, on releases
+  before it), while converging and while steady;
 - log writes per second and compare-and-swap conflicts, while converging and while steady;
 - false expiries: EXPIRE records for members that are alive, over the steady period (the
   last N runs ``--steady-s``, the others ``--steady-small-s``).
@@ -119,13 +120,15 @@ def worker(args: argparse.Namespace) -> int:
     joins: list[float] = []
 
     def run(member: Any) -> None:
+        # What a trigger calls for its assignment (a release before it stepped the protocol).
+        trigger = getattr(member, "current_assignment", member.poll)
         try:
             started = time.monotonic()
             member.start()
             joins.append(time.monotonic() - started)
             while not stop.is_set():
                 started = time.monotonic()
-                assignment = member.poll()
+                assignment = trigger()
                 polls[phase[0]].append(time.monotonic() - started)
                 if args.commit_every > 0 and assignment.generation >= 0 and assignment.held:
                     planned = assignment.held - assignment.revoking
