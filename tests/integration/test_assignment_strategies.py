@@ -121,7 +121,7 @@ def stop_between_batches(query: object) -> None:
     that nothing is read twice once the group is cooperative does not."""
     wait_until(
         lambda: not query.status["isTriggerActive"],  # type: ignore[attr-defined]
-        30,
+        60,
         "the query between two batches",
         poll_s=0.02,
     )
@@ -142,7 +142,10 @@ def test_rolling_upgrade_from_range_to_cooperative_sticky(
             bootstrap_servers, topic_name, group, group_store, assignmentStrategy=strategy
         )
         checkpoint = str(tmp_path / name)
-        queries[name] = start_query(spark, options, checkpoint, collected, available_now=False)
+        # A 2 s trigger leaves room between batches to stop in, even on a loaded machine.
+        queries[name] = start_query(
+            spark, options, checkpoint, collected, available_now=False, processing_time="2 seconds"
+        )
         incarnations.append((name, collected))
         return collected
 
