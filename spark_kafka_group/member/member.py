@@ -175,9 +175,9 @@ class GroupMember(Membership):
         with self._lock:
             if self._client.fold().group.member(self.member_id) is None:
                 return None
-            # A recorded commit counts: the LEAVE writes it first, in the log itself.
-            committed = self._commits.committed_with_recorded()
-            return frozenset(self._book.in_flight.uncommitted(committed))
+            # A recorded commit counts, and the progress listener's object: the LEAVE writes
+            # them first, in the log itself.
+            return frozenset(self._commits.uncommitted())
 
     # -- what the reader calls ---------------------------------------------------------------
 
