@@ -25,7 +25,7 @@ from spark_kafka_group.group.metadata import held_throughout
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member.commit_fold import fold_commit_objects
 from spark_kafka_group.member.in_flight import offsets_to_write
-from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.member.log_client import Decide, GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
 from spark_kafka_group.store.commit_objects import (
     LISTENER,
@@ -254,6 +254,18 @@ def commit_for_member(
     """
     if client is None:
         client = _client(store, group_id, storage_options, create=False)
+    return client.transact(commit_decision(member_id, generation, offsets, starts=starts))
+
+
+def commit_decision(
+    member_id: str,
+    generation: int,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    starts: Mapping[TopicPartition, int] | None = None,
+) -> Decide[int]:
+    """What :func:`commit_for_member` decides on the folded group (the simulation appends it
+    itself, racing the members)."""
 
     def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], int]:
         member = work.group.member(member_id)
@@ -272,7 +284,7 @@ def commit_for_member(
         )
         return records, len(response.accepted)
 
-    return client.transact(decide)
+    return decide
 
 
 def commit_batch_for_member(
