@@ -108,7 +108,7 @@ def _commit_row(r: SimResult, path: str, every_s: float) -> str:
     )
 
 
-LISTENER_PATHS = {
+LISTENER_PATHS: dict[str, tuple[str, str | None]] = {
     "none": ("no-lsn", None),
     "log": ("lsn-log", "log"),
     "objects": ("lsn-obj", "objects"),
@@ -124,7 +124,8 @@ def _paths(args: argparse.Namespace, members: int) -> list[tuple[str, str | None
             raise SystemExit(
                 f"--listener {args.listener}: {exc} is not one of none, log, objects"
             ) from None
-    return [("objects", None)] + ([("log", None)] if members <= args.log_commits_up_to else [])
+    paths: list[tuple[str, str | None]] = [("objects", None)]
+    return paths + ([("log", None)] if members <= args.log_commits_up_to else [])
 
 
 def commits_report(args: argparse.Namespace) -> int:
