@@ -14,8 +14,9 @@ planned before that generation must neither supply a position nor commit for it.
 The reader tells the member which partitions each batch reads and up to where
 (:meth:`GroupMember.begin_batch`). A partition being revoked is released by the first step
 after a commit reaches that end: the reader's own commit at the next trigger, or, usually
-much sooner, the progress listener's commit of the completed batch (read from the group
-log by the heartbeat thread), so the new owner does not wait for this query's next trigger.
+much sooner, the progress listener's commit of the completed batch (its commit object for
+this member, read by the heartbeat thread while such a partition waits), so the new owner does
+not wait for this query's next trigger.
 
 This module is the query's side of the member: start (the join wait, :mod:`.join`), close
 (the grace period, :mod:`.close`), the batches and their commits. Its place in the group and
