@@ -24,6 +24,15 @@ members).
 
     python -m benchmarks.simulate_group --commit-every 1,5 --members 16,64,1000 --latencies 10,100
 
+With ``--listener log,objects`` (and ``none``) each member's query also has a progress listener
+committing every completed batch on the member's behalf, as a Spark query registered with
+``spark_kafka_group.register`` does, members on commit objects: ``lsn-log`` appends each batch
+to the log (the design before listener objects), ``lsn-obj`` writes it in the listener's own
+commit object, ``no-lsn`` has no listener.
+
+    python -m benchmarks.simulate_group --commit-every 1 --members 16,32,64 --latencies 10,100 \
+        --listener none,log,objects
+
 The last line is ``key=value`` pairs; the baseline of each ratio is the classic design at the
 same size, where it converges.
 """
@@ -99,6 +108,26 @@ def _commit_row(r: SimResult, path: str, every_s: float) -> str:
     )
 
 
+LISTENER_PATHS: dict[str, tuple[str, str | None]] = {
+    "none": ("no-lsn", None),
+    "log": ("lsn-log", "log"),
+    "objects": ("lsn-obj", "objects"),
+}
+
+
+def _paths(args: argparse.Namespace, members: int) -> list[tuple[str, str | None]]:
+    """(label, listener commits) of each run at this size."""
+    if args.listener:
+        try:
+            return [LISTENER_PATHS[x] for x in args.listener.split(",")]
+        except KeyError as exc:
+            raise SystemExit(
+                f"--listener {args.listener}: {exc} is not one of none, log, objects"
+            ) from None
+    paths: list[tuple[str, str | None]] = [("objects", None)]
+    return paths + ([("log", None)] if members <= args.log_commits_up_to else [])
+
+
 def commits_report(args: argparse.Namespace) -> int:
     latencies = [int(x) for x in args.latencies.split(",")]
     print(COMMIT_HEADER, flush=True)
@@ -106,8 +135,7 @@ def commits_report(args: argparse.Namespace) -> int:
     for every_s in (float(x) for x in args.commit_every.split(",")):
         for n in map(int, args.members.split(",")):
             for ms in latencies:
-                paths = ["objects"] + (["log"] if n <= args.log_commits_up_to else [])
-                for path in paths:
+                for path, listener in _paths(args, n):
                     r = simulate(
                         members=n,
                         partitions=max(args.min_partitions, n * args.partitions_per_member),
@@ -116,7 +144,8 @@ def commits_report(args: argparse.Namespace) -> int:
                         converge_limit_ms=args.limit_ms,
                         rebalance_timeout_ms=args.rebalance_timeout_ms,
                         commit_every_ms=int(every_s * 1000),
-                        commit_objects=path == "objects",
+                        commit_objects=path != "log",
+                        listener_commits=listener,
                     )
                     print(_commit_row(r, path, every_s), flush=True)
                     steady = next((p for p in r.phases if p.name == "steady"), None)
@@ -127,6 +156,7 @@ def commits_report(args: argparse.Namespace) -> int:
                     p99 = steady.commit_lag_s(0.99)
                     summary.append(f"p99_{key}={'none' if p99 is None else f'{p99:.2f}'}")
                     summary.append(f"writes_per_s_{key}={steady.writes_per_s:.2f}")
+                    summary.append(f"lost_per_write_{key}={steady.conflicts_per_write:.2f}")
     print(" ".join(summary))
     return 0
 
@@ -148,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit-every", help="seconds: report commits instead (see above)")
     parser.add_argument("--log-commits-up-to", type=int, default=100, help="largest 'log' run")
     parser.add_argument("--min-partitions", type=int, default=256, help="with --commit-every")
+    parser.add_argument(
+        "--listener", help="with --commit-every: none,log,objects (progress listener commits)"
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # members log every rebalance
     if args.commit_every:

@@ -25,9 +25,14 @@ from spark_kafka_group.group.metadata import held_throughout
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member.commit_fold import fold_commit_objects
 from spark_kafka_group.member.in_flight import offsets_to_write
-from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.member.log_client import Decide, GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
-from spark_kafka_group.store.commit_objects import CommitObject
+from spark_kafka_group.store.commit_objects import (
+    LISTENER,
+    CommitObject,
+    RecordedOffset,
+    owner,
+)
 
 log = logging.getLogger(__name__)
 
@@ -249,6 +254,18 @@ def commit_for_member(
     """
     if client is None:
         client = _client(store, group_id, storage_options, create=False)
+    return client.transact(commit_decision(member_id, generation, offsets, starts=starts))
+
+
+def commit_decision(
+    member_id: str,
+    generation: int,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    starts: Mapping[TopicPartition, int] | None = None,
+) -> Decide[int]:
+    """What :func:`commit_for_member` decides on the folded group (the simulation appends it
+    itself, racing the members)."""
 
     def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], int]:
         member = work.group.member(member_id)
@@ -267,7 +284,62 @@ def commit_for_member(
         )
         return records, len(response.accepted)
 
-    return client.transact(decide)
+    return decide
+
+
+def commit_batch_for_member(
+    store: str,
+    group_id: str,
+    member_id: str,
+    generation: int,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    batch_id: int,
+    starts: Mapping[TopicPartition, int] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    client: GroupLogClient | None = None,
+) -> int:
+    """The progress listener's commit of batch ``batch_id`` on behalf of ``member_id``; how
+    many offsets it moves (the rules of :func:`commit_for_member`).
+
+    No append: the offsets go into the listener's own commit object for the member
+    (``<member id>~listener``, sequence number ``batch_id + 1``: a restarted driver continues
+    the query's batch ids, so it never goes back), a blind put that the group's folder brings
+    into the log with the members' objects, and that the member itself reads when it needs the
+    offset in the log now (to release a revoked partition, before its LEAVE). A partition the
+    batch started below the committed offset (a reset by policy) is written to the log
+    directly, as the fold only moves offsets forward. Reading the log to decide that is a
+    fold of its tail, never a compare-and-swap. Without commit objects, every commit is an
+    append (:func:`commit_for_member`).
+    """
+    if client is None:
+        client = _client(store, group_id, storage_options, create=False)
+    objects = client.commit_objects
+    if objects is None:
+        return commit_for_member(
+            store, group_id, member_id, generation, offsets, starts=starts, client=client
+        )
+    group = client.fold().group
+    member = group.member(member_id)
+    if member is None:
+        return 0  # left, expired or replaced: its commits are never applied any more
+    held = {
+        tp: off for tp, off in offsets.items() if held_throughout(member.held_since, tp, generation)
+    }
+    fresh = offsets_to_write(held, group.offsets, in_order=False, starts=starts)
+    if not fresh:
+        return 0
+    committed = group.offsets
+    rewinds = {tp: o for tp, o in fresh.items() if tp in committed and o < committed[tp].offset}
+    if rewinds:
+        commit_for_member(
+            store, group_id, member_id, generation, rewinds, starts=starts, client=client
+        )
+    # Every held offset, the rewound ones too: this object replaces the previous one, whose
+    # higher offsets a later fold must not bring back.
+    recorded = {tp: RecordedOffset(off, generation) for tp, off in held.items()}
+    objects.put(CommitObject(member_id, batch_id + 1, recorded, writer=LISTENER))
+    return len(fresh)
 
 
 def leave_for_member(
@@ -301,20 +373,21 @@ def leave_for_member(
         if client.leases is not None:
             with contextlib.suppress(GroupStoreError):  # a leftover lease is only a file
                 client.leases.drop(member_id)
-        if client.commit_objects is not None:
-            with contextlib.suppress(GroupStoreError):  # never applied: its member is gone
-                client.commit_objects.drop(member_id)
+    # Gone (now, or before: it left by itself and the listener wrote an object since).
+    if client.coordinator.group.member(member_id) is None and client.commit_objects is not None:
+        with contextlib.suppress(GroupStoreError):  # never applied: its member is gone
+            client.commit_objects.drop(member_id)
     return left
 
 
 def _commit_objects_of(client: GroupLogClient, member_id: str) -> list[CommitObject]:
-    """The member's newest commit object, if it has one (best effort: the store may be
-    unavailable, and then the LEAVE goes without it)."""
+    """The member's newest commit object and its progress listener's, if it has them (best
+    effort: the store may be unavailable, and then the LEAVE goes without them)."""
     objects = client.commit_objects
     if objects is None:
         return []
     try:
-        newest = {m: s for m, s in objects.list().items() if m == member_id}
+        newest = {k: s for k, s in objects.list().items() if owner(k) == member_id}
         return list(objects.get(newest).values()) if newest else []
     except GroupStoreError as exc:
         log.warning("group %s: commit object of %s not read: %s", client.group_id, member_id, exc)

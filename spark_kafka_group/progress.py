@@ -10,10 +10,12 @@ group, the store, the member and the generation
 
 * :class:`GroupProgressListener`, added by :func:`spark_kafka_group.register`, commits each
   completed batch's offsets on the member's behalf (idempotent: whatever the member already
-  committed is skipped), and when the query terminates writes the LEAVE of its dynamic
-  members, after that final commit. The member also leaves by itself when the query's
-  streaming-source process ends (:mod:`spark_kafka_group.source.lifecycle`); whichever comes
-  first writes the LEAVE, the other finds the member gone;
+  committed is skipped) in a commit object of its own for the member, never an append to the
+  group log (:func:`~spark_kafka_group.admin.commit_batch_for_member`), and when the query
+  terminates writes the LEAVE of its dynamic members, after that final commit. The member
+  also leaves by itself when the query's streaming-source process ends
+  (:mod:`spark_kafka_group.source.lifecycle`); whichever comes first writes the LEAVE, the
+  other finds the member gone;
 * :func:`leave_group` does the same for one query, explicitly.
 
 Storage credentials for an object-store group log come from the environment here (the
@@ -31,7 +33,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from spark_kafka_group.admin import commit_for_member, leave_for_member
+from spark_kafka_group.admin import commit_batch_for_member, commit_for_member, leave_for_member
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.source.offsets import SourceOffset
 
@@ -99,8 +101,22 @@ def commit_progress(
     """Commit the ``kafka-group`` end offsets of one query progress; how many were written.
     ``clients``: group log clients by (store, group) to reuse across calls (and to add to)."""
     written = 0
+    batch_id = _batch_id(progress)
     for offset in group_offsets(progress):
-        if offset.member and offset.offsets:
+        if offset.member and offset.offsets and batch_id is not None:
+            client = _cached_client(clients, offset, storage_options)
+            written += commit_batch_for_member(
+                offset.store,
+                offset.group,
+                offset.member,
+                offset.generation,
+                offset.offsets,
+                batch_id=batch_id,
+                starts=offset.starts,
+                storage_options=storage_options,
+                client=client,
+            )
+        elif offset.member and offset.offsets:  # no batch id to number an object by
             client = _cached_client(clients, offset, storage_options)
             written += commit_for_member(
                 offset.store,
@@ -113,6 +129,14 @@ def commit_progress(
                 client=client,
             )
     return written
+
+
+def _batch_id(progress: Any) -> int | None:
+    try:
+        value = progress.get("batchId") if isinstance(progress, Mapping) else progress.batchId
+        return None if value is None else int(value)
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 def leave_group(query: StreamingQuery, *, storage_options: Mapping[str, str] | None = None) -> None:

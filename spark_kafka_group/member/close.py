@@ -16,8 +16,9 @@ log = logging.getLogger(__name__)
 #: When a dynamic member closes with a batch whose commit has not reached the log yet, how long
 #: it waits for that commit (the progress listener writes it once the batch completes) before
 #: it leaves anyway: a commit written after the LEAVE would be refused, and the new owner would
-#: read that batch again. The listener's commit (a Python callback from the JVM, then an
-#: append) was seen to take more than 2 s on a busy 2-core machine.
+#: read that batch again. The listener's commit (a Python callback from the JVM, then its
+#: commit object, which the member takes in) was seen to take more than 2 s on a busy 2-core
+#: machine.
 LEAVE_GRACE_S = 5.0
 
 

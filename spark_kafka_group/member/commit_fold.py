@@ -12,8 +12,9 @@ coordinator's fenced ``commit_offsets``: an offset is applied only for a partiti
 holds now and has held without interruption since the generation it recorded the offset in
 (a partition that moved away, and maybe back, since is never committed from a stale object).
 It only moves a committed offset forward (:func:`offsets_to_write` with ``in_order=False``): a
-member's own direct commit (the final offset of a partition being revoked, a commit at LEAVE)
-or the progress listener's may be newer than the member's object.
+member's own direct commit (the final offset of a partition being revoked, a commit at LEAVE,
+a reset by policy) may be newer than its object, and its progress listener's object (the same
+rules, another writer) may be newer or older than the member's.
 """
 
 from __future__ import annotations
@@ -36,14 +37,15 @@ def fold_commit_objects(
     work: GroupCoordinator, objects: Iterable[CommitObject], now: int
 ) -> tuple[list[GroupRecord], set[str]]:
     """The COMMIT records that bring the log up to ``objects`` (applied to ``work``), and the
-    members whose object is done with: folded, or holding nothing that may still be applied.
-    An object refused for now (its member's generation is behind a rebalance) is not done."""
+    keys of the objects done with (:attr:`CommitObject.key`: a member's own and its progress
+    listener's are two): folded, or holding nothing that may still be applied. An object
+    refused for now (its member's generation is behind a rebalance) is not done."""
     out: list[GroupRecord] = []
     done: set[str] = set()
-    for obj in sorted(objects, key=lambda o: o.member_id):
+    for obj in sorted(objects, key=lambda o: o.key):
         member = work.group.member(obj.member_id)
         if member is None:
-            done.add(obj.member_id)  # left, expired or replaced: never applied any more
+            done.add(obj.key)  # left, expired or replaced: never applied any more
             continue
         valid = {
             tp: r.offset
@@ -52,7 +54,7 @@ def fold_commit_objects(
         }
         fresh = offsets_to_write(valid, work.group.offsets, in_order=False)
         if not fresh:
-            done.add(obj.member_id)
+            done.add(obj.key)
             continue
         records, response = work.commit_offsets(
             obj.member_id, work.group.generation, fresh, now, instance_id=member.instance_id
@@ -60,5 +62,5 @@ def fold_commit_objects(
         work.apply_all(records)
         out.extend(records)
         if all(e is GroupError.NONE for e in response.partition_errors.values()):
-            done.add(obj.member_id)
+            done.add(obj.key)
     return out, done

@@ -22,7 +22,13 @@ from spark_kafka_group.member.in_flight import BatchesInFlight
 from spark_kafka_group.member.join import REBALANCE_POLL_MS
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.view import MemberAssignment
-from spark_kafka_group.store.commit_objects import CommitObject, RecordedOffset
+from spark_kafka_group.store.commit_objects import (
+    LISTENER,
+    CommitObject,
+    RecordedOffset,
+    object_key,
+    owner,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +54,15 @@ class MemberCommits:
         self._written: dict[TopicPartition, RecordedOffset] = {}
         self._object_seq = 0
         self._waiting: dict[TopicPartition, tuple[int | None, int]] = {}
-        # As the group's folder: when it last folded, and the objects it has folded.
+        # As the group's folder: when it last folded, and the objects it has folded (by key).
         self._folded_ms = -(10**15)
         self._folded_seq: dict[str, int] = {}
         self._seen_seq: dict[str, int] = {}
         self._fold_started_ms: int | None = None
         # The offsets last reported to ``on_durable``.
         self._reported: dict[TopicPartition, int] = {}
+        # The key and sequence number of the progress listener's object last merged.
+        self._listener_merged: tuple[str, int] | None = None
         #: Offsets and releases waiting to be written to the log directly (the final offsets
         #: of partitions being revoked; every commit without commit objects).
         self.pending_offsets: dict[TopicPartition, int] = {}
@@ -155,6 +163,9 @@ class MemberCommits:
         member replaces at its join, whose objects are folded before they are fenced."""
         if self._objects is None:
             return {}, frozenset()
+        # Its last batch completed and the progress listener committed it in its object: the
+        # release needs that offset in the log, so it is taken into the recorded commits.
+        self.uncommitted(assignment.revoking)
         # Recorded before its revocation began: its final offset goes to the log now, directly
         # (its release waits for exactly that offset).
         self._write_recorded(assignment.revoking)
@@ -196,9 +207,9 @@ class MemberCommits:
             return {}, frozenset()
         members = self._client.coordinator.group.members
         new = {
-            m: seq
-            for m, seq in listed.items()
-            if m in members and seq > self._folded_seq.get(m, -1)
+            key: seq
+            for key, seq in listed.items()
+            if owner(key) in members and seq > self._folded_seq.get(key, -1)
         }
         self._seen_seq = dict(new)
         objects = self._get_objects(new)
@@ -206,7 +217,8 @@ class MemberCommits:
         return objects, frozenset()
 
     def objects_of(self, members: frozenset[str]) -> dict[str, CommitObject]:
-        """The newest commit objects of ``members`` (those that have one)."""
+        """The newest commit objects of ``members`` (those that have one; their progress
+        listeners' too), by key."""
         if self._objects is None or not members:
             return {}
         try:
@@ -214,7 +226,7 @@ class MemberCommits:
         except GroupStoreError as exc:
             log.warning("group %s: commit objects not listed: %s", self._group_id, exc)
             return {}
-        return self._get_objects({m: s for m, s in listed.items() if m in members})
+        return self._get_objects({k: s for k, s in listed.items() if owner(k) in members})
 
     def _get_objects(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
         if self._objects is None or not members:
@@ -283,8 +295,63 @@ class MemberCommits:
 
     def flush(self) -> None:
         """Write the recorded commits to the log directly at the next step (the member leaves,
-        or a static member stops): a LEAVE must come after them."""
+        or a static member stops): a LEAVE must come after them. The progress listener's
+        commit of a batch the member never saw committed (after ``query.stop()`` Spark calls
+        no ``commit()`` for the last one) is taken in first."""
+        self.uncommitted()
         self._write_recorded(self._recorded)
+
+    def uncommitted(
+        self, among: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """The partitions (of ``among``; default: all) of batches handed to Spark whose end no
+        commit reaches yet: in the log, recorded, or in the object the progress listener wrote
+        for this member. That object is read (and taken into the recorded commits) only when
+        some are waiting: a listing is a request on an object store, too many for every step."""
+        wanted = None if among is None else set(among)
+
+        def waiting() -> dict[TopicPartition, int]:
+            ends = self._book.in_flight.uncommitted(self.committed_with_recorded())
+            return {tp: e for tp, e in ends.items() if wanted is None or tp in wanted}
+
+        found = waiting()
+        if found and self._objects is not None:
+            self.take_listener_commits()
+            found = waiting()
+        return found
+
+    def take_listener_commits(self) -> None:
+        """Take the progress listener's newest object for this member into the recorded
+        commits: each offset of a partition held since the generation of its batch, and only
+        forward of what the log and the recorded commits hold (a late object must not undo a
+        newer commit). Best effort: unreadable, it is left to the fold."""
+        if self._objects is None:
+            return
+        key = object_key(self._book.assignment.member_id, LISTENER)
+        try:
+            seq = self._objects.list().get(key)
+            if seq is None or self._listener_merged == (key, seq):
+                return  # none, or read already (taking it in again adds nothing)
+            obj = self._objects.get({key: seq}).get(key)
+        except GroupStoreError as exc:
+            log.warning("group %s: the listener's commits not read: %s", self._group_id, exc)
+            return
+        if obj is None:
+            return  # replaced since the listing: the next call reads the newer one
+        self._listener_merged = (key, seq)
+        with self._lock:  # the reader records commits meanwhile
+            assignment = self._book.assignment
+            committed = self._client.coordinator.group.offsets
+            for tp, r in obj.offsets.items():
+                if tp not in assignment.held or not held_throughout(
+                    assignment.held_since, tp, r.generation
+                ):
+                    continue  # a batch from before the member (re)acquired it: not its commit
+                have = [committed[tp].offset] if tp in committed else []
+                if tp in self._recorded:
+                    have.append(self._recorded[tp].offset)
+                if all(r.offset > o for o in have):
+                    self._recorded[tp] = r
 
     def _write_recorded(self, partitions: Iterable[TopicPartition]) -> None:
         """Write the recorded commits of ``partitions`` to the log directly at the next step.
@@ -331,6 +398,7 @@ class MemberCommits:
     def drop_objects(self, member_id: str) -> None:
         """Forget a member that left or expired, and delete its commit objects."""
         self._folded_seq.pop(member_id, None)
+        self._folded_seq.pop(object_key(member_id, LISTENER), None)
         try:
             if self._objects is not None:
                 self._objects.drop(member_id)

@@ -31,7 +31,7 @@ from spark_kafka_group.group.messages import CommitResponse
 from spark_kafka_group.group.metadata import LEASES
 from spark_kafka_group.member.commit_fold import fold_commit_objects
 from spark_kafka_group.member.in_flight import BatchesInFlight, offsets_to_write
-from spark_kafka_group.store.commit_objects import CommitObject
+from spark_kafka_group.store.commit_objects import CommitObject, owner
 
 #: How often a member compares topic metadata with the group's assignment snapshot (new
 #: partitions, topics matching a pattern), in heartbeat intervals.
@@ -73,7 +73,7 @@ class Decision:
     timers: Timers
     commit: CommitResponse | None = None
     join_error: GroupError = GroupError.NONE
-    #: Members whose commit objects this step folded completely (see ``commit_fold``).
+    #: Keys of the commit objects this step folded completely (see ``commit_fold``).
     folded: frozenset[str] = frozenset()
     #: Decide again with these members' commit objects: the step would remove them from the
     #: group (EXPIRE) and their last commits must land first, in the same append.
@@ -96,7 +96,8 @@ class StepContext:
     leases: bool = False
     #: The group's members record commits in commit objects (else: in the log directly).
     uses_commit_objects: bool = False
-    #: Commit objects to fold into the log at this step, by member.
+    #: Commit objects to fold into the log at this step, by key (a member's own and its
+    #: progress listener's: ``CommitObject.key``).
     commit_objects: Mapping[str, CommitObject] = field(default_factory=dict)
     #: Members whose objects were looked up for this step (found or not).
     objects_looked_up: frozenset[str] = frozenset()
@@ -123,7 +124,8 @@ def decide_step(
     ticked = work.tick(now, ctx.seen)
     if ctx.uses_commit_objects:
         expiring = {r.member_id for r in ticked if r.kind == "EXPIRE" and r.member_id}
-        missing = expiring - set(ctx.commit_objects) - ctx.objects_looked_up
+        have = {owner(key) for key in ctx.commit_objects}
+        missing = expiring - have - ctx.objects_looked_up
         if missing:  # a crashed member's recorded commits are not lost: fold them first
             return Decision([], timers, needs_objects=frozenset(missing))
     work.apply_all(ticked)

@@ -2,11 +2,12 @@
 
 A query's member hands batches to Spark (``begin_batch``) and learns of their completion by a
 commit: its own at the next trigger, or the progress listener's on its behalf, usually much
-sooner (:func:`spark_kafka_group.admin.commit_for_member`). Between the two the batch is in
-flight. That decides when a partition being revoked may be released (once a commit reaches
-the end of its last batch; the pure step, :mod:`.decide`), whether a closing member may leave
-yet (``GroupMember.close``) and which revoked partitions the reader may release with a
-commit (no batch planned after the completed one reads them).
+sooner (:func:`spark_kafka_group.admin.commit_batch_for_member`, in its own commit object for
+the member). Between the two the batch is in flight. That decides when a partition being
+revoked may be released (once a commit reaches the end of its last batch; the pure step,
+:mod:`.decide`), whether a closing member may leave yet (``GroupMember.close``) and which
+revoked partitions the reader may release with a commit (no batch planned after the completed
+one reads them).
 
 It lives under ``member/`` because the member owns it (under its lock) and hands a frozen
 copy to the pure step; the reader only asks it questions, through the member.

@@ -16,8 +16,9 @@ planned before that generation must neither supply a position nor commit for it.
 The reader tells the member which partitions each batch reads and up to where
 (:meth:`GroupMember.begin_batch`). A partition being revoked is released by the first step
 after a commit reaches that end: the reader's own commit at the next trigger, or, usually
-much sooner, the progress listener's commit of the completed batch (read from the group
-log by the heartbeat thread), so the new owner does not wait for this query's next trigger.
+much sooner, the progress listener's commit of the completed batch (its commit object for
+this member, read by the heartbeat thread while such a partition waits), so the new owner does
+not wait for this query's next trigger.
 
 This module is the query's side of the member: start (the join wait, :mod:`.join`), close
 (the grace period, :mod:`.close`), the batches and their commits. Its place in the group and
@@ -177,9 +178,9 @@ class GroupMember(Membership):
         with self._lock:
             if self._client.fold().group.member(self.member_id) is None:
                 return None
-            # A recorded commit counts: the LEAVE writes it first, in the log itself.
-            committed = self._commits.committed_with_recorded()
-            return frozenset(self._book.in_flight.uncommitted(committed))
+            # A recorded commit counts, and the progress listener's object: the LEAVE writes
+            # them first, in the log itself.
+            return frozenset(self._commits.uncommitted())
 
     # -- what the reader calls ---------------------------------------------------------------
 

@@ -12,6 +12,12 @@ An object holds offsets the member recorded, each with the member's generation w
 recorded it: the fold applies an offset only to a partition the member has held without
 interruption since that generation, so a commit of a partition that moved away and back is
 never applied (fencing, as for the log's own COMMIT records).
+
+The progress listener (in the query's driver, another process) commits each completed batch
+for the member in an object of its own, ``_offsets/<member id>~listener@<batch id + 1>``
+(``writer="listener"``): the same fold brings it in, so the listener never appends to the log
+either. An object's :attr:`CommitObject.key` names its file; :func:`owner` maps a key back to
+its member: whatever lists objects for members (the fold, a LEAVE, an EXPIRE) filters by owner.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.store.member_files import MemberFiles
 
 OFFSETS_DIR = "_offsets"
+#: The writer of the progress listener's objects (``CommitObject.writer``).
+LISTENER = "listener"
+_WRITER_SEP = "~"
 #: Objects read at once by a folder (object stores answer GETs in parallel).
 READ_THREADS = 16
 
@@ -38,26 +47,41 @@ class RecordedOffset:
     generation: int
 
 
+def object_key(member_id: str, writer: str = "") -> str:
+    """The key (file name) of ``writer``'s object for ``member_id`` ("": the member's own)."""
+    return f"{member_id}{_WRITER_SEP}{writer}" if writer else member_id
+
+
+def owner(key: str) -> str:
+    """The member whose offsets the object ``key`` holds."""
+    suffix = _WRITER_SEP + LISTENER
+    return key[: -len(suffix)] if key.endswith(suffix) else key
+
+
 @dataclass(frozen=True)
 class CommitObject:
-    """A member's newest recorded offsets (``seq`` grows with every object it writes)."""
+    """A member's newest recorded offsets (``seq`` grows with every object it writes), written
+    by the member itself (``writer`` "") or by its query's progress listener (:data:`LISTENER`)."""
 
     member_id: str
     seq: int
     offsets: Mapping[TopicPartition, RecordedOffset] = field(default_factory=dict)
+    writer: str = ""
+
+    @property
+    def key(self) -> str:
+        """The object's name in its store: one newest object per key."""
+        return object_key(self.member_id, self.writer)
 
     def to_bytes(self) -> bytes:
-        return json.dumps(
-            {
-                "member_id": self.member_id,
-                "seq": self.seq,
-                "offsets": [
-                    [tp.topic, tp.partition, r.offset, r.generation]
-                    for tp, r in sorted(self.offsets.items())
-                ],
-            },
-            separators=(",", ":"),
-        ).encode()
+        body: dict[str, object] = {"member_id": self.member_id, "seq": self.seq}
+        if self.writer:  # left out for the member's own: the format before listener objects
+            body["writer"] = self.writer
+        body["offsets"] = [
+            [tp.topic, tp.partition, r.offset, r.generation]
+            for tp, r in sorted(self.offsets.items())
+        ]
+        return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> CommitObject:
@@ -69,24 +93,27 @@ class CommitObject:
                 TopicPartition(str(t), int(p)): RecordedOffset(int(o), int(g))
                 for t, p, o, g in d["offsets"]
             },
+            writer=str(d.get("writer", "")),
         )
 
 
 class CommitObjectStore(Protocol):
     def put(self, obj: CommitObject) -> None:
-        """Write ``obj`` as its member's newest object (and forget its previous one)."""
+        """Write ``obj`` as the newest object of its key (and forget the key's previous one)."""
         ...
 
     def list(self) -> Mapping[str, int]:
-        """The newest sequence number of every member with an object."""
+        """The newest sequence number of every key with an object."""
         ...
 
     def get(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
-        """The objects ``{member: seq}`` (one missing, e.g. replaced meanwhile, is left out)."""
+        """The objects ``{key: seq}`` by key (one missing, e.g. replaced meanwhile, is left
+        out)."""
         ...
 
     def drop(self, member_id: str) -> None:
-        """Forget a member's objects (it left or was expired; its offsets are in the log)."""
+        """Forget a member's objects, its listener's too (it left or was expired; its offsets
+        are in the log)."""
         ...
 
 
@@ -100,13 +127,13 @@ class CommitObjectFiles:
         self.uri = self._files.uri
 
     def put(self, obj: CommitObject) -> None:
-        self._files.write(obj.member_id, obj.seq, obj.to_bytes())
+        self._files.write(obj.key, obj.seq, obj.to_bytes())
 
     def list(self) -> Mapping[str, int]:
         return self._files.newest()
 
-    def _read(self, member_id: str, seq: int) -> CommitObject | None:
-        data = self._files.read(member_id, seq)
+    def _read(self, key: str, seq: int) -> CommitObject | None:
+        data = self._files.read(key, seq)
         # None: replaced by a newer one since the listing; the next fold reads that
         return None if data is None else CommitObject.from_bytes(data)
 
@@ -117,10 +144,10 @@ class CommitObjectFiles:
         else:
             with ThreadPoolExecutor(min(READ_THREADS, len(items))) as pool:
                 found = list(pool.map(lambda item: self._read(*item), items))
-        return {o.member_id: o for o in found if o is not None}
+        return {o.key: o for o in found if o is not None}
 
     def drop(self, member_id: str) -> None:
-        self._files.drop(member_id)
+        self._files.drop(member_id, object_key(member_id, LISTENER))
 
 
 class InMemoryCommitObjects:
@@ -130,7 +157,7 @@ class InMemoryCommitObjects:
     the put)."""
 
     def __init__(self, *, now_ms: Callable[[], int] | None = None, latency_ms: int = 0) -> None:
-        # member -> [(visible at, object)], oldest first
+        # key -> [(visible at, object)], oldest first
         self._objects: dict[str, list[tuple[int, CommitObject]]] = {}
         self._now = now_ms
         self._latency_ms = latency_ms
@@ -144,15 +171,15 @@ class InMemoryCommitObjects:
     def put(self, obj: CommitObject) -> None:
         self.puts += 1
         now = self._time()
-        versions = [v for v in self._objects.get(obj.member_id, []) if v[0] > now][-1:]
-        visible = self._newest(obj.member_id)
+        versions = [v for v in self._objects.get(obj.key, []) if v[0] > now][-1:]
+        visible = self._newest(obj.key)
         if visible is not None:
             versions.insert(0, (now, visible))
-        self._objects[obj.member_id] = [*versions, (now + self._latency_ms, obj)]
+        self._objects[obj.key] = [*versions, (now + self._latency_ms, obj)]
 
-    def _newest(self, member_id: str) -> CommitObject | None:
+    def _newest(self, key: str) -> CommitObject | None:
         now = self._time()
-        visible = [obj for at, obj in self._objects.get(member_id, []) if at <= now]
+        visible = [obj for at, obj in self._objects.get(key, []) if at <= now]
         return visible[-1] if visible else None
 
     def _visible(self) -> Iterable[CommitObject]:
@@ -160,11 +187,12 @@ class InMemoryCommitObjects:
 
     def list(self) -> Mapping[str, int]:
         self.lists += 1
-        return {o.member_id: o.seq for o in self._visible()}
+        return {o.key: o.seq for o in self._visible()}
 
     def get(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
         self.gets += len(members)
-        return {o.member_id: o for o in self._visible() if members.get(o.member_id) == o.seq}
+        return {o.key: o for o in self._visible() if members.get(o.key) == o.seq}
 
     def drop(self, member_id: str) -> None:
-        self._objects.pop(member_id, None)
+        for key in [k for k in self._objects if owner(k) == member_id]:
+            del self._objects[key]

@@ -93,11 +93,12 @@ class MemberFiles:
         except Exception:
             return None
 
-    def drop(self, member_id: str) -> None:
-        """Delete every file of ``member_id`` (it left or was expired)."""
-        prefix = f"{quote(member_id, safe='')}@"
-        self._current.pop(member_id, None)
+    def drop(self, *member_ids: str) -> None:
+        """Delete every file of ``member_ids`` (it left or was expired), with one listing."""
+        prefixes = tuple(f"{quote(m, safe='')}@" for m in member_ids)
+        for member_id in member_ids:
+            self._current.pop(member_id, None)
         for name in self._names():
-            if name.startswith(prefix):
+            if name.startswith(prefixes):
                 with contextlib.suppress(Exception):
                     self._fs.delete_file(f"{self._directory}/{name}")

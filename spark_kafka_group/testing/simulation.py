@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_kafka_group.admin import commit_batch_for_member, commit_decision
 from spark_kafka_group.errors import MemberFencedError
 from spark_kafka_group.group import (
     GroupConfig,
@@ -289,6 +290,7 @@ class SimResult:
     strategy: str
     commit_every_ms: int | None = None
     commit_objects: bool = False
+    listener_commits: str | None = None
     phases: list[Phase] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -316,6 +318,7 @@ class _Simulation:
         clock_offsets_ms: int = 0,
         commit_every_ms: int | None = None,
         commit_objects: bool = False,
+        listener_commits: str | None = None,
     ) -> None:
         self.rng = random.Random(seed)
         self.clock = ManualClock(0)
@@ -328,6 +331,13 @@ class _Simulation:
             else None
         )
         self.commit_every_ms = commit_every_ms
+        if listener_commits not in (None, "log", "objects"):
+            raise ValueError(f"listener_commits={listener_commits!r}: use None, 'log' or 'objects'")
+        self.listener_commits = listener_commits
+        # Per member: its query's progress listener (a client of the log in the driver), and
+        # the id of the member's next batch.
+        self.listeners: dict[str, GroupLogClient] = {}
+        self.batch_ids: dict[str, int] = {}
         # Per member: the step chain's token (a wake starts a new chain, the old one ends)
         # and whether an append is in flight.
         self.token: dict[str, int] = {}
@@ -441,6 +451,43 @@ class _Simulation:
             release=assignment.revoking,
         )
         m.member.wake()
+        if self.listener_commits is not None:
+            self.listener_commit(m, ends, assignment.generation)
+
+    def listener_commit(self, m: SimMember, ends: dict[TopicPartition, int], gen: int) -> None:
+        """The query's progress listener commits the completed batch on the member's behalf:
+        in its own commit object (``objects``), or as a compare-and-swap append that races
+        every other writer (``log``, a read and an append of store latency, retried after a
+        backoff when it loses)."""
+        client = self.listeners.get(m.member_id)
+        if client is None:
+            client = self.listeners[m.member_id] = GroupLogClient(
+                "memory://", "g", log=self.log, commit_objects=self.objects, clock=m.clock,
+                random_seed=self.rng.randint(0, 2**31),
+            )  # fmt: skip
+        batch_id = self.batch_ids[m.member_id] = self.batch_ids.get(m.member_id, -1) + 1
+        if self.listener_commits == "objects":
+            commit_batch_for_member(
+                "memory://", "g", m.member_id, gen, ends, batch_id=batch_id, client=client
+            )
+            return
+        decide = commit_decision(m.member_id, gen, ends)
+
+        def attempt(lost: int) -> None:
+            tried = client.prepare(decide)
+            if not tried.records:
+                return
+
+            def end() -> None:
+                if client.complete(tried):
+                    self.observe()
+                    return
+                wait_ms = int(client.backoff_s(lost + 1, append_s=self.append_ms / 1000) * 1000)
+                self.at(self.clock.now_ms() + wait_ms, lambda: attempt(lost + 1))
+
+            self.at(self.clock.now_ms() + self.read_ms + self.append_ms, end)
+
+        attempt(0)
 
     def step(self, m: SimMember, lost: int) -> None:
         if m.member.failure is not None or m not in self.alive.values():
@@ -604,6 +651,7 @@ def simulate(
     clock_offsets_ms: int = 0,
     commit_every_ms: int | None = None,
     commit_objects: bool = False,
+    listener_commits: str | None = None,
 ) -> SimResult:
     """Run a group through three phases on simulated time and measure each:
 
@@ -624,6 +672,11 @@ def simulate(
     reader does; each phase measures commit-to-durable seconds. ``commit_objects``: members
     record commits in commit objects (a put is visible a store latency later; the folder pays
     a listing and a parallel read of the objects), else every commit is an append.
+    ``listener_commits``: each member's query also has a progress listener that commits every
+    completed batch on the member's behalf, as a Spark query registered with
+    ``spark_kafka_group.register`` does: ``"log"``, an append per batch (``commit_for_member``,
+    the design before listener objects); ``"objects"``, in the listener's own commit object
+    (``commit_batch_for_member``); None, no listener (a member without Spark).
     """
     wall = time.monotonic()
     sim = _Simulation(
@@ -643,6 +696,7 @@ def simulate(
         clock_offsets_ms=clock_offsets_ms,
         commit_every_ms=commit_every_ms,
         commit_objects=commit_objects,
+        listener_commits=listener_commits,
     )
     result = SimResult(
         members,
@@ -654,6 +708,7 @@ def simulate(
         strategy,
         commit_every_ms=commit_every_ms,
         commit_objects=commit_objects,
+        listener_commits=listener_commits,
     )
 
     starts = [sim.rng.randint(0, start_spread_ms) for _ in range(members)]

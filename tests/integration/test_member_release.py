@@ -1,8 +1,10 @@
 """When a member gives up a partition being revoked: as soon as its last batch is committed.
 
 Real group logs (delta-rs, local directory), real :class:`GroupMember` s and the commit path of
-the progress listener (:func:`spark_kafka_group.admin.commit_for_member`); no Spark, no broker
-(the members' topic metadata comes from a function).
+the progress listener (:func:`spark_kafka_group.admin.commit_batch_for_member`: its own commit
+object for the member, which the member's background step reads while it revokes a partition
+with a batch in flight); no Spark, no broker (the members' topic metadata comes from a
+function).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group.admin import commit_for_member
+from spark_kafka_group.admin import commit_batch_for_member
 from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.member import GroupMember, SubscriptionSpec
@@ -84,8 +86,11 @@ def test_revoked_partition_is_released_once_the_listener_commits_its_last_batch(
 
     # The batch completes; the progress listener commits it for a. The generation moved on
     # since the batch was planned, but a held the partitions all along: accepted.
-    assert commit_for_member(store, "g", a.member_id, first.generation, ends) == len(PARTITIONS)
-    # a's next step (its heartbeat thread, or here a poll) releases them: b gets them
+    version = a.client.table.latest_version()
+    committed = commit_batch_for_member(store, "g", a.member_id, first.generation, ends, batch_id=0)
+    assert committed == len(PARTITIONS)
+    assert a.client.table.latest_version() == version  # in the listener's object: no append
+    # a's background step reads that object and releases them with that offset: b gets them
     # without a's reader being called again.
     after = poll_until(a, lambda x: not x.revoking)
     assert after.held == frozenset(PARTITIONS) - revoking
@@ -117,6 +122,8 @@ def test_listener_commit_refused_for_a_partition_reacquired_since_the_batch(
     later = poll_until(a, lambda x: x.stable and x.generation > first.generation)
     assert later.held and later.held < frozenset(PARTITIONS)
     ends = dict.fromkeys(PARTITIONS, 10)
-    assert commit_for_member(store, "g", a.member_id, first.generation, ends) == 0
+    assert commit_batch_for_member(store, "g", a.member_id, first.generation, ends, batch_id=0) == 0
     # A batch planned in the new generation commits what a holds.
-    assert commit_for_member(store, "g", a.member_id, later.generation, ends) == len(later.held)
+    assert commit_batch_for_member(
+        store, "g", a.member_id, later.generation, ends, batch_id=1
+    ) == len(later.held)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from spark_kafka_group.admin import commit_for_member
+from spark_kafka_group.admin import commit_batch_for_member
 from spark_kafka_group.group import GroupRecord, ManualClock, TopicPartition
 from spark_kafka_group.member.commit_fold import (
     COMMIT_FOLD_INTERVAL_MS,
@@ -179,9 +179,10 @@ def test_a_member_leaving_commits_what_it_recorded_first() -> None:
 
 def test_a_member_leaving_never_moves_back_what_the_progress_listener_committed() -> None:
     """Its last batch completed and the query stopped: Spark never calls the source's
-    ``commit()`` for it, and the progress listener committed it in the member's name. The
-    member's older recorded commit (batch before, not folded yet) must not be written over it
-    at the LEAVE: the next owner would read the last batch again."""
+    ``commit()`` for it, and the progress listener committed it in the member's name (in its
+    own commit object, which the member takes in before its LEAVE). The member's older
+    recorded commit (batch before, not folded yet) must not be written over it at the LEAVE:
+    the next owner would read the last batch again."""
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
@@ -189,11 +190,14 @@ def test_a_member_leaving_never_moves_back_what_the_progress_listener_committed(
     commit(b, {tp: 5 for tp in held})  # recorded only: the fold is an interval away
     last = {tp: 9 for tp in held}
     b.member.begin_batch(last, batch_generation=b.member.assignment.generation)
-    listener = GroupLogClient("memory", b.member.settings.group_id, log=g.log, clock=g.clock)
-    written = commit_for_member(
+    listener = GroupLogClient(
+        "memory", b.member.settings.group_id, log=g.log, clock=g.clock, commit_objects=g.objects
+    )
+    written = commit_batch_for_member(
         "memory", b.member.settings.group_id, b.member_id,
-        b.member.assignment.generation, last, client=listener,
+        b.member.assignment.generation, last, batch_id=1, client=listener,
     )  # fmt: skip
+    assert "b~listener" in g.objects.list()  # the listener's own commit object, no append
     assert written == len(held)
     b.member.close(grace_s=0.0)
     [leave] = g.records("LEAVE")

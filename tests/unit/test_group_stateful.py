@@ -1,14 +1,15 @@
 """Hypothesis drives a whole group of production members
 (:class:`spark_kafka_group.testing.simulation.SimMember`) over a shared in-memory log, with
-liveness in leases or in the log: random joins, leaves,
-crashes (silence), static restarts, clock advances, metadata changes, revocation acks (inside
-the member loop), commits (as a handler call, and through the member's ``commit()``: with commit
-objects, recorded and folded by the leader), zombie commits (in the log, and stale commit
-objects) and snapshots. Every member's wall clock is off by a random amount (up to hours either
-way), as on machines without NTP. Invariants are checked after every step on the log folded
-record by record: among them, that a commit is applied only from the partition's owner, that
-committed offsets of member commits never go back, and that a partition is released only once
-the log holds its owner's last commit.
+liveness in leases or in the log: random joins, leaves, crashes (silence), static restarts,
+clock advances, metadata changes, revocation acks (inside the member loop), commits (as a
+handler call, through the member's ``commit()``: with commit objects, recorded and folded by
+the leader, and by its query's progress listener, in the listener's own commit object), zombie
+commits (in the log, and stale commit objects, the members' and their listeners') and
+snapshots. Every member's wall clock is off by a random amount (up to hours either way), as on
+machines without NTP. Invariants are checked after every step on the log folded record by
+record: among them, that a commit is applied only from the partition's owner, that committed
+offsets of member commits never go back, and that a partition is released only once the log
+holds its owner's last commit.
 
 ``GROUP_STATEFUL_EXAMPLES`` / ``GROUP_STATEFUL_STEPS`` raise the budget for a deep run.
 """
@@ -21,6 +22,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from spark_kafka_group.admin import commit_batch_for_member
 from spark_kafka_group.group import (
     GroupConfig,
     GroupCoordinator,
@@ -33,7 +35,9 @@ from spark_kafka_group.group import (
     replay,
 )
 from spark_kafka_group.group.payloads import JoinPayload, RevokePayload
+from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store.commit_objects import (
+    LISTENER,
     CommitObject,
     InMemoryCommitObjects,
     RecordedOffset,
@@ -86,6 +90,7 @@ class GroupMachine(RuleBasedStateMachine):
         # the last one each member made per partition (what a release must hand over).
         self.counter: dict[TopicPartition, int] = {}
         self.last_commit: dict[tuple[str, TopicPartition], int] = {}
+        self.batch_ids: dict[str, int] = {}
 
     @initialize(
         protocol=st.sampled_from(["cooperative-sticky", "range", "roundrobin", "sticky"]),
@@ -262,17 +267,45 @@ class GroupMachine(RuleBasedStateMachine):
         for tp, offset in ends.items():
             self.last_commit[(d.member_id, tp)] = offset
 
+    @precondition(lambda self: self.live and self.objects is not None)
+    @rule(i=st.integers(0, MAX_MEMBERS - 1))
+    def listener_commit(self, i: int) -> None:
+        """The member's query plans a batch and completes it; its progress listener commits it
+        on the member's behalf, in the listener's own commit object (the member's own
+        ``commit()`` comes at the next trigger, or never after ``query.stop()``)."""
+        d = self.live[i % len(self.live)]
+        assignment = d.member.assignment
+        if assignment.generation < 0 or not assignment.held:
+            return
+        ends = {}
+        for tp in sorted(assignment.held):
+            if tp in assignment.revoking and not d.member.in_flight.reads_last(tp):
+                continue  # not planned any more: the member only finishes its last batch
+            ends[tp] = self.counter[tp] = self.counter.get(tp, MEMBER_COMMITS) + 1
+        d.member.begin_batch(ends, batch_generation=assignment.generation)
+        batch_id = self.batch_ids[d.member_id] = self.batch_ids.get(d.member_id, -1) + 1
+        client = GroupLogClient("memory", "g", log=self.log, clock=d.clock,
+                                commit_objects=self.objects)  # fmt: skip
+        commit_batch_for_member(
+            "memory", "g", d.member_id, assignment.generation, ends, batch_id=batch_id,
+            client=client,
+        )  # fmt: skip
+        for tp, offset in ends.items():
+            self.last_commit[(d.member_id, tp)] = offset
+
     @precondition(lambda self: self.dead and self.objects is not None)
-    @rule(i=st.integers(0, 20), seq=st.integers(1_000, 2_000))
-    def zombie_commit_object(self, i: int, seq: int) -> None:
-        """A crashed or replaced member's process writes one more commit object, with offsets
-        for whatever it once knew (and a partition it never held): never applied."""
+    @rule(i=st.integers(0, 20), seq=st.integers(1_000, 2_000), listener=st.booleans())
+    def zombie_commit_object(self, i: int, seq: int, listener: bool) -> None:
+        """A crashed or replaced member's process (or its query's progress listener) writes one
+        more commit object, with offsets for whatever it once knew (and a partition it never
+        held): never applied."""
         assert self.objects is not None
         z = self.dead[i % len(self.dead)]
         parts = set(z.coord.member_view(z.member_id).assignment) | {TopicPartition("t", 0)}
         gen = z.coord.group.generation
+        offsets = {tp: RecordedOffset(999, gen) for tp in parts}
         self.objects.put(
-            CommitObject(z.member_id, seq, {tp: RecordedOffset(999, gen) for tp in parts})
+            CommitObject(z.member_id, seq, offsets, writer=LISTENER if listener else "")
         )
 
     @precondition(lambda self: self.dead)
