@@ -294,7 +294,7 @@ def commit_batch_for_member(
     generation: int,
     offsets: Mapping[TopicPartition, int],
     *,
-    batch_id: int,
+    batch_id: int | None,
     starts: Mapping[TopicPartition, int] | None = None,
     storage_options: Mapping[str, str] | None = None,
     client: GroupLogClient | None = None,
@@ -309,13 +309,13 @@ def commit_batch_for_member(
     offset in the log now (to release a revoked partition, before its LEAVE). A partition the
     batch started below the committed offset (a reset by policy) is written to the log
     directly, as the fold only moves offsets forward. Reading the log to decide that is a
-    fold of its tail, never a compare-and-swap. Without commit objects, every commit is an
-    append (:func:`commit_for_member`).
+    fold of its tail, never a compare-and-swap. Without commit objects, or without a batch id
+    to number the object by, the commit is an append (:func:`commit_for_member`).
     """
     if client is None:
         client = _client(store, group_id, storage_options, create=False)
     objects = client.commit_objects
-    if objects is None:
+    if objects is None or batch_id is None:
         return commit_for_member(
             store, group_id, member_id, generation, offsets, starts=starts, client=client
         )

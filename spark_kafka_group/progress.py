@@ -33,7 +33,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from spark_kafka_group.admin import commit_batch_for_member, commit_for_member, leave_for_member
+from spark_kafka_group.admin import commit_batch_for_member, leave_for_member
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.source.offsets import SourceOffset
 
@@ -103,8 +103,7 @@ def commit_progress(
     written = 0
     batch_id = _batch_id(progress)
     for offset in group_offsets(progress):
-        if offset.member and offset.offsets and batch_id is not None:
-            client = _cached_client(clients, offset, storage_options)
+        if offset.member and offset.offsets:
             written += commit_batch_for_member(
                 offset.store,
                 offset.group,
@@ -114,19 +113,7 @@ def commit_progress(
                 batch_id=batch_id,
                 starts=offset.starts,
                 storage_options=storage_options,
-                client=client,
-            )
-        elif offset.member and offset.offsets:  # no batch id to number an object by
-            client = _cached_client(clients, offset, storage_options)
-            written += commit_for_member(
-                offset.store,
-                offset.group,
-                offset.member,
-                offset.generation,
-                offset.offsets,
-                starts=offset.starts,
-                storage_options=storage_options,
-                client=client,
+                client=_cached_client(clients, offset, storage_options),
             )
     return written
 

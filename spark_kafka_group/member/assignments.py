@@ -155,27 +155,21 @@ class AssignmentBook:
         ``generation``) stay valid: held again, and nobody else committed since. They count
         as held since ``generation``."""
         with self.lock:
-            return self._adopt(previous_member, generation, positions, committed)
-
-    def _adopt(
-        self,
-        previous_member: str,
-        generation: int,
-        positions: Mapping[TopicPartition, int],
-        committed: Mapping[TopicPartition, OffsetAndMetadata],
-    ) -> frozenset[TopicPartition]:
-        adopted = frozenset(
-            tp
-            for tp, position in positions.items()
-            if tp in self.assignment.held
-            and (
-                tp not in committed
-                or (committed[tp].member_id == previous_member and committed[tp].offset <= position)
+            adopted = frozenset(
+                tp
+                for tp, position in positions.items()
+                if tp in self.assignment.held
+                and (
+                    tp not in committed
+                    or (
+                        committed[tp].member_id == previous_member
+                        and committed[tp].offset <= position
+                    )
+                )
             )
-        )
-        if adopted:
-            since = dict(self.assignment.held_since)
-            for tp in adopted:
-                since[tp] = min(since.get(tp, generation), generation)
-            self.assignment = replace(self.assignment, held_since=since)
-        return adopted
+            if adopted:
+                since = dict(self.assignment.held_since)
+                for tp in adopted:
+                    since[tp] = min(since.get(tp, generation), generation)
+                self.assignment = replace(self.assignment, held_since=since)
+            return adopted

@@ -95,47 +95,28 @@ class MemberCommits:
         generation, of a batch of this member or of an incarnation it adopted) and the
         releases of revoked partitions it finished."""
         with self._lock:
-            self._record(
-                assignment,
-                offsets,
-                member_id=member_id,
-                batch_generation=batch_generation,
-                batch_member=batch_member,
-                release=release,
-            )
-
-    def _record(
-        self,
-        assignment: MemberAssignment,
-        offsets: Mapping[TopicPartition, int],
-        *,
-        member_id: str,
-        batch_generation: int,
-        batch_member: str,
-        release: Iterable[TopicPartition],
-    ) -> None:
-        accepted = {}
-        if batch_member == member_id or batch_member in self.adopted:
-            accepted = {
-                tp: offset
-                for tp, offset in offsets.items()
-                if held_throughout(assignment.held_since, tp, batch_generation)
-            }
-        committed = self._client.coordinator.group.offsets
-        for tp, offset in accepted.items():
-            # A member's own commits come in batch order, so one below the log's offset is a
-            # reset by policy (failOnDataLoss=false): written directly, as the fold only moves
-            # offsets forward (a successor must not start at the old, higher offset).
-            rewinds = tp in committed and offset < committed[tp].offset
-            if self._objects is None or tp in assignment.revoking or rewinds:
-                self.pending_offsets[tp] = offset
-            if self._objects is not None:
-                self._recorded[tp] = RecordedOffset(offset, assignment.generation)
-        released = set(release) & assignment.revoking
-        self.pending_release.update(released)
-        # Its last batch was committed earlier, in the commit object: its release must come
-        # with that offset in the log (the new owner starts there).
-        self._write_recorded(released)
+            accepted = {}
+            if batch_member == member_id or batch_member in self.adopted:
+                accepted = {
+                    tp: offset
+                    for tp, offset in offsets.items()
+                    if held_throughout(assignment.held_since, tp, batch_generation)
+                }
+            committed = self._client.coordinator.group.offsets
+            for tp, offset in accepted.items():
+                # A member's own commits come in batch order, so one below the log's offset is
+                # a reset by policy (failOnDataLoss=false): written directly, as the fold only
+                # moves offsets forward (a successor must not start at the old, higher offset).
+                rewinds = tp in committed and offset < committed[tp].offset
+                if self._objects is None or tp in assignment.revoking or rewinds:
+                    self.pending_offsets[tp] = offset
+                if self._objects is not None:
+                    self._recorded[tp] = RecordedOffset(offset, assignment.generation)
+            released = set(release) & assignment.revoking
+            self.pending_release.update(released)
+            # Its last batch was committed earlier, in the commit object: its release must
+            # come with that offset in the log (the new owner starts there).
+            self._write_recorded(released)
 
     def pending_work(self, assignment: MemberAssignment, in_flight: BatchesInFlight) -> PendingWork:
         """What the step must write (call under the lock: a snapshot of the pending work)."""
