@@ -3,10 +3,10 @@
 It drives the pure protocol (:mod:`spark_kafka_group.group`, see its package docstring for
 the sequence) over the group log: join, wait for the others, sync (the leader assigns),
 heartbeat, commit, release revoked partitions, rejoin when fenced. A background thread
-(:mod:`.heartbeat`) steps it every heartbeat interval, and at once when the reader asks
-(every ``latestOffset`` and ``commit``). The reader itself never waits on the group log: it
-reads the assignment as last stepped, and its calls take only the assignment book's small
-lock, which no step holds across a read or write of the store.
+(:mod:`.heartbeat`) steps it every heartbeat interval, and at once when the reader asks (a
+``commit``, or a ``latestOffset`` during a rebalance). The reader itself never waits on the
+group log: it reads the assignment as last stepped, and its calls take only the assignment
+book's small lock, which no step holds across a read or write of the store.
 
 What the reader sees is a :class:`MemberAssignment`: the partitions it may plan (``held``
 minus ``revoking``), the ones it must finish and release (``revoking``), and for each partition
@@ -201,11 +201,17 @@ class GroupMember(Membership):
 
     def current_assignment(self) -> MemberAssignment:
         """The assignment as the background step last folded it, without reading the group
-        log (a trigger never waits on the store); asks that step to run now, so the next
-        trigger sees what changed. Raises if the member was fenced."""
+        log (a trigger never waits on the store). While a rebalance is under way it asks that
+        step to run now (the rebalance's next round may wait on this member); otherwise the
+        member hears of a new rebalance at its next step, within a heartbeat interval, as a
+        Kafka consumer does from its heartbeat. A wake at every trigger would also put a step
+        in the way of the one a commit wakes, delaying its commit object. Raises if the
+        member was fenced."""
         self._raise_if_fatal()
-        self.wake()
-        return self._book.assignment
+        assignment = self._book.assignment
+        if not assignment.settled:
+            self.wake()
+        return assignment
 
     def adopt(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
