@@ -13,6 +13,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from spark_kafka_group.testing.waiting import wait_until
+
 
 @dataclass
 class Collected:
@@ -81,6 +83,20 @@ def start_query(
     else:
         writer = writer.trigger(processingTime=processing_time)
     return writer.start()
+
+
+def stop_between_batches(query: StreamingQuery) -> None:
+    """Stop a query between two batches, as a test that checks nothing is read twice must: a
+    stop that interrupts a batch whose foreachBatch sink already ran leaves it out of Spark's
+    commit log, and the restarted query (or the partition's next owner) reads it again, which
+    at-least-once allows (``check_delivery`` does) and exactly-once checks do not."""
+    wait_until(
+        lambda: not query.status["isTriggerActive"],
+        60,
+        "the query between two batches",
+        poll_s=0.02,
+    )
+    query.stop()
 
 
 def run_available_now(

@@ -792,4 +792,9 @@ class GroupCoordinator:
             revoking=tuple(sorted(m.revoking)) if m else (),
             delay_ms=g.delay_ms,
             protocol=g.protocol,
+            gives_up_at_join=m is not None
+            and preparing
+            and not m.joined
+            and bool(m.assignment or m.revoking)
+            and self.rebalance_protocol() is RebalanceProtocol.EAGER,
         )

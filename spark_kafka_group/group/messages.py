@@ -142,3 +142,6 @@ class MemberView:
     revoking: Partitions
     delay_ms: int
     protocol: str | None
+    #: Its next JOIN gives up everything it holds (a rebalance of an eager protocol): until
+    #: then, as partitions being revoked, they get no new batch and their last commit lands.
+    gives_up_at_join: bool = False

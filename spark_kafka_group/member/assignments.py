@@ -84,7 +84,8 @@ class AssignmentBook:
                 generation=generation,
                 member_id=member_id,
                 held=held,
-                revoking=frozenset(view.revoking),
+                # An eager rejoin gives everything up: revoked, as far as the reader goes.
+                revoking=held if view.gives_up_at_join else frozenset(view.revoking),
                 held_since=since,
                 stable=stable,
                 settled=stable and not any(m.revoking for m in group.members.values()),

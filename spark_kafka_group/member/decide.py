@@ -26,7 +26,7 @@ from spark_kafka_group.group import (
     RebalanceProtocol,
     TopicPartition,
 )
-from spark_kafka_group.group.clocks import Sightings
+from spark_kafka_group.group.clocks import Sightings, rebalance_deadline_ms
 from spark_kafka_group.group.messages import CommitResponse
 from spark_kafka_group.group.metadata import LEASES
 from spark_kafka_group.member.commit_fold import fold_commit_objects
@@ -188,6 +188,31 @@ def _heartbeat_interval_in_log(work: GroupCoordinator, ctx: StepContext) -> int 
     return None
 
 
+def _eager_join_waits(
+    work: GroupCoordinator, now: int, ctx: StepContext, pending: PendingWork, gives_up: bool
+) -> bool:
+    """Whether a JOIN that gives up everything the member holds (an eager protocol) waits.
+
+    As a Kafka consumer commits in ``onJoinPrepare`` before it sends its JoinGroup, the member
+    first lets the batches it handed to Spark finish and their commits land (meanwhile its
+    reader plans no new batch: the partitions count as being revoked), so that their next
+    owner starts after them. A batch planned before the JOIN could no longer commit after it.
+    It waits at most half its rebalance timeout into the rebalance; then it joins anyway (the
+    batch's partitions are read again from their last commit), not to be left out of it."""
+    if not gives_up:
+        return False
+    if not pending.in_flight.uncommitted(work.group.offsets):
+        return False
+    group = work.group
+    if ctx.seen is None:  # one clock (tests that step the handlers by hand)
+        deadline, clock_now = group.deadline_ms, now
+    else:
+        deadline, clock_now = rebalance_deadline_ms(group, ctx.seen), ctx.seen.now_ms
+    if deadline is None:
+        return False
+    return clock_now < deadline - ctx.request.rebalance_timeout_ms // 2
+
+
 def _protocol_step(
     work: GroupCoordinator,
     now: int,
@@ -215,7 +240,7 @@ def _protocol_step(
     heartbeat_due = every is not None and now - timers.last_write_ms >= every
     join_error = GroupError.NONE
     metadata_checked = False
-    if view.needs_join:
+    if view.needs_join and not _eager_join_waits(work, now, ctx, pending, view.gives_up_at_join):
         cooperative = work.rebalance_protocol() is not RebalanceProtocol.EAGER
         owned = sorted(pending.held) if view.known and cooperative else []
         response = do(work.join(replace(ctx.request, owned=owned), now, seen=ctx.seen))

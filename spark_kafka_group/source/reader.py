@@ -358,6 +358,11 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 batch.generation,
                 {tp: batch.start_of(tp, previous) or 0 for tp in batch.offsets},
             )
+            if self._last_planned is None:
+                # The checkpoint's last batch, before this reader planned any: where the next
+                # batch continues (pyspark < 4.2 passes no ``start`` to latestOffset), rather
+                # than the group's commit, which may not hold that batch's end yet.
+                self._last_planned = batch
             return member.begin_batch(batch.offsets, batch_generation=batch.generation)
 
     def _started_cluster(self) -> KafkaCluster:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from pyspark.sql.streaming import StreamingQuery
 
 import spark_kafka_group
 from spark_kafka_group.group import GroupMetadata, GroupRecord, TopicPartition, apply
@@ -18,7 +19,7 @@ from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.waiting import wait_until
 from tests.delivery import Batch, check_delivery, collected_batches
-from tests.streaming import Collected, source_options, start_query
+from tests.streaming import Collected, source_options, start_query, stop_between_batches
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -114,27 +115,13 @@ def revocations(records: Sequence[GroupRecord]) -> tuple[Counter[str], int, list
     return needless, kept_through, protocols
 
 
-def stop_between_batches(query: object) -> None:
-    """Stop a query as a rolling restart means to: between two batches. A stop that interrupts
-    a batch whose sink already ran leaves it uncommitted, and the partition's next owner reads
-    it again: at-least-once allows that one batch (``check_delivery`` does), the check below
-    that nothing is read twice once the group is cooperative does not."""
-    wait_until(
-        lambda: not query.status["isTriggerActive"],  # type: ignore[attr-defined]
-        60,
-        "the query between two batches",
-        poll_s=0.02,
-    )
-    query.stop()  # type: ignore[attr-defined]
-
-
 def test_rolling_upgrade_from_range_to_cooperative_sticky(
     spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:
     partitions, group = 4, "g-upgrade"
     create_topic(bootstrap_servers, topic_name, partitions)
     incarnations: list[tuple[str, Collected]] = []
-    queries: dict[str, object] = {}
+    queries: dict[str, StreamingQuery] = {}
 
     def start(name: str, strategy: str) -> Collected:
         collected = Collected()
@@ -185,7 +172,7 @@ def test_rolling_upgrade_from_range_to_cooperative_sticky(
     finally:
         producer.stop()
         for q in queries.values():
-            q.stop()  # type: ignore[attr-defined]
+            q.stop()
 
     records = group_records(group_store, group)
     batches: list[Batch] = [

@@ -92,7 +92,11 @@ class FailingSink(Collected):
             raise RuntimeError("the sink failed (test)")
 
 
-@pytest.mark.parametrize("restart", ["same", "new", "after-failure"])
+# After a failure on pyspark 4.0 / 4.1 (no ``latestOffset(start)``), the batch after the
+# replayed one must continue from the replayed batch's end, not from the group's commit.
+@pytest.mark.parametrize(
+    "restart", ["same", "new", pytest.param("after-failure", marks=pytest.mark.smoke)]
+)
 def test_a_restarted_query_reads_new_records_at_once(
     spark, bootstrap_servers, topic, group_store, tmp_path: Path, restart: str
 ) -> None:
@@ -148,6 +152,7 @@ def test_a_restarted_query_reads_new_records_at_once(
     read = Counter(first.records + second.records)
     assert sorted(read) == expected  # nothing lost
     twice = sorted(r for r, n in read.items() if n > 1)
+    assert max(read.values()) <= 2, [r for r, n in read.items() if n > 2][:10]
     # Read twice: only the batch the failure interrupted (Spark runs it again on restart).
     last = max((b for b, rows in first.batches.items() if rows), default=None)
     failed = {(p, o) for p, o, _ in first.batches[last]} if twice and last is not None else set()

@@ -21,7 +21,13 @@ from spark_kafka_group.sample_data import create_topic
 from spark_kafka_group.source.positions import LogBounds
 from spark_kafka_group.source.timestamps import offsets_for_timestamps
 from spark_kafka_group.testing.waiting import wait_until
-from tests.streaming import Collected, run_available_now, source_options, start_query
+from tests.streaming import (
+    Collected,
+    run_available_now,
+    source_options,
+    start_query,
+    stop_between_batches,
+)
 
 pytestmark = [pytest.mark.broker]
 
@@ -153,6 +159,7 @@ def test_topic_created_while_the_pattern_query_was_stopped_is_read_from_earliest
         wait_until(lambda: query.lastProgress is not None, 120, "the query's first trigger")
         produce(bootstrap_servers, first, 1, 5)
         wait_until(lambda: len(seen) >= 5, 120, "5 records of the first topic")
+        stop_between_batches(query)  # a stop inside the batch: the restart reads it again
     finally:
         query.stop()
     assert sorted(seen) == [(first, 0, o) for o in range(5, 10)]
