@@ -63,7 +63,9 @@ DEFAULT_TABLE_PROPERTIES: Mapping[str, str] = {
 }
 
 _COMMIT_FILE_RE = re.compile(r"^\d{20}\.(json|checkpoint\..*parquet)$")
-_DATA_FILE_RE = re.compile(r"^part-[0-9]+-[0-9a-f-]+-c000(\.[a-z0-9]+)?\.parquet$")
+#: A data file delta-rs writes; on a local disk first under a staging name, ``<name>#<n>``,
+#: then renamed (another member creating the log may be between the two).
+_DATA_FILE_RE = re.compile(r"^part-[0-9]+-[0-9a-f-]+-c000(\.[a-z0-9]+)?\.parquet(#[0-9]+)?$")
 #: A directory holding only data files this young and no commit is a log being created.
 _CREATION_GRACE_S = 120.0
 

@@ -453,8 +453,13 @@ def test_a_log_being_created_by_another_member_is_not_refused(tmp_path: Path) ->
     (uri / "_delta_log").mkdir()
     data_file = uri / "part-00000-2bf49261-6b09-4a51-80c8-593931a7d3ca-c000.snappy.parquet"
     data_file.write_bytes(b"PAR1")
+    # ... and, on a local disk, first under a staging name that it then renames (seen when 8
+    # writers created one log at once: test_faults.py::test_commit_conflict_storm)
+    staged = uri / "part-00000-0c9e1a2b-9054-4dfd-8f14-7317bca64013-c000.snappy.parquet#1"
+    staged.write_bytes(b"PAR1")
     log = GroupLog.open(str(uri))
     assert log.latest_version() == -1
+    staged.unlink()
     # the same directory, left like that for long, is refused (never written to)
     old = time.time() - 3600
     for p in [data_file, uri / "_delta_log"]:
