@@ -26,7 +26,7 @@ from spark_kafka_group.group import (
     RebalanceProtocol,
     TopicPartition,
 )
-from spark_kafka_group.group.clocks import Sightings, rebalance_deadline_ms
+from spark_kafka_group.group.clocks import Sightings, SingleClock, rebalance_deadline_ms
 from spark_kafka_group.group.messages import CommitResponse
 from spark_kafka_group.group.metadata import LEASES
 from spark_kafka_group.member.commit_fold import fold_commit_objects
@@ -189,7 +189,7 @@ def _heartbeat_interval_in_log(work: GroupCoordinator, ctx: StepContext) -> int 
 
 
 def _eager_join_waits(
-    work: GroupCoordinator, now: int, ctx: StepContext, pending: PendingWork, gives_up: bool
+    work: GroupCoordinator, now: int, ctx: StepContext, pending: PendingWork
 ) -> bool:
     """Whether a JOIN that gives up everything the member holds (an eager protocol) waits.
 
@@ -199,18 +199,13 @@ def _eager_join_waits(
     owner starts after them. A batch planned before the JOIN could no longer commit after it.
     It waits at most half its rebalance timeout into the rebalance; then it joins anyway (the
     batch's partitions are read again from their last commit), not to be left out of it."""
-    if not gives_up:
-        return False
     if not pending.in_flight.uncommitted(work.group.offsets):
         return False
-    group = work.group
-    if ctx.seen is None:  # one clock (tests that step the handlers by hand)
-        deadline, clock_now = group.deadline_ms, now
-    else:
-        deadline, clock_now = rebalance_deadline_ms(group, ctx.seen), ctx.seen.now_ms
+    seen = ctx.seen if ctx.seen is not None else SingleClock(now)
+    deadline = rebalance_deadline_ms(work.group, seen)
     if deadline is None:
         return False
-    return clock_now < deadline - ctx.request.rebalance_timeout_ms // 2
+    return seen.now_ms < deadline - ctx.request.rebalance_timeout_ms // 2
 
 
 def _protocol_step(
@@ -240,7 +235,9 @@ def _protocol_step(
     heartbeat_due = every is not None and now - timers.last_write_ms >= every
     join_error = GroupError.NONE
     metadata_checked = False
-    if view.needs_join and not _eager_join_waits(work, now, ctx, pending, view.gives_up_at_join):
+    if view.needs_join and not (
+        view.gives_up_at_join and _eager_join_waits(work, now, ctx, pending)
+    ):
         cooperative = work.rebalance_protocol() is not RebalanceProtocol.EAGER
         owned = sorted(pending.held) if view.known and cooperative else []
         response = do(work.join(replace(ctx.request, owned=owned), now, seen=ctx.seen))

@@ -348,7 +348,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     ) -> frozenset[TopicPartition]:
         """Partitions of ``batch`` this member may still read: held now, and continuously
         since the generation the batch was planned in. The member counts them as in flight
-        from now on (a revocation waits for their commit)."""
+        from now on (a revocation waits for their commit). A restarted reader's first call
+        also fixes where its next batch continues: the end of ``batch``."""
         # A restarted query replays its last planned batch before any latestOffset call:
         # join first, so partitions that moved to another member meanwhile are skipped.
         with self._lock:
