@@ -8,11 +8,11 @@ group log of this format, without touching it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import threading
-import time
 import uuid
 from collections.abc import Mapping
 
@@ -158,10 +158,11 @@ class LogTable:
                 return "table"
         # No commit yet. Another member may be creating the log right now (delta-rs writes
         # the data file, then the commit): accept recent data files and temporary commits.
+        # "Recent" by the store's clock, which stamped them: this machine's may be off.
         others = {k: v for k, v in entries.items() if k != "_delta_log"}
-        recent = time.time() - _CREATION_GRACE_S
-        if all(_DATA_FILE_RE.match(k) and v >= recent for k, v in others.items()) and all(
-            v >= recent for v in log_entries.values()
+        stamps = [*others.values(), *log_entries.values()]
+        if all(_DATA_FILE_RE.match(k) for k in others) and (
+            not stamps or min(stamps) >= self.store_now() - _CREATION_GRACE_S
         ):
             return "absent"
         if "_delta_log" in entries:
@@ -181,6 +182,49 @@ class LogTable:
             f"the group log path {self.uri} holds {found}; it was left untouched. Choose "
             "another groupStore or groupId"
         )
+
+    def store_now(self) -> float:
+        """The store's clock now, in epoch seconds: the modification time it gives a scratch
+        object written beside the table (deleted at once). Ages of what others wrote are
+        measured on it, never on this machine's wall clock, which may be minutes off."""
+        if is_local_uri(self.uri):  # a shared file system stamps with its server's clock
+            probe = os.path.join(local_path(self.uri), f"{PROBE_PREFIX}{uuid.uuid4().hex}")
+            try:
+                with open(probe, "wb"):
+                    pass
+                return os.stat(probe).st_mtime
+            except OSError as exc:
+                raise GroupStoreError(
+                    f"cannot write to the group log directory {self.uri}: "
+                    f"{describe_error(exc)}; give a writable groupStore"
+                ) from None
+            finally:
+                with contextlib.suppress(OSError):
+                    os.remove(probe)
+        from deltalake._internal import DeltaFileSystemHandler
+
+        name = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+        try:
+            fs = DeltaFileSystemHandler(self.uri, dict(self.storage_options or {}))
+            stream = fs.open_output_stream(name, None)
+            stream.write(b"")
+            stream.close()  # type: ignore[attr-defined]  # deltalake's stub omits close()
+            mtime = fs.get_file_info([name])[0].mtime
+        except Exception as exc:  # delta-rs raises its own and OSError types
+            raise GroupStoreError(
+                f"cannot write to the group log directory {self.uri}: {describe_error(exc)}; "
+                "check its permissions and the groupStore.* storage options"
+            ) from None
+        finally:
+            with contextlib.suppress(Exception):
+                fs.delete_file(name)
+        if mtime is None:
+            raise GroupStoreError(
+                f"the group store at {self.uri} gives no modification time for what is written "
+                "to it, so a log being created cannot be told from a foreign directory; remove "
+                "the files in that directory or choose another groupId"
+            )
+        return mtime.timestamp()
 
     def check_writable(self) -> None:
         """A local log's directory exists and takes a file."""

@@ -144,7 +144,14 @@ class SkewedGroup:
 
     def report(self) -> str:
         kinds = Counter(str(r.kind) for r in self.records())
+        exited = "".join(
+            f"\n{m.name} exited with {m.process.returncode}; the end of its output:\n"
+            + "\n".join(m.output().splitlines()[-20:])
+            for m in self.members
+            if m.process and m.process.poll() is not None
+        )
         return (
             f"group {self.group} (skew {self.skew_ms:+d} ms): split {self.split()}, "
             f"log split {self.logged_split()}, EXPIRE {len(self.expires())}, records {dict(kinds)}"
+            + exited
         )

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from deltalake._internal import DeltaFileSystemHandler
 
 from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import AppendConflict, GroupLog
-from spark_kafka_group.store.safety import _stale_commit_accepted
+from spark_kafka_group.store.safety import PROBE_PREFIX, _stale_commit_accepted
 from spark_kafka_group.testing.servers import ObjectStore
 from tests.integration.cli_support import GroupDriver, run_cli
 from tests.processes import REPO
@@ -47,6 +49,28 @@ def test_a_stale_append_is_refused_by_the_store(store: ObjectStore) -> None:
         stale._log_table.snapshot = stale._log_table.load(0)  # as if it had not seen version 1
         stale.append(_record(2), expected_version=0)
     assert [r.offset for _, r in first.read()] == [0, 1]
+
+
+def test_a_log_being_created_is_judged_young_by_the_stores_clock(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another member has written the first data file and not yet the commit. A member whose
+    wall clock is an hour ahead still sees a log being created (the store's clock stamped the
+    file), and creates it; the scratch object that read the store's clock is deleted."""
+    uri = store.fresh("creating") + "/group"
+    fs = DeltaFileSystemHandler(uri, dict(store.storage_options))
+    data_file = "part-00000-2bf49261-6b09-4a51-80c8-593931a7d3ca-c000.snappy.parquet"
+    stream = fs.open_output_stream(data_file, None)
+    stream.write(b"PAR1")
+    stream.close()  # type: ignore[attr-defined]  # deltalake's stub omits close()
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600)
+    log = GroupLog.open(uri, storage_options=store.storage_options)
+    assert log.latest_version() == -1
+    assert log.append(_record(0), expected_version=-1) == 0
+    files = {i.base_name for i in fs.get_file_info_selector("", True, False) if i.is_file}
+    # (SeaweedFS keeps the emptied directory of the put-if-absent probe's scratch table)
+    assert data_file in files and not {n for n in files if n.startswith(PROBE_PREFIX)}
 
 
 @pytest.mark.broker

@@ -472,6 +472,28 @@ def test_a_log_being_created_by_another_member_is_not_refused(tmp_path: Path) ->
     assert data_file.read_bytes() == b"PAR1"
 
 
+@pytest.mark.parametrize("skew_s", [-3600, 120, 3600])
+def test_a_log_being_created_is_judged_young_by_the_stores_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, skew_s: int
+) -> None:
+    """The files' age is measured on the store's clock, not on this machine's wall clock,
+    which may be off (a member whose clock was 120 s ahead refused a log being created)."""
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + skew_s)
+    uri = tmp_path / "g"
+    uri.mkdir()
+    (uri / "_delta_log").mkdir()
+    data_file = uri / "part-00000-2bf49261-6b09-4a51-80c8-593931a7d3ca-c000.snappy.parquet"
+    data_file.write_bytes(b"PAR1")
+    assert GroupLog.open(str(uri)).latest_version() == -1
+    old = real_time() - 600  # a leftover, by the store's clock
+    for p in [data_file, uri / "_delta_log"]:
+        os.utime(p, (old, old))
+    with pytest.raises(GroupStoreError, match="without any commit"):
+        GroupLog.open(str(uri))
+    assert sorted(p.name for p in uri.iterdir()) == ["_delta_log", data_file.name]
+
+
 def test_maintenance_gives_an_existing_log_the_retention_it_was_opened_with(
     tmp_path: Path,
 ) -> None:
