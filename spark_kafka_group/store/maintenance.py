@@ -10,6 +10,7 @@ loses a race with another writer is skipped and named in the report, never retri
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -18,7 +19,7 @@ from deltalake.exceptions import DeltaError
 
 from spark_kafka_group.store.log_store import MaintenanceReport
 from spark_kafka_group.store.table import LogTable
-from spark_kafka_group.store.table_properties import retention_to_apply
+from spark_kafka_group.store.table_properties import file_retention_ms, retention_to_apply
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,9 @@ COMPACT_MIN_SMALL_FILES = 16
 COMPACT_TARGET_SIZE = 8 * 1024 * 1024
 #: Rows per Parquet row group in compacted files.
 COMPACT_ROW_GROUP_ROWS = 8192
+#: How far this machine's clock may lead the store's before vacuum allows for it (an S3
+#: modification time has whole seconds).
+CLOCK_LEAD_TOLERANCE_S = 2.0
 
 
 def maintain(table: LogTable, *, now_ms: int | None = None) -> MaintenanceReport:
@@ -52,7 +56,7 @@ def maintain(table: LogTable, *, now_ms: int | None = None) -> MaintenanceReport
     )
     snapshot = _retention(table, snapshot, report)
     snapshot = _compact(table, snapshot, report)
-    snapshot = _vacuum(table, snapshot, report)
+    snapshot = _vacuum(table, snapshot, report, now_s=now / 1000)
     snapshot = _checkpoint(table, snapshot, report)
     snapshot = _step(table, report, "log cleanup", snapshot, snapshot.cleanup_metadata)
     report.log_cleanup = "log cleanup" not in report.skipped
@@ -135,8 +139,11 @@ def _compact(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) -
     return snapshot
 
 
-def _vacuum(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) -> DeltaTable:
+def _vacuum(
+    table: LogTable, snapshot: DeltaTable, report: MaintenanceReport, *, now_s: float
+) -> DeltaTable:
     removed: list[str] = []
+    retention_hours = vacuum_retention_hours(table, snapshot, now_s=now_s)
 
     def vacuum() -> None:
         # full: also deletes data files of appends that lost the CAS race (never
@@ -144,6 +151,7 @@ def _vacuum(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) ->
         # once older than delta.deletedFileRetentionDuration.
         removed.extend(
             snapshot.vacuum(
+                retention_hours=retention_hours,
                 dry_run=False,
                 full=True,
                 commit_properties=_commit_properties("vacuum"),
@@ -154,6 +162,28 @@ def _vacuum(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) ->
     snapshot = _step(table, report, "vacuum", snapshot, vacuum)
     report.files_vacuumed = len(removed)
     return snapshot
+
+
+def vacuum_retention_hours(table: LogTable, snapshot: DeltaTable, *, now_s: float) -> int | None:
+    """The retention to vacuum with when this machine's clock leads the store's, else ``None``
+    (the table's own).
+
+    delta-rs judges a file's age on this machine's clock against the modification time the
+    store gave it. A clock ahead by the retention or more makes a data file written a moment
+    ago look old: a full vacuum would delete another member's append between its data file
+    and its commit, and the log would then reference a missing file. So the retention is
+    stretched by the lead (in whole hours, delta-rs's unit: rounded up)."""
+    lead_s = now_s - table.store_now()
+    if lead_s <= CLOCK_LEAD_TOLERANCE_S:
+        return None
+    retention_s = file_retention_ms(snapshot.metadata().configuration) / 1000
+    hours = math.ceil((retention_s + lead_s) / 3600)
+    log.warning(
+        "group log %s: this machine's clock is %.0f s ahead of the store's; vacuuming only "
+        "files older than %d h by it (synchronise the clock, e.g. with NTP)",
+        table.uri, lead_s, hours,
+    )  # fmt: skip
+    return hours
 
 
 def _checkpoint(table: LogTable, snapshot: DeltaTable, report: MaintenanceReport) -> DeltaTable:

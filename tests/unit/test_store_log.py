@@ -25,7 +25,7 @@ from spark_kafka_group.store import (
 )
 from spark_kafka_group.store.codec import SCHEMA, to_arrow
 from spark_kafka_group.store.leases import LeaseFiles
-from spark_kafka_group.store.table import LOG_TABLE_NAME
+from spark_kafka_group.store.table import LOG_TABLE_NAME, LogTable
 from spark_kafka_group.store.table_properties import retention_properties
 
 
@@ -470,6 +470,34 @@ def test_a_log_being_created_by_another_member_is_not_refused(tmp_path: Path) ->
     with pytest.raises(IncompatibleGroupStoreError, match="not a Delta table"):
         GroupLog.open(str(uri))
     assert data_file.read_bytes() == b"PAR1"
+
+
+@pytest.mark.parametrize("lead_h", [0, 2])
+def test_a_maintainer_whose_clock_is_ahead_leaves_an_append_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lead_h: int
+) -> None:
+    """delta-rs ages files on this machine's clock against the store's stamps. Here the
+    store's clock is ``lead_h`` hours behind this machine's: it stamped another member's data
+    file, whose commit is still to come, with its own now. A full vacuum must leave that file
+    (the log would otherwise reference a missing file); files older than the retention by the
+    store's clock still go."""
+    lead_s = lead_h * 3600
+    store_now = LogTable.store_now
+    monkeypatch.setattr(LogTable, "store_now", lambda self: store_now(self) - lead_s)
+    uri = tmp_path / "g"
+    log = GroupLog.open(str(uri), table_properties=retention_properties(3_600_000))
+    fill(log, 3)
+    in_flight = uri / "part-00000-2bf49261-6b09-4a51-80c8-593931a7d3ca-c000.snappy.parquet"
+    leftover = uri / "part-00000-0c9e1a2b-9054-4dfd-8f14-7317bca64013-c000.snappy.parquet"
+    for path, age_s in ((in_flight, 0), (leftover, 2 * 3600)):
+        path.write_bytes(b"PAR1")
+        stamped = time.time() - lead_s - age_s
+        os.utime(path, (stamped, stamped))
+    report = log.maintain()
+    assert report.skipped == []
+    assert in_flight.exists()
+    assert not leftover.exists()
+    assert [r.offset for _, r in log.read()] == list(range(6))
 
 
 @pytest.mark.parametrize("skew_s", [-3600, 120, 3600])
