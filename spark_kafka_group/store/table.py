@@ -188,19 +188,7 @@ class LogTable:
         object written beside the table (deleted at once). Ages of what others wrote are
         measured on it, never on this machine's wall clock, which may be minutes off."""
         if is_local_uri(self.uri):  # a shared file system stamps with its server's clock
-            probe = os.path.join(local_path(self.uri), f"{PROBE_PREFIX}{uuid.uuid4().hex}")
-            try:
-                with open(probe, "wb"):
-                    pass
-                return os.stat(probe).st_mtime
-            except OSError as exc:
-                raise GroupStoreError(
-                    f"cannot write to the group log directory {self.uri}: "
-                    f"{describe_error(exc)}; give a writable groupStore"
-                ) from None
-            finally:
-                with contextlib.suppress(OSError):
-                    os.remove(probe)
+            return self.check_writable()
         from deltalake._internal import DeltaFileSystemHandler
 
         name = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
@@ -226,15 +214,18 @@ class LogTable:
             )
         return mtime.timestamp()
 
-    def check_writable(self) -> None:
-        """A local log's directory exists and takes a file."""
+    def check_writable(self) -> float:
+        """A local log's directory exists and takes a file; the file system's clock now (the
+        scratch file's modification time)."""
         path = local_path(self.uri)
         try:
             os.makedirs(path, exist_ok=True)
             probe = os.path.join(path, f"{PROBE_PREFIX}{uuid.uuid4().hex}")
             with open(probe, "wb"):
                 pass
+            stamped = os.stat(probe).st_mtime
             os.remove(probe)
+            return stamped
         except OSError as exc:
             raise GroupStoreError(
                 f"cannot write the group log at {self.uri}: {describe_error(exc)}; give a "
