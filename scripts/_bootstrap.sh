@@ -1,9 +1,16 @@
-# Shared by scripts/setup and scripts/test: make sure Java, the virtualenv and the Azure Blob
-# test server (Azurite) are ready.
+# Shared by scripts/setup and scripts/test: make sure Java, the virtualenvs, the JVM parts
+# (Apache Kafka, Spark's Kafka source, delta-spark: jvm/pom.xml, fetched with Maven into .jvm/)
+# and the Azure Blob test server (Azurite) are ready.
 # Idempotent: a second run only checks. Sourced, not executed.
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${SPARK_KAFKA_GROUP_VENV:-$REPO_ROOT/.venv}"
+# The jars of jvm/pom.xml, one folder per module (spark_kafka_group/testing/kafka_broker.py).
+export SPARK_KAFKA_GROUP_JVM="${SPARK_KAFKA_GROUP_JVM:-$REPO_ROOT/.jvm}"
+# The Spark line that Maven Central serves delta-spark and spark-sql-kafka for (jvm/pom.xml's
+# spark.version and delta.version): the venv that runs the tests marked maven_spark.
+MAVEN_SPARK_VENV="${VENV}-maven-spark"
+MAVEN_SPARK_PINS=("pyspark==4.2.0" "delta-spark==4.4.0")
 
 pick_python() {
     for candidate in "${PYTHON:-}" python3.12 python3.11 python3.10 python3; do
@@ -46,6 +53,34 @@ error: Spark needs Java 17 or newer on PATH (found: ${major:-none}).
   or set JAVA_HOME and PATH to an existing JDK/JRE 17+.
 MSG
     return 1
+}
+
+ensure_maven() {
+    command -v mvn >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+        echo "Maven not found; installing it from the OS packages (for the JVM parts) ..."
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null
+    fi
+    command -v mvn >/dev/null 2>&1 && return 0
+    echo "error: the JVM parts (jvm/pom.xml) are fetched with Maven 3.8+: install maven." >&2
+    return 1
+}
+
+# ensure_jvm_parts: the jars of jvm/pom.xml in $SPARK_KAFKA_GROUP_JVM, fetched once (again only
+# when a pom changes). Maven's own cache is ~/.m2; tests never reach the network.
+ensure_jvm_parts() {
+    local stamp="$SPARK_KAFKA_GROUP_JVM/.poms"
+    local wanted
+    wanted="$(cat "$REPO_ROOT"/jvm/pom.xml "$REPO_ROOT"/jvm/*/pom.xml)"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
+        return 0
+    fi
+    ensure_maven || return 1
+    echo "Fetching the JVM parts (Apache Kafka, spark-sql-kafka, delta-spark) with Maven ..."
+    rm -rf "$SPARK_KAFKA_GROUP_JVM"
+    mvn -B -q -f "$REPO_ROOT/jvm/pom.xml" package -Djvm.cache="$SPARK_KAFKA_GROUP_JVM" || return 1
+    printf '%s' "$wanted" >"$stamp"
 }
 
 # ensure_venv VENV_DIR [extra pip requirement ...]

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real broker (embedded Tansu, or KAFKA_BOOTSTRAP_SERVERS) and local Spark."""
+"""Shared fixtures: a real broker (Apache Kafka in KRaft mode from the Maven jars, or
+$KAFKA_BOOTSTRAP_SERVERS), the quickstart's embedded Tansu for its smoke set, and local Spark."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from tests.spark_apps import SPARK_MASTER_ENV
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from spark_kafka_group.testing.kafka_broker import KafkaBroker
 
 # Python workers must run this interpreter (docs/design.md, "Spark facts that shape the reader").
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -48,12 +51,32 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 @pytest.fixture(scope="session")
-def bootstrap_servers() -> Iterator[str]:
-    """A reachable Kafka cluster: $KAFKA_BOOTSTRAP_SERVERS if set, else an embedded Tansu."""
-    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if external:
-        yield external
+def kafka_broker() -> Iterator[KafkaBroker | None]:
+    """The suite's Apache Kafka: a single-node KRaft cluster started from the jars of
+    jvm/pom.xml (spark_kafka_group/testing/kafka_broker.py), or None when
+    $KAFKA_BOOTSTRAP_SERVERS names an external cluster."""
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        yield None
         return
+    from spark_kafka_group.testing.kafka_broker import KafkaBroker
+
+    with KafkaBroker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def bootstrap_servers(kafka_broker: KafkaBroker | None) -> str:
+    """A reachable Kafka cluster: $KAFKA_BOOTSTRAP_SERVERS if set, else the suite's Apache
+    Kafka broker."""
+    if kafka_broker is None:
+        return os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+    return kafka_broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def tansu_bootstrap_servers() -> Iterator[str]:
+    """The quickstart's embedded Tansu broker (pip only), for the small set of tests that
+    keeps it supported (tests/integration/test_tansu_smoke.py)."""
     from spark_kafka_group.embedded import EmbeddedBroker
 
     with EmbeddedBroker() as broker:

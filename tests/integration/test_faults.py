@@ -29,7 +29,6 @@ from typing import Any
 import pytest
 
 import spark_kafka_group
-from spark_kafka_group.embedded import EmbeddedBroker
 from spark_kafka_group.group import GroupCoordinator, GroupError
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import JoinPayload, RevokePayload, SyncPayload
@@ -37,6 +36,7 @@ from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import GroupLog, group_log_uri
 from spark_kafka_group.testing.group_log import group_records
+from spark_kafka_group.testing.kafka_broker import KafkaBroker
 from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.waiting import wait_until
 from tests.delivery import Batch, check_delivery, collected_batches, journal_batches
@@ -407,10 +407,10 @@ def test_commit_conflict_storm(tmp_path: Path) -> None:
 
 
 def test_broker_paused(spark, topic_name, group_store, tmp_path) -> None:
-    """SIGSTOP the (dedicated) Tansu process for 10 s: the query waits, then carries on with
+    """SIGSTOP a dedicated Apache Kafka broker for 10 s: the query waits, then carries on with
     nothing lost, and the group does not notice (the group store was reachable all along)."""
     partitions, group = 3, "g-broker-pause"
-    with EmbeddedBroker() as broker:
+    with KafkaBroker() as broker:
         servers = broker.bootstrap_servers
         create_topic(servers, topic_name, partitions)
         produced = produce_sample(servers, topic_name, partitions=partitions, per_partition=20)
@@ -454,7 +454,7 @@ def test_topic_deleted_under_a_running_query(
     from confluent_kafka.admin import AdminClient
 
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        pytest.skip("deletes a topic: only on the embedded broker")
+        pytest.skip("deletes a topic: only on the suite's own broker")
     create_topic(bootstrap_servers, topic_name, 2)
     produced = produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=10)
     collected = Collected()

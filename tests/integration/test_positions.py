@@ -186,7 +186,7 @@ def test_recreated_topic_fails_or_continues_at_earliest_by_fail_on_data_loss(
     spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        pytest.skip("deletes a topic: only on the embedded broker")
+        pytest.skip("deletes a topic: only on the suite's own broker")
     create_topic(bootstrap_servers, topic_name, 2)
     produce(bootstrap_servers, topic_name, 2, 10)
     # The group consumed all 10 records of each partition. (Set with reset-offsets rather than
