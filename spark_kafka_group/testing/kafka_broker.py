@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from spark_kafka_group.testing.servers import ServerDidNotStart, ServerProcess, free_port
+from spark_kafka_group.testing.servers import ServerProcess, free_port
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 SCRAM_USER = "skg-user"
@@ -290,4 +290,3 @@ class KafkaBroker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
