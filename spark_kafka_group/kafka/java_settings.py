@@ -1,9 +1,12 @@
-"""Java Kafka client security settings, translated to librdkafka's (or refused with the fix).
+"""Java Kafka client settings, translated to librdkafka's (or refused with the fix).
 
 Spark and Flink users write the Java client's keys: ``sasl.jaas.config`` with a login module,
 ``ssl.truststore.*`` / ``ssl.keystore.*`` with a JKS, PKCS12 or PEM store,
 ``ssl.endpoint.identification.algorithm=""``. librdkafka has other keys for most of them and
-refuses the rest at connect time. :func:`translate_java_settings` is the one place that maps
+refuses the rest at connect time. Consumer settings copied from Spark's Kafka source
+(``fetch.max.wait.ms``, ``max.poll.records`` ...) are renamed where librdkafka has the same
+setting under another name and refused, with the reason, where it has none.
+:func:`translate_java_settings` is the one place that maps
 them; :func:`spark_kafka_group.kafka.config.client_config` applies it to every client
 (driver, executors, CLI), and option parsing applies it first so a wrong setting fails when
 the query starts. It is idempotent: librdkafka's own keys pass through unchanged.
@@ -39,6 +42,37 @@ _NO_EQUIVALENT: dict[str, str] = {
     "sasl.client.callback.handler.class": "for OAUTHBEARER use {p}sasl.oauthbearer.method=oidc "
     "with {p}sasl.oauthbearer.client.id, {p}sasl.oauthbearer.client.secret and "
     "{p}sasl.oauthbearer.token.endpoint.url",
+}
+
+# The Java consumer's settings whose librdkafka equivalent has another name.
+_CONSUMER_RENAMED: dict[str, str] = {
+    "fetch.max.wait.ms": "fetch.wait.max.ms",
+    "receive.buffer.bytes": "socket.receive.buffer.bytes",
+    "send.buffer.bytes": "socket.send.buffer.bytes",
+    # The Java client's network request timeout; librdkafka's request.timeout.ms is the
+    # producer's acknowledgement timeout, which a consumer ignores.
+    "request.timeout.ms": "socket.timeout.ms",
+}
+
+_REMOVE_JAVA_PLUGIN = "it names Java classes, which librdkafka cannot load; remove it"
+
+# The Java consumer's settings with no librdkafka equivalent, and why.
+_CONSUMER_NO_EQUIVALENT: dict[str, str] = {
+    "max.poll.records": "this source reads each micro-batch's offset ranges whole, so a "
+    "record count per poll has no role; bound a micro-batch with the option "
+    "maxOffsetsPerTrigger and a Spark task with maxRecordsPerPartition",
+    "default.api.timeout.ms": "the driver's Kafka calls are bounded by the options "
+    "fetchOffset.numRetries and fetchOffset.retryIntervalMs, the executors' fetches by "
+    "kafkaConsumer.pollTimeoutMs",
+    "exclude.internal.topics": "give subscribePattern a regex that does not match the "
+    "internal topics (names starting with '__')",
+    "internal.leave.group.on.close": "a member leaves its group when its query stops; remove it",
+    "interceptor.classes": _REMOVE_JAVA_PLUGIN,
+    "metric.reporters": _REMOVE_JAVA_PLUGIN,
+    "metrics.num.samples": "the Java client's metrics do not exist here; remove it",
+    "metrics.sample.window.ms": "the Java client's metrics do not exist here; remove it",
+    "metrics.recording.level": "the Java client's metrics do not exist here; remove it",
+    "security.providers": "librdkafka uses OpenSSL; remove it",
 }
 
 # PEM text given inline (Kafka's KIP-651), one to one.
@@ -97,12 +131,16 @@ def translate_java_settings(conf: Mapping[str, str], *, prefix: str = "") -> dic
     setting librdkafka cannot honour, naming the librdkafka key to use instead.
     """
     settings = _Settings(conf, prefix)
-    for key, fix in _NO_EQUIVALENT.items():
+    for key, fix in {**_NO_EQUIVALENT, **_CONSUMER_NO_EQUIVALENT}.items():
         if settings.get(key) is not None:
             raise OptionError(
                 f"{prefix}{key} is a Java Kafka client setting librdkafka does not have: "
                 f"{fix.format(p=prefix)}."
             )
+    for java_key, librdkafka_key in _CONSUMER_RENAMED.items():
+        value = settings.pop(java_key)
+        if value is not None:
+            settings.put(librdkafka_key, value, source=java_key)
     jaas = settings.pop("sasl.jaas.config")
     if jaas is not None:
         _translate_jaas(jaas, settings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,7 @@ from spark_kafka_group.options.values import (
     positive,
     within,
 )
-from spark_kafka_group.store.paths import default_group_store, validate_group_id
+from spark_kafka_group.store.paths import GROUP_STORE_ENV, validate_group_id
 from spark_kafka_group.store.table_properties import DEFAULT_LOG_RETENTION_MS
 from spark_kafka_group.user_class import check_class_spec
 
@@ -52,6 +53,28 @@ def _assignment_strategy(name: str, value: str) -> tuple[Assignor, ...]:
 
 
 ASSIGNORS: ValueType[tuple[Assignor, ...]] = ValueType("comma-separated list", _assignment_strategy)
+
+
+def group_store_from_environment() -> str | None:
+    """``$SPARK_KAFKA_GROUP_STORE`` of the driver, when the ``groupStore`` option is not given."""
+    return os.environ.get(GROUP_STORE_ENV, "").strip() or None
+
+
+def check_group_store_given(values: Mapping[str, Any]) -> None:
+    """No store is implied: the same ``groupId`` in two stores is two groups, each reading every
+    partition, and a query cannot see another machine's store to warn about it."""
+    if values["groupStore"] is not None:
+        return
+    group_id = values["groupId"]
+    raise OptionError(
+        f"Option 'groupStore' is required for group {group_id!r} (or set ${GROUP_STORE_ENV} "
+        f"on the driver): the group is the Delta table <groupStore>/{group_id}, so queries "
+        f"with groupId {group_id!r} in different stores are different groups and each reads "
+        "every partition. Give every query of the group the same shared store, e.g. "
+        ".option('groupStore', 's3://my-bucket/kafka-groups'); a local directory such as "
+        "'~/.spark-kafka-group/groups' is shared only by queries whose drivers run on this "
+        "machine."
+    )
 
 
 def group_id_rule(name: str, text: str, value: str) -> None:
@@ -112,11 +135,14 @@ GROUP_SPECS: tuple[OptionSpec, ...] = (
         STRING,
         None,
         "Where group logs live: `<groupStore>/<groupId>` is the group's Delta table.\n\n"
-        "A local directory, a shared mount or an object-store URI (`s3://`, `abfss://`, "
-        "`az://`, `gs://`). Members on different machines must use shared storage; see "
-        "[Object stores](object-stores.md).",
-        default_doc="`$SPARK_KAFKA_GROUP_STORE`, else `~/.spark-kafka-group/groups`",
-        fallback=default_group_store,
+        "An object-store URI (`s3://`, `abfss://`, `az://`, `gs://`), a shared mount, or a "
+        "local directory when every query of the group runs on one machine; see "
+        "[Object stores](object-stores.md). A group is its store and its id: give every query "
+        "of the group the same store. There is no implied default, because queries whose "
+        "drivers run on different machines would each create a group of their own there and "
+        "each read every partition.",
+        default_doc="required (or `$SPARK_KAFKA_GROUP_STORE` on the driver)",
+        fallback=group_store_from_environment,
         field="store",
     ),
     OptionSpec(

@@ -11,11 +11,15 @@ KAFKA_OPTION_PREFIX = "kafka."
 
 #: librdkafka settings the source decides itself, with the reason shown to the user.
 OWNED_KAFKA_KEYS: dict[str, str] = {
-    "group.id": "use the option 'groupId': the group is coordinated through the group log",
+    "group.id": "use the option 'groupId' instead. This source runs the consumer group "
+    "itself, in its group log (<groupStore>/<groupId>), not in the broker's group "
+    "coordinator, so a Kafka group.id would be ignored; with commitToKafka=true the offsets "
+    "are also committed to the Kafka consumer group named after groupId",
     "group.instance.id": "use the option 'groupInstanceId'",
     "enable.auto.commit": "offsets are committed to the group log after each micro-batch",
     "enable.auto.offset.store": "offsets are committed to the group log after each micro-batch",
     "auto.offset.reset": "use the option 'startingOffsets' (earliest, latest, none or JSON)",
+    "auto.commit.interval.ms": "offsets are committed to the group log after each micro-batch",
     "session.timeout.ms": "use the option 'sessionTimeoutMs'",
     "heartbeat.interval.ms": "use the option 'heartbeatIntervalMs'",
     "max.poll.interval.ms": "use the option 'rebalanceTimeoutMs'",

@@ -115,10 +115,21 @@ def no_earliest_end(name: str, text: str, value: Offsets) -> None:
         )
 
 
-def offset_limit(values: Mapping[str, Any], which: Literal["starting", "ending"]) -> OffsetLimit:
-    """``<which>Offsets`` with ``<which>Timestamp`` and ``<which>OffsetsByTimestamp``, parsed."""
-    # An end given only by timestamps ends unlisted partitions at latest.
-    mode, per_partition = values[f"{which}Offsets"] or (ENDING_WORDS[0], {})
+#: Where a read starts when ``startingOffsets`` is not given: Spark's Kafka source defaults.
+STREAM_STARTING_DEFAULT: OffsetMode = "latest"
+BATCH_STARTING_DEFAULT: OffsetMode = "earliest"
+
+
+def offset_limit(
+    values: Mapping[str, Any],
+    which: Literal["starting", "ending"],
+    *,
+    default_mode: OffsetMode = "latest",
+) -> OffsetLimit:
+    """``<which>Offsets`` with ``<which>Timestamp`` and ``<which>OffsetsByTimestamp``, parsed;
+    ``default_mode`` when ``<which>Offsets`` is not given (an end given only by timestamps
+    ends unlisted partitions at latest)."""
+    mode, per_partition = values[f"{which}Offsets"] or (default_mode, {})
     # As Spark: an end after every record is the latest offset.
     no_match_latest = which == "ending" or values["startingOffsetsByTimestampStrategy"] == "latest"
     return OffsetLimit(

@@ -6,15 +6,23 @@ import dataclasses
 import difflib
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from spark_kafka_group.errors import OptionError
 from spark_kafka_group.group.metadata import partition_name
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.java_settings import translate_java_settings
-from spark_kafka_group.options.group import check_heartbeat_within_session
+from spark_kafka_group.options.group import (
+    check_group_store_given,
+    check_heartbeat_within_session,
+)
 from spark_kafka_group.options.kafka import KAFKA_OPTION_PREFIX, kafka_key
-from spark_kafka_group.options.offsets import LATEST, offset_limit
+from spark_kafka_group.options.offsets import (
+    BATCH_STARTING_DEFAULT,
+    LATEST,
+    STREAM_STARTING_DEFAULT,
+    offset_limit,
+)
 from spark_kafka_group.options.settings import GroupSettings, SourceOptions
 from spark_kafka_group.options.specs import OPTION_SPECS, SPECS_BY_KEY
 from spark_kafka_group.options.store import STORE_OPTION_PREFIX, storage_options_from
@@ -24,12 +32,20 @@ _GROUP_FIELDS = frozenset(f.name for f in dataclasses.fields(GroupSettings))
 _ENDING_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 
 
-def parse_options(raw: Mapping[str, str]) -> SourceOptions:
-    """Validate ``raw`` (as given to ``DataSource.__init__``) into :class:`SourceOptions`."""
+def parse_options(
+    raw: Mapping[str, str], *, read: Literal["stream", "batch"] = "stream"
+) -> SourceOptions:
+    """Validate ``raw`` (as given to ``DataSource.__init__``) into :class:`SourceOptions`.
+
+    ``read``: a stream (``spark.readStream``) or a batch read (``spark.read``); they differ
+    only in where a read starts without ``startingOffsets``, as in Spark's Kafka source
+    (streams at latest, batch reads at earliest)."""
     given: dict[str, str] = {}
     kafka_params: dict[str, str] = {}
     for key, value in raw.items():
         lower = key.lower()
+        if lower == "startingoffsets" and not str(value).strip():
+            continue  # blank: the default of this kind of read
         if lower in SPECS_BY_KEY:
             given[lower] = str(value)
         elif lower.startswith(STORE_OPTION_PREFIX):
@@ -43,6 +59,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         spec.name: spec.value(given.get(spec.name.lower())) for spec in OPTION_SPECS
     }
     check_one_subscription(values)
+    check_group_store_given(values)
     check_heartbeat_within_session(values)
     _check_trigger_minimum(values)
 
@@ -58,7 +75,11 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     )
     return SourceOptions(
         group=group,
-        starting_offsets=offset_limit(values, "starting"),
+        starting_offsets=offset_limit(
+            values,
+            "starting",
+            default_mode=STREAM_STARTING_DEFAULT if read == "stream" else BATCH_STARTING_DEFAULT,
+        ),
         ending_offsets=ending,
         kafka_params=translate_java_settings(kafka_params, prefix=KAFKA_OPTION_PREFIX),
         fetch_offset_retry=OffsetFetchRetry(
@@ -78,10 +99,20 @@ def _check_trigger_minimum(values: Mapping[str, Any]) -> None:
         )
 
 
+#: Options of Spark's Kafka source that this source replaces, with what to use and why.
+_SPARK_KAFKA_OPTIONS = {
+    "groupidprefix": "Spark's Kafka source names a generated consumer group per query with "
+    "it; here every query names its group, and queries with the same name share the "
+    "partitions: use 'groupId', e.g. .option('groupId', 'orders-ingest')",
+}
+
+
 def _unknown_option_message(key: str) -> str:
     lower = key.lower()
     if lower in ("group.id", "groupid ", "consumer.group.id"):
         return f"Unknown option {key!r}: use 'groupId'."
+    if lower in _SPARK_KAFKA_OPTIONS:
+        return f"Option {key!r} is not supported: {_SPARK_KAFKA_OPTIONS[lower]}."
     names = [spec.name for spec in OPTION_SPECS]
     by_lower = {name.lower(): name for name in names}
     close = difflib.get_close_matches(lower, list(by_lower), n=1, cutoff=0.6)

@@ -26,7 +26,8 @@ class GroupSettings:
     """The member's group-protocol settings (Kafka consumer equivalents in parentheses)."""
 
     group_id: str
-    store: str = field(default_factory=_spec_default("groupStore"))
+    #: ``groupStore``: where the group log lives (no default: see the option).
+    store: str
     storage_options: Mapping[str, str] = field(default_factory=dict)
     # heartbeat.interval.ms
     heartbeat_interval_ms: int = field(default_factory=_spec_default("heartbeatIntervalMs"))

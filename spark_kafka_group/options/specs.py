@@ -58,6 +58,10 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
         PATTERN,
         None,
         "A regular expression of topics to read; it must match the whole topic name.\n\n"
+        "It is a Python regular expression (Python's `re`), not a Java one as in Spark's "
+        "Kafka source: the common syntax (`orders-.*`, `(orders|payments)\\.v[0-9]+`) means "
+        "the same, and Java-only syntax (`\\p{...}`, `\\Q...\\E`, `&&` in a class, "
+        "`(?<name>...)`) is refused with what to write instead. "
         "A topic created later that matches is picked up while the query runs (the group "
         "rebalances) and starts at its earliest offset.",
         default_doc="required, or `subscribe` or `assign`",
@@ -82,7 +86,7 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "startingOffsets",
         offsets_type(STARTING_WORDS),
-        "earliest",
+        None,
         "Where a partition the group never committed starts: `earliest`, `latest`, `none` "
         "(fail) or JSON per partition.\n\n"
         'JSON is `{"topic": {"0": 23, "1": -2}}` (-2 earliest, -1 latest; unlisted partitions: '
@@ -90,9 +94,11 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
         "later (a new partition, a new topic matching `subscribePattern`, also one created "
         "while the query was stopped) starts at **earliest** whatever this says, as in "
         "Spark's Kafka source, so nothing written to it before its discovery is lost.\n\n"
-        "Batch reads accept `earliest` (the default), JSON without -1, or `group`: the group's "
-        "committed offsets, partitions without a commit from earliest. `group` is refused in "
-        "streams, which always continue from the group's commits.",
+        "Batch reads accept `earliest` (their default), JSON without -1, or `group`: the "
+        "group's committed offsets, partitions without a commit from earliest. `group` is "
+        "refused in streams, which always continue from the group's commits. Both defaults are "
+        "those of Spark's Kafka source: a new stream reads what arrives after it starts.",
+        default_doc="`latest` (streams), `earliest` (batch reads)",
     ),
     OptionSpec(
         "failOnDataLoss",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,15 +24,65 @@ def _topics(name: str, value: str) -> tuple[str, ...]:
     return topics
 
 
+# Java regex syntax that Python's re refuses or reads otherwise: what it is, what to write.
+_JAVA_ONLY_SYNTAX: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (
+        re.compile(r"\\[pP]\{"),
+        "\\p{...} / \\P{...} (Java's Unicode and POSIX classes such as \\p{javaLowerCase})",
+        "a character class such as [a-z] or [^0-9]",
+    ),
+    (
+        re.compile(r"\\Q"),
+        "\\Q...\\E (Java's quoting)",
+        "a backslash before each special character, e.g. orders\\.v1",
+    ),
+    (
+        re.compile(r"\[[^\]]*&&"),
+        "&& inside [...] (Java's class intersection, which Python reads as the characters & and [)",
+        "one class listing what you mean, e.g. [b-df-hj-np-tv-z]",
+    ),
+    (
+        re.compile(r"\(\?<[A-Za-z]"),
+        "(?<name>...) (Java's named group)",
+        "(?P<name>...) or a group without a name",
+    ),
+    (
+        re.compile(r"[*+?}]\+"),
+        "a possessive quantifier (*+, ++, ?+), which Python's re supports from 3.11 only",
+        "a plain quantifier (*, +, ?): a topic name is matched whole either way",
+    ),
+)
+
+
+def _java_only_syntax(value: str) -> tuple[str, str] | None:
+    for pattern, what, fix in _JAVA_ONLY_SYNTAX:
+        if pattern.search(value):
+            return what, fix
+    return None
+
+
 def _pattern(name: str, value: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise OptionError(
-            f"Option {name!r} = {value!r} is not a valid regular expression: {exc}."
-        ) from None
+    """A Python regular expression (``re``), matched against whole topic names."""
     if not value.strip():
         raise OptionError(f"Option {name!r} is empty: give a regex such as 'orders-.*'.")
+    error: re.error | None = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # Python's "possible set intersection"
+            re.compile(value)
+    except re.error as exc:
+        error = exc
+    java = _java_only_syntax(value)
+    # Java's class intersection compiles in Python, with another meaning: refused as well.
+    if java is not None and (error is not None or java[0].startswith("&&")):
+        raise OptionError(
+            f"Option {name!r} = {value!r} uses {java[0]}: subscribePattern is a Python regular "
+            f"expression (Python's re), not a Java one; write {java[1]}."
+        )
+    if error is not None:
+        raise OptionError(
+            f"Option {name!r} = {value!r} is not a valid Python regular expression: {error}."
+        )
     return value
 
 

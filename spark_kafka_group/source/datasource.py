@@ -44,5 +44,7 @@ class KafkaGroupDataSource(DataSource):
         """``spark.read.format("kafka-group")``: a fixed range, read without joining the group."""
         from spark_kafka_group.source.batch import KafkaGroupBatchReader
 
-        check_batch_options(self.parsed)
-        return KafkaGroupBatchReader(self.parsed)
+        # Parsed again: a batch read starts elsewhere by default (earliest, as in Spark).
+        parsed = parse_options(self.options, read="batch")
+        check_batch_options(parsed)
+        return KafkaGroupBatchReader(parsed)

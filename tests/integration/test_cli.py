@@ -135,12 +135,12 @@ def test_errors_are_messages_with_exit_codes(group_store: str) -> None:
 def test_without_store_the_cli_finds_what_the_source_created_with_default_options(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The source's default store (no groupStore option) is the CLI's default too."""
-    monkeypatch.delenv("SPARK_KAFKA_GROUP_STORE", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    """The source's store from $SPARK_KAFKA_GROUP_STORE (no groupStore option) is the CLI's
+    default too."""
+    monkeypatch.setenv("SPARK_KAFKA_GROUP_STORE", str(tmp_path / "shared"))
     empty = run_cli("list")
     assert empty.code == 0, empty.err
-    assert empty.out.startswith("No groups in store ") and str(tmp_path / "home") in empty.out
+    assert empty.out.startswith("No groups in store ") and str(tmp_path / "shared") in empty.out
 
     options = parse_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "groupId": "g"})
     _three_generations(options.group.store, "g", "t")

@@ -338,7 +338,8 @@ def test_option_error_is_a_value_error() -> None:
 def test_defaults() -> None:
     opts = parse_options(lower(BASE))
     assert opts.subscribe == ("t",)
-    assert opts.starting_offsets.mode == "earliest"
+    assert opts.starting_offsets.mode == "latest"  # a stream's, as Spark's Kafka source
+    assert parse_options(lower(BASE), read="batch").starting_offsets.mode == "earliest"
     assert opts.fail_on_data_loss is True
     assert opts.include_headers is False
     assert opts.max_offsets_per_trigger is None
@@ -390,7 +391,9 @@ def test_starting_offsets_json() -> None:
 
 
 def test_timestamp_options_take_precedence_as_in_spark() -> None:
-    by_ts = parse_options(lower(without(startingOffsetsByTimestamp='{"t": {"0": 1000}}')))
+    by_ts = parse_options(
+        lower(without(startingOffsets="earliest", startingOffsetsByTimestamp='{"t": {"0": 1000}}'))
+    )
     assert by_ts.starting_offsets.for_partition("t", 0) == AtTimestamp(1000)
     assert by_ts.starting_offsets.for_partition("t", 1) == EARLIEST  # unlisted: startingOffsets
     assert by_ts.starting_offsets.no_match_latest is False
@@ -441,15 +444,137 @@ STREAM_ONLY_AND_BATCH_ONLY = [
 
 @pytest.mark.parametrize(("kind", "options", "expected"), STREAM_ONLY_AND_BATCH_ONLY)
 def test_stream_and_batch_refuse_what_spark_refuses(kind, options, expected) -> None:
-    parsed = parse_options(lower(options))
+    parsed = parse_options(lower(options), read=kind)
     check = check_stream_options if kind == "stream" else check_batch_options
     with pytest.raises(OptionError) as raised:
         check(parsed)
     for fragment in expected:
         assert fragment in str(raised.value), str(raised.value)
-    other = check_batch_options if kind == "stream" else check_stream_options
     if "group" not in str(options.get("startingOffsets")):
-        other(parsed)  # the same options are fine for the other kind of query
+        # the same options are fine for the other kind of query
+        if kind == "stream":
+            check_batch_options(parse_options(lower(options), read="batch"))
+        else:
+            check_stream_options(parse_options(lower(options), read="stream"))
+
+
+def test_without_starting_offsets_streams_start_at_latest_and_batch_reads_at_earliest() -> None:
+    """Spark's Kafka source defaults: a new stream reads what arrives after it starts; a
+    blank value is the default too."""
+    for options in (BASE, without(startingOffsets=" ")):
+        stream = parse_options(lower(options))
+        assert stream.starting_offsets.for_partition("t", 0) == LATEST
+        check_stream_options(stream)
+        batch = parse_options(lower(options), read="batch")
+        assert batch.starting_offsets.for_partition("t", 0) == EARLIEST
+        check_batch_options(batch)
+    given = parse_options(lower(without(startingOffsets="earliest")))
+    assert given.starting_offsets.for_partition("t", 0) == EARLIEST
+
+
+def test_group_store_is_never_implied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same groupId in two stores is two groups that each read every partition, and a
+    query cannot see another machine's store: the store is required, the error names the
+    group and the fix. $SPARK_KAFKA_GROUP_STORE on the driver counts as given."""
+    monkeypatch.delenv("SPARK_KAFKA_GROUP_STORE", raising=False)
+    with pytest.raises(OptionError) as raised:
+        parse_options(lower(without("groupStore", groupId="events-ingest")))
+    message = str(raised.value)
+    for fragment in (
+        "Option 'groupStore' is required for group 'events-ingest'",
+        "$SPARK_KAFKA_GROUP_STORE",
+        "<groupStore>/events-ingest",
+        "each reads every partition",
+        "s3://my-bucket/kafka-groups",
+        "~/.spark-kafka-group/groups",
+    ):
+        assert fragment in message, message
+    monkeypatch.setenv("SPARK_KAFKA_GROUP_STORE", "s3://shared/groups")
+    assert parse_options(lower(without("groupStore"))).group.store == "s3://shared/groups"
+    assert parse_options(lower(BASE)).group.store == "/s"  # the option wins
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (
+            without(groupIdPrefix="spark-kafka-source"),
+            ["'groupidprefix' is not supported", "generated consumer group", "use 'groupId'"],
+        ),
+        (
+            without(**{"kafka.group.id": "ingest"}),
+            [
+                "'kafka.group.id' is not allowed",
+                "use the option 'groupId'",
+                "group log",
+                "would be ignored",
+                "commitToKafka",
+            ],
+        ),
+        (
+            without(**{"kafka.max.poll.records": "500"}),
+            ["kafka.max.poll.records is a Java Kafka client setting", "maxOffsetsPerTrigger"],
+        ),
+        (
+            without(**{"kafka.default.api.timeout.ms": "60000"}),
+            ["kafka.default.api.timeout.ms", "fetchOffset.numRetries"],
+        ),
+        (
+            without(**{"kafka.interceptor.classes": "com.acme.Audit"}),
+            ["kafka.interceptor.classes", "Java classes"],
+        ),
+        (
+            without(**{"kafka.fetch.max.wait.ms": "100", "kafka.fetch.wait.max.ms": "200"}),
+            ["kafka.fetch.max.wait.ms and kafka.fetch.wait.max.ms are both set"],
+        ),
+    ],
+)
+def test_options_copied_from_sparks_kafka_source_say_what_to_use(
+    options: dict[str, str], expected: list[str]
+) -> None:
+    with pytest.raises(OptionError) as raised:
+        parse_options(lower(options))
+    for fragment in expected:
+        assert fragment in str(raised.value), str(raised.value)
+
+
+def test_java_consumer_settings_with_a_librdkafka_equivalent_are_translated() -> None:
+    java = {
+        "kafka.fetch.max.wait.ms": "100",
+        "kafka.receive.buffer.bytes": "65536",
+        "kafka.send.buffer.bytes": "131072",
+        "kafka.request.timeout.ms": "30000",
+        "kafka.fetch.min.bytes": "1",  # the same name in librdkafka
+    }
+    assert parse_options(lower(without(**java))).kafka_params == {
+        "fetch.wait.max.ms": "100",
+        "socket.receive.buffer.bytes": "65536",
+        "socket.send.buffer.bytes": "131072",
+        "socket.timeout.ms": "30000",
+        "fetch.min.bytes": "1",
+    }
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        (r"orders-\p{javaLowerCase}+", r"\p{...}"),
+        (r"\Qorders.v1\E", r"\Q...\E"),
+        ("orders-[a-z&&[^aeiou]]+", "&& inside [...]"),  # Python would read it otherwise
+        ("(?<kind>orders|payments)", "(?P<name>...)"),
+    ],
+)
+def test_subscribe_pattern_refuses_java_only_regex_syntax(pattern: str, expected: str) -> None:
+    with pytest.raises(OptionError) as raised:
+        parse_options(lower(without("subscribe", subscribePattern=pattern)))
+    message = str(raised.value)
+    assert expected in message and "a Python regular expression" in message, message
+
+
+def test_subscribe_pattern_is_python_regex_syntax() -> None:
+    pattern = r"(orders|payments)\.v[0-9]+"
+    parsed = parse_options(lower(without("subscribe", subscribePattern=pattern)))
+    assert parsed.subscribe_pattern == pattern
 
 
 def test_group_id_is_checked_by_the_store_rule() -> None:

@@ -116,7 +116,12 @@ def test_the_assignors_go_through_the_resolver(users_modules: None) -> None:
 
 
 def test_the_option_checks_the_listener_form_with_the_same_rule() -> None:
-    base = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "groupId": "g"}
+    base = {
+        "kafka.bootstrap.servers": "b:9092",
+        "subscribe": "t",
+        "groupId": "g",
+        "groupStore": "/s",
+    }
     with pytest.raises(OptionError, match=r"Option 'rebalanceListener' = 'a b:C' is not"):
         parse_options({**base, "rebalanceListener": "a b:C"})
     parsed = parse_options({**base, "rebalanceListener": " pkg.mod:Cls "})
