@@ -204,3 +204,39 @@ def test_schema_headers_and_tombstones(
     assert [(h.key, h.value) for h in rows[0].headers] == [("h", b"x")]
     assert rows[0].timestamp is not None
     assert rows[0].timestampType == 0
+
+
+def test_without_starting_offsets_a_stream_starts_at_latest_and_a_batch_read_at_earliest(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    """Spark's Kafka source defaults: a new stream reads only what arrives after it joined (a
+    user switching from format("kafka") does not replay the topic); a batch read everything."""
+    create_topic(bootstrap_servers, topic_name, 2)
+    before = produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=20)
+    options = source_options(bootstrap_servers, topic_name, "g-default-start", group_store)
+    del options["startingOffsets"]
+    checkpoint = str(tmp_path / "ckpt")
+
+    assert run_available_now(spark, options, checkpoint).records == []
+    after = produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=5, start=20)
+    assert run_available_now(spark, options, checkpoint).records == expected_records(
+        after, start=before
+    )
+
+    batch = spark.read.format("kafka-group").options(**options).load()
+    rows = sorted((r.partition, r.offset) for r in batch.select("partition", "offset").collect())
+    assert rows == expected_records({p: before[p] + after[p] for p in before})
+
+
+def test_a_query_without_group_store_is_refused_naming_the_group(
+    spark, bootstrap_servers, topic_name
+) -> None:
+    """The same groupId in two stores would be two groups each reading every partition: no
+    store is implied, and the error names the group and the fix."""
+    options = source_options(bootstrap_servers, topic_name, "g-no-store", "unused")
+    del options["groupStore"]
+    with pytest.raises(Exception) as raised:
+        spark.readStream.format("kafka-group").options(**options).load()
+    message = str(raised.value)
+    assert "Option 'groupStore' is required for group 'g-no-store'" in message, message
+    assert "each reads every partition" in message
