@@ -5,9 +5,10 @@ Three groups run at once on one local group store, each of three member processe
 broker); in each group one member's ``time.time()`` is shifted: -120 s, +120 s, +1 h. Default
 timeouts (heartbeat 3 s, session 45 s). Prints, per group, the EXPIRE records written (should
 be 0) and the split of the 12 partitions, by the members' own journals and by the group log
-(should be 4/4/4), every minute and at the end. Run from the repository root, under the shared lock:
+(should be 4/4/4), every minute and at the end. Run from the repository root, on a machine
+with nothing else heavy running (the members' timing is what it measures):
 
-    flock /tmp/team/heavy.lock python -m benchmarks.bench_clock_skew [--minutes 5]
+    python -m benchmarks.bench_clock_skew [--minutes 5]
 """
 
 from __future__ import annotations

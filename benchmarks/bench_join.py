@@ -1,4 +1,4 @@
-"""Join benchmark (issue 4): how soon a query that joins a running group reads its first record.
+"""Join benchmark: how soon a query that joins a running group reads its first record.
 
 Two members consume a topic (default 6 partitions) while a producer writes one record to every
 partition every ``--produce-interval-ms``. Then a third member joins; its figure is the time

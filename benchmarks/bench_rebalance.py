@@ -1,4 +1,4 @@
-"""Rebalance benchmark (issue 5): how long partitions pause when a member joins, then leaves.
+"""Rebalance benchmark: how long partitions pause when a member joins, then leaves.
 
 Three members consume a topic (default 12 partitions) while a producer writes one record to
 every partition every ``--produce-interval-ms``; a fourth member joins, then one of the first

@@ -1,4 +1,4 @@
-"""Throughput benchmark (issue 5): the kafka-group source against raw confluent-kafka consumers.
+"""Throughput benchmark: the kafka-group source against raw confluent-kafka consumers.
 
 Prefills a topic, then reads it three ways, on the same broker and data, in this run:
 
@@ -68,7 +68,7 @@ FETCH_TUNING_KEYS = end_to_end.FETCH_TUNING_KEYS
 def prefill(servers: str, topic: str, records: int, partitions: int, value_bytes: int) -> int:
     """Produce ``records`` records (8-byte keys, ``value_bytes`` values) round-robin over the
     partitions of ``topic``; the last produce batch of each partition holds one record
-    (docs/design.md, "Test environment facts"). Returns the number of records in the topic."""
+    (docs/contributing.md, "Test environment facts"). Returns the number of records in the topic."""
     from spark_kafka_group.sample_data import produce
 
     value = b"v" * value_bytes

@@ -2,7 +2,7 @@
 
 A producer process writes ``rate`` records a second, each stamped with its create time, with
 librdkafka's default 5 ms linger (Tansu reports a partition's end as its last produce batch's
-base offset + 1, docs/design.md "Test environment facts", so a record may wait for the next
+base offset + 1, docs/contributing.md "Test environment facts", so a record may wait for the next
 batch, at most those 5 ms, for every Spark reader alike). Three readers take turns, each on a
 fresh topic (Tansu's fetch slows down as a partition's batch count grows), in one run, after
 an unmeasured warm-up query (the session's first query starts the Python workers):

@@ -2,7 +2,7 @@
 
 Used by the quickstart, the benchmarks and the test fixtures. Tansu keeps everything in
 memory, so every start is an empty cluster. Its known gaps:
-docs/design.md, "Test environment facts".
+docs/contributing.md, "Test environment facts".
 """
 
 from __future__ import annotations

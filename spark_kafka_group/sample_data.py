@@ -2,7 +2,7 @@
 
 Produced data always ends with a produce batch of exactly one record per partition, because
 the embedded Tansu broker reports the high watermark as the last batch's base offset + 1
-(docs/design.md, "Test environment facts"). On a real cluster that final flush costs nothing.
+(docs/contributing.md, "Test environment facts"). On a real cluster that final flush costs nothing.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ request that gets no answer is retried as Spark's Kafka source does it: up to
 ever reached. Every pause and every deadline is on the injected clock
 (:mod:`spark_kafka_group.retry`); only the waits for the broker's answers are real. Tansu (the
 embedded test broker) answers ListOffsets(latest) with the last record batch's base offset + 1
-and ListOffsets by timestamp unreliably (docs/design.md, "Test environment facts").
+and ListOffsets by timestamp unreliably (docs/contributing.md, "Test environment facts").
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ class KafkaCluster:
         elapsed = round(self._now_s() - first_start, 1)
         raise BrokerUnavailableError(
             unreachable_message(self.bootstrap_servers, elapsed, reason)
-            + f" {what} was tried {number} time(s) (fetchOffset.numRetries="
+            + f" {what}: {number} attempt(s) (fetchOffset.numRetries="
             f"{retry.num_retries}, fetchOffset.retryIntervalMs={retry.retry_interval_ms}); "
             "raise them to wait longer for a cluster that is briefly unavailable."
         )

@@ -2,7 +2,7 @@
 
 ``append(records, expected_version=N)`` commits version ``N+1`` or nothing: the writer's
 snapshot is pinned at ``N`` and delta-rs commits without retries, so a writer that lost the race
-gets :class:`AppendConflict` instead of being rebased onto the newer version. The first append
+gets :class:`AppendConflict` instead of a retry on top of the newer version. The first append
 creates the table (``mode="error"``, version 0 put-if-absent too).
 """
 

@@ -72,7 +72,7 @@ _NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_lo
 
 
 def _commit_properties(step: str) -> CommitProperties:
-    """A maintenance commit: it may be rebased over appends (it changes no data)."""
+    """A maintenance commit: delta-rs may retry it over newer appends (it changes no data)."""
     return CommitProperties(
         max_commit_retries=10, custom_metadata={"spark_kafka_group.maintenance": step}
     )

@@ -14,7 +14,7 @@ class SteadyProducer:
 
     One producer for the whole run, and every record a produce batch of its own
     (``batch.num.messages=1``), so the embedded broker's ListOffsets(latest) is exact at any
-    moment (docs/design.md, "Test environment facts"). Rounds start every ``interval_s``
+    moment (docs/contributing.md, "Test environment facts"). Rounds start every ``interval_s``
     whatever a round took. :attr:`produced` counts the records the broker acknowledged, per
     partition; record ``i`` of partition ``p`` has key ``k<i>`` and value ``v<p>-<i>``.
     """

@@ -245,7 +245,7 @@ def test_a_request_without_answer_gives_up_after_its_attempts_on_the_clock(
     assert elapsed_s == pytest.approx(3 * ATTEMPT_TIMEOUT_S + 2 * 0.7, abs=0.01)
     message = str(info.value)
     assert "broker-a:9092" in message and "broker says no" in message
-    assert "ListOffsets was tried 3 time(s)" in message
+    assert "ListOffsets: 3 attempt(s)" in message
     assert "fetchOffset.numRetries=3" in message and "fetchOffset.retryIntervalMs=700" in message
     (admin,) = fake_admin.instances
     assert 3 < len(admin.sent) < 3 * 20  # resent within each attempt, with backoff
@@ -263,7 +263,7 @@ def test_an_unreachable_cluster_ends_each_attempt_early_on_the_clock(
     assert elapsed_s == pytest.approx(2 * UNREACHABLE_FAST_FAIL_S + 1.0, abs=1.01)
     assert elapsed_s < 2 * ATTEMPT_TIMEOUT_S
     message = str(info.value)
-    assert "nowhere:9092" in message and "OffsetFetch was tried 2 time(s)" in message
+    assert "nowhere:9092" in message and "OffsetFetch: 2 attempt(s)" in message
     assert "1/1 brokers are down" in message
 
 
