@@ -45,6 +45,7 @@ from spark_kafka_group.kafka.config import (
     client_config,
     error_code,
     error_text,
+    refused_message,
     unreachable_message,
 )
 from spark_kafka_group.retry import Backoff
@@ -228,6 +229,10 @@ class KafkaCluster:
                     retry.retry_interval_ms,
                 )
                 self.clock.sleep(retry.backoff.delay_s(number))
+        if self._errors.hopeless is not None:
+            raise BrokerUnavailableError(
+                f"{what}: " + refused_message(self.bootstrap_servers, self._errors.hopeless)
+            )
         elapsed = round(self._now_s() - first_start, 1)
         raise BrokerUnavailableError(
             unreachable_message(self.bootstrap_servers, elapsed, reason)

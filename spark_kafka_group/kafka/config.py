@@ -189,6 +189,41 @@ def unreachable_message(bootstrap_servers: str, timeout_s: float, reason: str) -
     )
 
 
+#: Errors meaning the cluster refused this client's SASL credentials or mechanism.
+_SASL_REFUSED = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.ILLEGAL_SASL_STATE,
+        KafkaError.UNSUPPORTED_SASL_MECHANISM,
+    }
+)
+
+
+def refused_message(bootstrap_servers: str, error: KafkaError) -> str:
+    """The text of a BrokerUnavailableError when the cluster answered but refused this client
+    (SASL credentials, TLS): the settings to fix. No retry can help, so none is made."""
+    if error.code() in _SASL_REFUSED:
+        check = (
+            "the user name and password in kafka.sasl.jaas.config (or kafka.sasl.username "
+            "and kafka.sasl.password), kafka.sasl.mechanism and kafka.security.protocol"
+        )
+    elif error.code() == KafkaError._SSL:
+        check = (
+            "kafka.ssl.truststore.location (or kafka.ssl.ca.location: the CA that signed the "
+            "brokers' certificates), kafka.ssl.keystore.* (this client's certificate, when "
+            "the brokers ask for one), kafka.ssl.endpoint.identification.algorithm and "
+            "kafka.security.protocol"
+        )
+    else:
+        check = "kafka.security.protocol, kafka.sasl.* and kafka.ssl.*"
+    return (
+        f"Kafka cluster {bootstrap_servers!r} refused this client: {error.str()}. Check "
+        f"{check}; trying again cannot help. (kafka-group commands take the same settings "
+        "without the kafka. prefix, in --command-config or --kafka-option.)"
+    )
+
+
 def error_text(exc: BaseException) -> str:
     """The broker's or librdkafka's words for ``exc`` (not the exception's repr)."""
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
