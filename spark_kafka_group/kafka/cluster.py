@@ -40,6 +40,7 @@ from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.kafka.config import (
     CONNECTIVITY_ERRORS,
+    LEADERSHIP_ERRORS,
     ErrorTracker,
     OffsetFetchRetry,
     client_config,
@@ -442,7 +443,7 @@ class KafkaCluster:
             except (KafkaException, FutureTimeoutError) as exc:
                 code = error_code(exc)
                 code = KafkaError._TIMED_OUT if code is None else code
-                if code not in CONNECTIVITY_ERRORS:
+                if code not in CONNECTIVITY_ERRORS and code not in LEADERSHIP_ERRORS:
                     if on_error is None:
                         raise
                     on_error(exc, code)

@@ -50,6 +50,22 @@ CONNECTIVITY_ERRORS = frozenset(
     }
 )
 
+#: Answers that say a partition's leadership is moving (a broker restarted or was fenced by
+#: the controller, an election is under way). Kafka's own clients refresh their metadata and
+#: send such a request again; so does :meth:`KafkaCluster.request`, within its attempt.
+LEADERSHIP_ERRORS = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # NOT_LEADER_OR_FOLLOWER in Kafka
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+
 # Errors after which retrying is pointless: wrong credentials or TLS setup.
 _HOPELESS_ERRORS = frozenset(
     {
