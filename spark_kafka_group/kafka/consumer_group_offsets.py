@@ -363,12 +363,18 @@ class KafkaOffsetMirror:
             code = failed[0][0]
             if all(c in _COORDINATOR_BUSY for c, _ in failed):
                 with self._lock:
+                    # A member's offsets only move forward: never resend one older than what
+                    # Kafka already took (answers may come back out of order).
                     for tp, offset in sent.items():
-                        self._busy_refused.setdefault(tp, offset)
+                        if offset > self._sent.get(tp, -1):
+                            self._busy_refused[tp] = offset
             self._failed(code, "; ".join(text for _, text in failed))
             return
         with self._lock:
             self._sent.update(sent)
+            for tp, offset in sent.items():
+                if self._busy_refused.get(tp, -1) <= offset:
+                    self._busy_refused.pop(tp, None)
             self.commits += 1
             recovered_after = self._failures_in_a_row
             self._failures_in_a_row = 0
