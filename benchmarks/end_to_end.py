@@ -352,11 +352,12 @@ def measure(
     seconds: float,
     readers: tuple[str, ...] = READERS,
     trigger_s: float | None = None,
-    source_options: dict[str, str] | None = None,
+    source_options: dict[str, dict[str, str]] | None = None,
 ) -> LatencyRun:
     """The ``readers`` take turns (in :data:`READERS` order), each on a fresh topic
     ``<topic>-<reader>`` with the producer writing ``rate`` records a second. ``raw`` has no
-    trigger; the Spark readers use ``trigger_s`` (None: Spark's default)."""
+    trigger; the Spark readers use ``trigger_s`` (None: Spark's default) and their options in
+    ``source_options`` (by reader name)."""
     spark.dataSource.register(plain_source())
     run = LatencyRun({}, {}, {})
     for name in (r for r in READERS if r in readers):
@@ -367,8 +368,9 @@ def measure(
                 )
                 continue
             reader = _spark_reader(
-                spark, name, servers, f"{topic}-{name}", partitions, work, source_options or {}
-            )
+                spark, name, servers, f"{topic}-{name}", partitions, work,
+                (source_options or {}).get(name, {}),
+            )  # fmt: skip
             run.readers[name], progress = measure_spark(
                 spark, name, reader, work, warmup_s, seconds, trigger_s
             )
@@ -404,8 +406,8 @@ def _spark_reader(
         reader = reader.option("groupId", f"bench-latency-{uuid.uuid4().hex[:6]}").option(
             "groupStore", os.path.join(work, "groups")
         )
-        for k, v in source_options.items():
-            reader = reader.option(k, v)
+    for k, v in source_options.items():
+        reader = reader.option(k, v)
     return reader
 
 

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if why is not None:
         print(f"error: {why}", file=sys.stderr)
         return 2
-    options = dict(kv.split("=", 1) for kv in args.option)
+    options = {"kafka-group": dict(kv.split("=", 1) for kv in args.option), "kafka": {}}
     summary: dict[str, Any] = {}
     with (
         tempfile.TemporaryDirectory(prefix="kafka-group-profile-") as work,
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         readers = SparkReaders(servers, args.cores, work, conf)
         try:
             for fmt in ("kafka", "kafka-group"):
-                readers.run(fmt, warmup, options if fmt == "kafka-group" else None)
+                readers.run(fmt, warmup, options[fmt])
             readers.noop(args.partitions, 10_000, args.value_bytes)
             python_profile(readers.spark, work, 0)  # the warm-ups' profiles
             jvm = driver_jvm_pid()
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                         readers.noop(args.partitions, total // args.partitions, args.value_bytes)
                         rows = total
                     else:
-                        got = readers.run(name, topic, options if name == "kafka-group" else None)
+                        got = readers.run(name, topic, options[name])
                         if got is None:
                             print(f"{name} failed: {readers.errors.get(name)}")
                             continue
