@@ -335,8 +335,8 @@ def warm_up(spark: Any, servers: str, topic: str, partitions: int, work: str, *,
     """An unmeasured query: the session's first streaming query starts the Python workers and
     warms the JVM; measured first, a reader would start with a backlog."""
     spark.dataSource.register(plain_source())
-    with _producing(servers, f"{topic}-warmup", partitions, rate):
-        reader = _spark_reader(spark, "plain", servers, f"{topic}-warmup", partitions, work, {})
+    with producing(servers, f"{topic}-warmup", partitions, rate):
+        reader = spark_reader(spark, "plain", servers, f"{topic}-warmup", partitions, work, {})
         measure_spark(spark, "warmup", reader, work, warmup_s, 0.0)
 
 
@@ -361,13 +361,13 @@ def measure(
     spark.dataSource.register(plain_source())
     run = LatencyRun({}, {}, {})
     for name in (r for r in READERS if r in readers):
-        with _producing(servers, f"{topic}-{name}", partitions, rate):
+        with producing(servers, f"{topic}-{name}", partitions, rate):
             if name == "raw":
                 run.readers[name] = measure_raw(
                     servers, f"{topic}-{name}", partitions, warmup_s, seconds
                 )
                 continue
-            reader = _spark_reader(
+            reader = spark_reader(
                 spark, name, servers, f"{topic}-{name}", partitions, work,
                 (source_options or {}).get(name, {}),
             )  # fmt: skip
@@ -379,7 +379,7 @@ def measure(
     return run
 
 
-def _spark_reader(
+def spark_reader(
     spark: Any,
     name: str,
     servers: str,
@@ -412,7 +412,7 @@ def _spark_reader(
 
 
 @contextlib.contextmanager
-def _producing(servers: str, topic: str, partitions: int, rate: float) -> Iterator[None]:
+def producing(servers: str, topic: str, partitions: int, rate: float) -> Iterator[None]:
     """A fresh ``topic`` with a producer process writing ``rate`` records a second to it."""
     from spark_kafka_group.sample_data import create_topic
 
