@@ -667,6 +667,8 @@ def _report_case(
         per_m = 1e6 / m["rows"] if m["rows"] else nan
         summary[f"{short}_startup_s_{case}"] = m["startup_s"]
         summary[f"{short}_cpu_s_per_m_{case}"] = usage.total_cpu_s * per_m
+        for kind, cpu_s in usage.cpu_s.items():
+            summary[f"{short}_cpu_s_per_m_{kind}_{case}"] = cpu_s * per_m
         for kind, mb in usage.peak_rss_mb.items():
             summary[f"{short}_rss_mb_{kind}_{case}"] = mb
     group_rps = best["kafka-group"]["rps"] if "kafka-group" in best else nan
