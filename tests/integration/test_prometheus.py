@@ -113,7 +113,7 @@ def test_prometheus_scrapes_the_exporter_alerts_and_evaluates_the_dashboard(
             # While the query runs and is behind: the lag series, in records and seconds.
             assert query.isActive
             lag = prom.query(f'sum(kafka_consumergroup_lag{{{g}, job="kafka-group"}})')
-            assert 0 < float(lag[0]["value"][1]) < 400
+            assert 0 < float(lag[0]["value"][1]) <= 400  # its first commit may be at 0
             wait_until(
                 lambda: prom.query(f'kafka_consumergroup_group_max_lag_seconds{{group="{group}"}}'),
                 60,
