@@ -192,8 +192,7 @@ def test_recreated_topic_fails_or_continues_at_earliest_by_fail_on_data_loss(
         pytest.skip("deletes a topic: only on the suite's own broker")
     create_topic(bootstrap_servers, topic_name, 2)
     produce(bootstrap_servers, topic_name, 2, 10)
-    # The group consumed all 10 records of each partition (a running query meeting the
-    # deletion is tests/integration/test_topic_deletion.py's).
+    # The group consumed all 10 records of each partition.
     consumed = {TopicPartition(topic_name, 0): 10, TopicPartition(topic_name, 1): 10}
     spark_kafka_group.reset_offsets(group_store, "g-loss", consumed, execute=True)
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
