@@ -40,8 +40,7 @@ def produce(
     servers: str, topic: str, partitions: int, count: int, *, timestamps: list[int] | None = None
 ) -> None:
     """``count`` records to each partition, values ``v<i>``, with explicit CreateTimes if given.
-    One record per produce batch: with batched records a timestamp start found no record on
-    Apache Kafka (test_timestamp_starts_land_on_..., not yet explained)."""
+    One record per produce batch."""
     producer = Producer({"bootstrap.servers": servers, "linger.ms": 0, "batch.num.messages": 1})
     for partition in range(partitions):
         for i in range(count):
