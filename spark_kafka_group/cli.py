@@ -38,7 +38,8 @@ from spark_kafka_group.errors import KafkaGroupError, OptionError
 from spark_kafka_group.group import GroupState
 from spark_kafka_group.group.metadata import partition_name
 from spark_kafka_group.options import read_properties
-from spark_kafka_group.store.paths import default_group_store
+from spark_kafka_group.options.group import group_store_from_environment
+from spark_kafka_group.store.paths import GROUP_STORE_ENV
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -559,8 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--store",
             default=None,
-            help="the group store (the groupStore option); default as the source's: "
-            "$SPARK_KAFKA_GROUP_STORE, else ~/.spark-kafka-group/groups",
+            help="the group store (the queries' groupStore option); required, or "
+            "$SPARK_KAFKA_GROUP_STORE",
         )
         p.add_argument(
             "--store-option",
@@ -778,8 +779,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_OK
-    # The source's rule, so a group created with default options is found with none here.
-    args.store = (args.store or "").strip() or default_group_store()
+    # The source's rule: no store is implied, so the CLI never reads a group the queries
+    # did not write.
+    store = (args.store or "").strip() or group_store_from_environment()
+    if store is None:
+        parser.error(
+            f"--store is required (or ${GROUP_STORE_ENV}): the groupStore your queries "
+            "name, e.g. --store s3://my-bucket/kafka-groups"
+        )
+    args.store = store
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

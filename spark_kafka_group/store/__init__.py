@@ -17,7 +17,6 @@ from spark_kafka_group.store.errors import (
 )
 from spark_kafka_group.store.paths import (
     GROUP_STORE_ENV,
-    default_group_store,
     group_log_uri,
     list_groups,
     validate_group_id,
@@ -47,7 +46,6 @@ __all__ = [
     "InvalidGroupIdError",
     "LogSlice",
     "MaintenanceReport",
-    "default_group_store",
     "group_log_uri",
     "list_groups",
     "validate_group_id",

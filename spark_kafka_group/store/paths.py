@@ -40,19 +40,6 @@ def validate_group_id(group_id: str) -> str:
     return group_id
 
 
-def default_group_store() -> str:
-    """Where group logs live when the ``groupStore`` option is not given.
-
-    ``$SPARK_KAFKA_GROUP_STORE`` if set, else ``~/.spark-kafka-group/groups``. The local default
-    only works for members on one machine; members on several machines need shared storage
-    (``s3://…``, ``abfss://…``, ``gs://…`` or a shared file system).
-    """
-    env = os.environ.get(GROUP_STORE_ENV, "").strip()
-    if env:
-        return env
-    return os.path.join(os.path.expanduser("~"), ".spark-kafka-group", "groups")
-
-
 def is_local_uri(uri: str) -> bool:
     """A path or ``file://`` URI (read with pyarrow's native local file system)."""
     scheme = urlparse(uri).scheme

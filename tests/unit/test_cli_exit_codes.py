@@ -51,3 +51,15 @@ def test_an_option_error_and_a_failed_operation_exit_as_documented(
     with pytest.raises(SystemExit) as raised:
         cli.main(["describe", "--no-such-flag"])
     assert raised.value.code == code_for("wrong usage")
+
+
+def test_a_command_without_a_store_is_refused_naming_the_option(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No store is implied, as for the source: a command never reads a default directory
+    that no query wrote."""
+    monkeypatch.delenv("SPARK_KAFKA_GROUP_STORE", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["describe", "--group", "g"])
+    assert exit_info.value.code == cli.EXIT_USAGE
+    assert "--store is required (or $SPARK_KAFKA_GROUP_STORE)" in capsys.readouterr().err

@@ -15,11 +15,9 @@ from deltalake.exceptions import CommitFailedError
 from spark_kafka_group.errors import GroupStoreError, IncompatibleGroupStoreError, OptionError
 from spark_kafka_group.group.records import RECORD_SCHEMA_VERSION, GroupRecord
 from spark_kafka_group.store import (
-    GROUP_STORE_ENV,
     AppendConflict,
     GroupLog,
     InvalidGroupIdError,
-    default_group_store,
     group_log_uri,
     list_groups,
 )
@@ -77,13 +75,6 @@ def test_group_log_uri_refuses_unsafe_group_ids(bad: str) -> None:
         group_log_uri("/data", bad)
     assert isinstance(info.value, OptionError)
     assert isinstance(info.value, GroupStoreError)
-
-
-def test_default_group_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(GROUP_STORE_ENV, "s3://b/groups")
-    assert default_group_store() == "s3://b/groups"
-    monkeypatch.delenv(GROUP_STORE_ENV)
-    assert default_group_store() == os.path.expanduser("~/.spark-kafka-group/groups")
 
 
 # -- round trip --------------------------------------------------------------------------------
