@@ -45,6 +45,7 @@ from spark_kafka_group.group.metadata import (
     LEASES,
     GroupMetadata,
     MemberMetadata,
+    OffsetAndMetadata,
     Subscription,
     TopicPartition,
 )
@@ -69,8 +70,9 @@ from spark_kafka_group.group.state import GroupState
 S = GroupState
 E = GroupError
 
-#: An offset to commit: the offset alone, or (offset, metadata).
-CommitValue = int | tuple[int, str | None]
+#: An offset to commit: the offset alone, or with its metadata (the other fields are the
+#: commit's own: its time, generation and member).
+CommitValue = int | OffsetAndMetadata
 
 
 class _Scratch:
@@ -535,7 +537,7 @@ class GroupCoordinator:
         records: list[GroupRecord] = []
         errors: dict[TopicPartition, GroupError] = {}
         for tp, value in sorted(parts.items()):
-            offset, md = (value, None) if isinstance(value, int) else (value[0], value[1])
+            offset, md = (value, None) if isinstance(value, int) else (value.offset, value.metadata)
             if held is not None and tp not in held:
                 errors[tp] = E.ILLEGAL_GENERATION  # not its partition: a zombie commit
             elif offset < 0:

@@ -11,7 +11,8 @@ from dataclasses import replace
 
 from spark_kafka_group.group import GroupMetadata, GroupState, TopicPartition
 from spark_kafka_group.group.messages import MemberView
-from spark_kafka_group.group.metadata import OffsetAndMetadata, held_throughout
+from spark_kafka_group.group.metadata import OffsetAndMetadata
+from spark_kafka_group.group.offsets import fence
 from spark_kafka_group.member.error_text import names
 from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
 from spark_kafka_group.member.listener import RebalanceListenerRunner
@@ -133,12 +134,7 @@ class AssignmentBook:
         count as in flight from now."""
         with self.lock:
             assignment = self.assignment
-            ours = frozenset(
-                tp
-                for tp in ends
-                if held_throughout(assignment.held_since, tp, batch_generation)
-                and tp not in self.releasing
-            )
+            ours = frozenset(fence(assignment.held_since, ends, batch_generation)) - self.releasing
             batch = PlannedBatch(
                 {tp: ends[tp] for tp in ours}, batch_generation, assignment.member_id
             )

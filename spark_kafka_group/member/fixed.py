@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from spark_kafka_group.errors import CommitRejectedError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
 from spark_kafka_group.group.metadata import MemberMetadata, TopicPartition
-from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch, offsets_to_write
+from spark_kafka_group.group.offsets import Source, offsets_to_write
+from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.member import new_member_id
 from spark_kafka_group.member.view import MemberAssignment
@@ -104,7 +105,7 @@ class FixedAssignmentMember:
         def decide(
             work: GroupCoordinator, now: int
         ) -> tuple[list[GroupRecord], tuple[GroupError, list[str]]]:
-            fresh = offsets_to_write(mine, work.group.offsets, in_order=True)
+            fresh = offsets_to_write(mine, work.group.offsets, source=Source.MEMBER)
             written.clear()
             written.update(fresh)
             if not fresh:

@@ -19,7 +19,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from spark_kafka_group.errors import MemberFencedError, OptionError
-from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupError, GroupRecord
+from spark_kafka_group.group import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupError,
+    GroupRecord,
+    RecordKind,
+)
 from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, TopicPartition
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member import error_text
@@ -318,7 +324,9 @@ class Membership:
         self._timers = decision.timers
         self._commits.appended(decision, pending, self.member_id)
         self._check_join_error(decision.join_error)
-        expired = [r.member_id for r in decision.records if r.kind == "EXPIRE" and r.member_id]
+        expired = [
+            r.member_id for r in decision.records if r.kind == RecordKind.EXPIRE and r.member_id
+        ]
         for member_id in expired if self._leases.enabled else ():
             self._leases.drop(member_id)
         for member_id in expired:
@@ -369,8 +377,7 @@ class Membership:
 
     def _lose(self, partitions: Iterable[TopicPartition], why: str) -> None:
         if self._book.lose(partitions, why):
-            with self._book.lock:
-                self._commits.pending_offsets.clear()
+            self._commits.lost()
 
     def _check_join_error(self, error: GroupError) -> None:
         group_id = self.settings.group_id

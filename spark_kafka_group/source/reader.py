@@ -30,7 +30,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from spark_kafka_group.fetcher import fetch
-from spark_kafka_group.group.metadata import TopicPartition, held_throughout, partition_name
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
+from spark_kafka_group.group.offsets import fence
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
@@ -186,17 +187,14 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             planned = sorted(assignment.held - assignment.revoking)
             bounds = self._bounds(planned)
 
-            kept: dict[TopicPartition, int] = {}
-            new: list[TopicPartition] = []
-            for tp in planned:
-                if (
-                    previous is not None
-                    and tp in previous.offsets
-                    and held_throughout(assignment.held_since, tp, previous.generation)
-                ):
-                    kept[tp] = previous.offsets[tp]
-                else:
-                    new.append(tp)
+            # A partition held since the previous batch's generation continues from its end.
+            continued = (
+                {}
+                if previous is None
+                else fence(assignment.held_since, previous.offsets, previous.generation)
+            )
+            kept = {tp: continued[tp] for tp in planned if tp in continued}
+            new = [tp for tp in planned if tp not in continued]
             checked = check_in_range(
                 kept,
                 bounds=bounds,

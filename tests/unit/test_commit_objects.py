@@ -11,19 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from spark_kafka_group.admin import commit_batch_for_member
 from spark_kafka_group.group import GroupRecord, ManualClock, TopicPartition
-from spark_kafka_group.member.commit_fold import (
-    COMMIT_FOLD_INTERVAL_MS,
-    FOLD_FALLBACK_INTERVALS,
-    fold_commit_objects,
-)
+from spark_kafka_group.group.offsets import CommitObject, RecordedOffset, fold_commit_objects
+from spark_kafka_group.listener_writes import commit_batch_for_member
+from spark_kafka_group.member.commits import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
 from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.store.commit_objects import (
-    CommitObject,
-    InMemoryCommitObjects,
-    RecordedOffset,
-)
+from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
 from spark_kafka_group.testing.simulation import SimMember, converged
 

@@ -14,6 +14,7 @@ from spark_kafka_group.group import (
     GroupState,
     IllegalStateTransitionError,
     JoinRequest,
+    OffsetAndMetadata,
     RecordKind,
     TopicPartition,
     replay,
@@ -129,7 +130,9 @@ def test_commits_only_from_the_owner_in_the_current_generation() -> None:
     c = grp.coord
     mine = sorted(c.group.members["a"].assignment)
     theirs = sorted(c.group.members["b"].assignment)
-    resp = grp.do(c.commit_offsets("a", gen, {mine[0]: (10, "m"), theirs[0]: 5}, 1))
+    resp = grp.do(
+        c.commit_offsets("a", gen, {mine[0]: OffsetAndMetadata(10, "m"), theirs[0]: 5}, 1)
+    )
     assert resp.partition_errors == {mine[0]: E.NONE, theirs[0]: E.ILLEGAL_GENERATION}
     committed = c.describe(1).offsets
     assert theirs[0] not in committed

@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from spark_kafka_group.admin import commit_batch_for_member
 from spark_kafka_group.group import (
     GroupConfig,
     GroupCoordinator,
@@ -34,14 +33,11 @@ from spark_kafka_group.group import (
     latest_snapshot_index,
     replay,
 )
+from spark_kafka_group.group.offsets import LISTENER, CommitObject, RecordedOffset
 from spark_kafka_group.group.payloads import JoinPayload, RevokePayload
+from spark_kafka_group.listener_writes import commit_batch_for_member
 from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.store.commit_objects import (
-    LISTENER,
-    CommitObject,
-    InMemoryCommitObjects,
-    RecordedOffset,
-)
+from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
 from spark_kafka_group.testing.simulation import (
     Bystander,

@@ -9,17 +9,17 @@ injected clock (the helpers of ``test_commit_objects``).
 
 from __future__ import annotations
 
-from spark_kafka_group.admin import commit_batch_for_member, leave_for_member
 from spark_kafka_group.group import TopicPartition
-from spark_kafka_group.member.commit_fold import COMMIT_FOLD_INTERVAL_MS
-from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.store.commit_objects import (
+from spark_kafka_group.group.offsets import (
     LISTENER,
     CommitObject,
     RecordedOffset,
     object_key,
     owner,
 )
+from spark_kafka_group.listener_writes import commit_batch_for_member, leave_for_member
+from spark_kafka_group.member.commits import COMMIT_FOLD_INTERVAL_MS
+from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.testing.simulation import SimMember
 from tests.unit.test_commit_objects import Group, commit
 
