@@ -8,7 +8,7 @@ process start-up and interpreter memory do not swamp 2 cores, and measures per N
   owned once, nothing being revoked, every member in the group); process start-up is printed
   apart;
 - p99 and max of what the reader calls at every trigger for its assignment
-  (``current_assignment()``, which reads no store; ``poll()``, a protocol step, on releases
+  (``current_holdings()``, which reads no store; ``poll()``, a protocol step, on releases
   before it), while converging and while steady;
 - log writes per second and compare-and-swap conflicts, while converging and while steady;
 - false expiries: EXPIRE records for members that are alive, over the steady period (the
@@ -121,7 +121,7 @@ def worker(args: argparse.Namespace) -> int:
 
     def run(member: Any) -> None:
         # What a trigger calls for its assignment (a release before it stepped the protocol).
-        trigger = getattr(member, "current_assignment", member.poll)
+        trigger = getattr(member, "current_holdings", member.poll)
         try:
             started = time.monotonic()
             member.start()

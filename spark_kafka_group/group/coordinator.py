@@ -369,7 +369,8 @@ class GroupCoordinator:
         self, scratch: _Scratch, now_ms: int, seen: Sightings, writer: str | None
     ) -> None:
         """If every member has rejoined (and the initial delay is over), write the next
-        generation."""
+        generation. Decided on one clock, the decider's (``seen``); ``now_ms`` only stamps the
+        record, whose sync deadline the record factory writes relative to that stamp."""
         s = scratch.group
         if s.state != S.PREPARING_REBALANCE or not s.all_joined():
             return
@@ -392,12 +393,16 @@ class GroupCoordinator:
             leader=leader,
             protocol=protocol,
             members=tuple(order),
-            deadline_ms=now_ms + s.max_rebalance_timeout_ms() if members else None,
+            deadline_ms=None,
             rejoin_implicitly=cooperative and s.all_have(IMPLICIT_REJOIN),
         )
         scratch.add(
             generation_record(
-                now_ms=now_ms, writer=writer, generation=s.generation + 1, payload=payload
+                now_ms=now_ms,
+                writer=writer,
+                generation=s.generation + 1,
+                payload=payload,
+                deadline_after_ms=s.max_rebalance_timeout_ms() if members else None,
             )
         )
 

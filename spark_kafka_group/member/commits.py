@@ -26,12 +26,12 @@ from spark_kafka_group.group.offsets import (
     owner,
     rewinds,
 )
-from spark_kafka_group.member.assignments import AssignmentBook
 from spark_kafka_group.member.decide import Decision, PendingWork
+from spark_kafka_group.member.holdings import HoldingsBook
 from spark_kafka_group.member.in_flight import BatchesInFlight
 from spark_kafka_group.member.join import REBALANCE_POLL_MS
 from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.member.view import MemberAssignment
+from spark_kafka_group.member.view import Holdings
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class MemberCommits:
     across a read or write of the store (the step's puts, listings and reads happen outside
     it), so recording a commit never waits on the store."""
 
-    def __init__(self, client: GroupLogClient, book: AssignmentBook) -> None:
+    def __init__(self, client: GroupLogClient, book: HoldingsBook) -> None:
         self._client = client
         self._book = book  # what the member holds, and the batches it handed to Spark
         self._lock = book.lock
@@ -92,7 +92,7 @@ class MemberCommits:
 
     def record(
         self,
-        assignment: MemberAssignment,
+        holdings: Holdings,
         offsets: Mapping[TopicPartition, int],
         *,
         member_id: str,
@@ -106,17 +106,17 @@ class MemberCommits:
         with self._lock:
             accepted: dict[TopicPartition, int] = {}
             if batch_member == member_id or batch_member in self.adopted:
-                accepted = fence(assignment.held_since, offsets, batch_generation)
+                accepted = fence(holdings.held_since, offsets, batch_generation)
             # A reset by policy (failOnDataLoss=false) is written directly: a fold only moves
             # offsets forward.
             back = rewinds(accepted, self._client.coordinator.group.offsets)
             for tp, offset in accepted.items():
-                recorded = RecordedOffset(offset, assignment.generation)
-                if self._objects is None or tp in assignment.revoking or tp in back:
+                recorded = RecordedOffset(offset, holdings.generation)
+                if self._objects is None or tp in holdings.revoking or tp in back:
                     self.pending_offsets[tp] = recorded
                 if self._objects is not None:
                     self._recorded[tp] = recorded
-            released = set(release) & assignment.revoking
+            released = set(release) & holdings.revoking
             self.pending_release.update(released)
             # Its last batch was committed earlier, in the commit object: its release must
             # come with that offset in the log (the new owner starts there).
@@ -127,20 +127,20 @@ class MemberCommits:
         with self._lock:
             self.pending_offsets.clear()
 
-    def pending_work(self, assignment: MemberAssignment, in_flight: BatchesInFlight) -> PendingWork:
+    def pending_work(self, holdings: Holdings, in_flight: BatchesInFlight) -> PendingWork:
         """What the step must write (call under the lock: a snapshot of the pending work)."""
         return PendingWork(
             offsets=dict(self.pending_offsets),
             release=frozenset(self.pending_release),
             in_flight=in_flight,
-            held=assignment.held,
-            had_generation=assignment.generation >= 0,
+            held=holdings.held,
+            had_generation=holdings.generation >= 0,
         )
 
     def step(
         self,
         now: int,
-        assignment: MemberAssignment,
+        holdings: Holdings,
         *,
         member_id: str,
         closing: bool,
@@ -155,10 +155,10 @@ class MemberCommits:
             return {}, frozenset()
         # Its last batch completed and the progress listener committed it in its object: the
         # release needs that offset in the log, so it is taken into the recorded commits.
-        self.uncommitted(assignment.revoking)
+        self.uncommitted(holdings.revoking)
         # Recorded before its revocation began: its final offset goes to the log now, directly
         # (its release waits for exactly that offset).
-        self._write_recorded(assignment.revoking)
+        self._write_recorded(holdings.revoking)
         committed = self._client.coordinator.group.offsets
         with self._lock:
             recorded = dict(self._recorded)
@@ -271,7 +271,7 @@ class MemberCommits:
         if not self._recorded:
             return
         committed = self._client.coordinator.group.offsets
-        held = self._book.assignment.held
+        held = self._book.holdings.held
         last_ends = self._book.in_flight.ends
         for tp, recorded in list(self._recorded.items()):
             current = None if tp not in committed else committed[tp].offset
@@ -317,7 +317,7 @@ class MemberCommits:
         newer commit). Best effort: unreadable, it is left to the fold."""
         if self._objects is None:
             return
-        key = object_key(self._book.assignment.member_id, LISTENER)
+        key = object_key(self._book.holdings.member_id, LISTENER)
         try:
             seq = self._objects.list().get(key)
             if seq is None or self._listener_merged == (key, seq):
@@ -332,7 +332,7 @@ class MemberCommits:
         with self._lock:  # the reader records commits meanwhile
             self._recorded.update(
                 listener_offsets_to_take(
-                    self._book.assignment.held_since,
+                    self._book.holdings.held_since,
                     obj,
                     self._client.coordinator.group.offsets,
                     self._recorded,

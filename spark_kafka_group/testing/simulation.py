@@ -188,7 +188,7 @@ class SimMember:
             return
         self.member.refresh_metadata()
         self._attempt = self.member.begin_step()
-        assignment = self.member.assignment
+        assignment = self.member.holdings
         for t, p in assignment.held - assignment.revoking:  # "consume" a little
             tp = TopicPartition(t, p)
             self.position[tp] = self.position.get(tp, 0) + 1
@@ -433,7 +433,7 @@ class _Simulation:
             return
         assert self.commit_every_ms is not None
         self.at(self.clock.now_ms() + self.commit_every_ms, lambda: self.commit(m))
-        assignment = m.member.assignment
+        assignment = m.member.holdings
         plannable = assignment.held - assignment.revoking
         if assignment.generation < 0 or not assignment.held:
             return

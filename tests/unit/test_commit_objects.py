@@ -60,8 +60,8 @@ class Group:
         """Step (10 ms at a time) until ``m`` is giving partitions up; those partitions."""
         for _ in range(100):
             self.step(ms=10)
-            if m.member.assignment.revoking:
-                return m.member.assignment.revoking
+            if m.member.holdings.revoking:
+                return m.member.holdings.revoking
         raise AssertionError(f"{m.member_id} gives nothing up")
 
     def committed(self) -> dict[TopicPartition, int]:
@@ -75,7 +75,7 @@ class Group:
 
 def commit(m: SimMember, offsets: dict[TopicPartition, int], *, release: bool = True) -> None:
     """A batch reads ``offsets``' partitions up to there and completes; the reader commits."""
-    a = m.member.assignment
+    a = m.member.holdings
     m.member.begin_batch(offsets, batch_generation=a.generation)
     m.member.commit(
         offsets,
@@ -91,7 +91,7 @@ def test_a_commit_is_recorded_at_once_and_folded_by_the_leader_in_one_append() -
     g.settle()
     appends = g.log.appends
     for m in (a, b):
-        commit(m, {tp: 10 for tp in m.member.assignment.held})
+        commit(m, {tp: 10 for tp in m.member.holdings.held})
     assert g.log.appends == appends  # commit() wrote nothing to the log
     g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)  # each writes its object; the leader folds
     g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)
@@ -113,7 +113,7 @@ def test_a_revoked_partition_is_released_with_its_last_commit_in_the_log() -> No
     revoking = g.until_revoking(a)
     assert all(g.committed().get(tp) != 7 for tp in revoking)  # not folded yet
     # The next batch does not read them; its commit releases them (as the reader does).
-    commit(a, {tp: 8 for tp in a.member.assignment.held - revoking})
+    commit(a, {tp: 8 for tp in a.member.holdings.held - revoking})
     a.step()  # the background step commit() woke: it writes the release
     [revoke] = [r for r in g.records("REVOKE") if r.member_id == "a"]
     assert g.committed() == {**{tp: 7 for tp in revoking}, **g.committed()}
@@ -133,7 +133,7 @@ def test_a_crashed_members_recorded_commits_land_before_its_expiry() -> None:
     assert a.coord.group.leader == "b"
     g.clock.advance(COMMIT_FOLD_INTERVAL_MS)
     g.step(ms=10)  # b has just folded: the next fold is an interval away
-    theirs = {tp: 42 for tp in b.member.assignment.held}
+    theirs = {tp: 42 for tp in b.member.holdings.held}
     commit(b, theirs)
     g.step([b], ms=0)  # b writes its object, then crashes before it folds it
     assert all(g.committed().get(tp) != 42 for tp in theirs)
@@ -157,7 +157,7 @@ def test_a_member_leaving_commits_what_it_recorded_first() -> None:
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    theirs = {tp: 5 for tp in b.member.assignment.held}
+    theirs = {tp: 5 for tp in b.member.holdings.held}
     commit(b, theirs)
     b.member.leave()
     [leave] = g.records("LEAVE")
@@ -179,16 +179,16 @@ def test_a_member_leaving_never_moves_back_what_the_progress_listener_committed(
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    held = b.member.assignment.held
+    held = b.member.holdings.held
     commit(b, {tp: 5 for tp in held})  # recorded only: the fold is an interval away
     last = {tp: 9 for tp in held}
-    b.member.begin_batch(last, batch_generation=b.member.assignment.generation)
+    b.member.begin_batch(last, batch_generation=b.member.holdings.generation)
     listener = GroupLogClient(
         "memory", b.member.settings.group_id, log=g.log, clock=g.clock, commit_objects=g.objects
     )
     written = commit_batch_for_member(
         "memory", b.member.settings.group_id, b.member_id,
-        b.member.assignment.generation, last, batch_id=1, client=listener,
+        b.member.holdings.generation, last, batch_id=1, client=listener,
     )  # fmt: skip
     assert "b~listener" in g.objects.list()  # the listener's own commit object, no append
     assert written == len(held)
@@ -207,7 +207,7 @@ def test_a_replaced_incarnations_recorded_commits_are_folded_before_it_is_fenced
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    theirs = {tp: 9 for tp in b.member.assignment.held}
+    theirs = {tp: 9 for tp in b.member.holdings.held}
     commit(b, theirs)
     g.step([b], ms=0)  # the object is written; the process dies before the fold
     g.members.remove(b)
@@ -232,7 +232,7 @@ def test_stale_objects_are_never_applied() -> None:
     work = a.coord.fork()
     now = g.clock.now_ms()
     gone = CommitObject("ghost", 1, {TopicPartition("t", 0): RecordedOffset(99, 0)})
-    a_tp = sorted(a.member.assignment.held)[0]
+    a_tp = sorted(a.member.holdings.held)[0]
     since = a.coord.group.members["a"].held_since[a_tp]
     stale = CommitObject("a", 1, {a_tp: RecordedOffset(99, since - 1)})
     records, done = fold_commit_objects(work, [gone, stale], now)
@@ -252,7 +252,7 @@ def test_a_member_folds_itself_when_the_leader_is_gone() -> None:
     g.settle()
     leader = a if a.coord.group.leader == "a" else b
     other = b if leader is a else a
-    theirs = {tp: 3 for tp in other.member.assignment.held}
+    theirs = {tp: 3 for tp in other.member.holdings.held}
     commit(other, theirs)
     start = g.clock.now_ms()
     while not all(g.committed().get(tp) == 3 for tp in theirs):
@@ -269,7 +269,7 @@ def test_every_durable_commit_is_reported_once_whoever_wrote_it() -> None:
     g.settle()
     copied: list[dict[TopicPartition, int]] = []
     b.member.on_durable = copied.append
-    theirs = {tp: 11 for tp in b.member.assignment.held}
+    theirs = {tp: 11 for tp in b.member.holdings.held}
     commit(b, theirs)
     assert copied == []  # recorded, not durable yet
     for _ in range(4):
@@ -288,7 +288,7 @@ def test_a_reset_by_policy_reaches_the_log_at_once() -> None:
     g = Group()
     a = g.add("a")
     g.settle()
-    held = a.member.assignment.held
+    held = a.member.holdings.held
     commit(a, {tp: 10 for tp in held})
     g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
     g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)

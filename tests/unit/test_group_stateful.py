@@ -245,7 +245,7 @@ class GroupMachine(RuleBasedStateMachine):
         ``commit()`` (recorded in the member's commit object, or appended to the log), and
         release what it is revoking, as the reader does."""
         d = self.live[i % len(self.live)]
-        assignment = d.member.assignment
+        assignment = d.member.holdings
         if assignment.generation < 0 or not assignment.held:
             return
         ends = {}
@@ -270,7 +270,7 @@ class GroupMachine(RuleBasedStateMachine):
         on the member's behalf, in the listener's own commit object (the member's own
         ``commit()`` comes at the next trigger, or never after ``query.stop()``)."""
         d = self.live[i % len(self.live)]
-        assignment = d.member.assignment
+        assignment = d.member.holdings
         if assignment.generation < 0 or not assignment.held:
             return
         ends = {}

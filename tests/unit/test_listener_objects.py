@@ -39,7 +39,7 @@ def listener_commit(
 ) -> int:
     """What ``GroupProgressListener`` does when the batch ``batch_id`` completes (its own client
     of the log, in the query's driver)."""
-    gen = m.member.assignment.generation if generation is None else generation
+    gen = m.member.holdings.generation if generation is None else generation
     return commit_batch_for_member(
         "memory", "g", m.member_id, gen, offsets, batch_id=batch_id, starts=starts,
         client=listener_client(g),
@@ -48,7 +48,7 @@ def listener_commit(
 
 def planned(m: SimMember, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
     """The member hands a batch reading ``offsets``' partitions up to there to Spark."""
-    m.member.begin_batch(offsets, batch_generation=m.member.assignment.generation)
+    m.member.begin_batch(offsets, batch_generation=m.member.holdings.generation)
     return offsets
 
 
@@ -75,7 +75,7 @@ def test_the_listeners_commit_is_an_object_and_the_log_gets_no_append() -> None:
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    ends = planned(b, {tp: 9 for tp in b.member.assignment.held})
+    ends = planned(b, {tp: 9 for tp in b.member.holdings.held})
     version = g.log.version
     assert listener_commit(g, b, ends, batch_id=3) == len(ends)
     assert g.log.version == version  # no append
@@ -86,7 +86,7 @@ def test_the_leaders_fold_brings_the_listeners_commit_into_the_log() -> None:
     g = Group()
     a, b = g.add("a"), g.add("b")
     g.settle()
-    ends = planned(b, {tp: 9 for tp in b.member.assignment.held})
+    ends = planned(b, {tp: 9 for tp in b.member.holdings.held})
     listener_commit(g, b, ends, batch_id=0)
     appends = g.log.appends
     for _ in range(3):
@@ -102,12 +102,12 @@ def test_a_listener_object_of_a_partition_that_moved_since_its_batch_is_never_ap
     g = Group()
     a, b = g.add("a"), g.add("b")
     g.settle()
-    tp = sorted(b.member.assignment.held)[0]
+    tp = sorted(b.member.holdings.held)[0]
     since = b.coord.group.members["b"].held_since[tp]
     assert listener_commit(g, b, {tp: 99}, batch_id=0, generation=since - 1) == 0
     # Written by a listener that did not check (another release): the fold still refuses it.
     g.objects.put(CommitObject("b", 5, {tp: RecordedOffset(99, since - 1)}, writer=LISTENER))
-    moved = sorted(a.member.assignment.held)[0]  # and one for a partition b never held
+    moved = sorted(a.member.holdings.held)[0]  # and one for a partition b never held
     g.objects.put(CommitObject("b", 6, {moved: RecordedOffset(77, since)}, writer=LISTENER))
     for _ in range(4):
         g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)
@@ -120,7 +120,7 @@ def test_a_closing_member_waits_for_the_listeners_object_not_for_the_grace_perio
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    last = planned(b, {tp: 9 for tp in b.member.assignment.held})
+    last = planned(b, {tp: 9 for tp in b.member.holdings.held})
     assert b.member._uncommitted() == frozenset(last)  # the batch is still running
     listener_commit(g, b, last, batch_id=1)
     assert b.member._uncommitted() == frozenset()  # counts as committed: the LEAVE writes it
@@ -131,7 +131,7 @@ def test_a_member_leaving_writes_the_listeners_newer_offsets_before_its_leave() 
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    held = b.member.assignment.held
+    held = b.member.holdings.held
     commit(b, {tp: 5 for tp in held})
     last = planned(b, {tp: 9 for tp in held})
     listener_commit(g, b, last, batch_id=1)
@@ -146,7 +146,7 @@ def test_the_listeners_leave_at_query_termination_folds_its_object_first() -> No
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    last = planned(b, {tp: 9 for tp in b.member.assignment.held})
+    last = planned(b, {tp: 9 for tp in b.member.holdings.held})
     listener_commit(g, b, last, batch_id=1)
     g.members.remove(b)
     assert leave_for_member("memory", "g", "b", client=listener_client(g))
@@ -181,7 +181,7 @@ def test_an_expiring_members_listener_object_is_folded_in_the_append_of_its_expi
     assert a.coord.group.leader == "b"
     g.clock.advance(COMMIT_FOLD_INTERVAL_MS)
     g.step(ms=10)  # b has just folded: the next fold is an interval away
-    theirs = planned(b, {tp: 42 for tp in b.member.assignment.held})
+    theirs = planned(b, {tp: 42 for tp in b.member.holdings.held})
     g.members.remove(b)  # b's process is gone; its query's last batch had completed
     listener_commit(g, b, theirs, batch_id=8)
     for _ in range(200):
@@ -201,7 +201,7 @@ def test_a_rewind_by_policy_still_goes_to_the_log_directly() -> None:
     g = Group()
     a = g.add("a")
     g.settle()
-    held = a.member.assignment.held
+    held = a.member.holdings.held
     commit(a, {tp: 10 for tp in held})
     g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
     g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
