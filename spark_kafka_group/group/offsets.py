@@ -10,13 +10,14 @@ Everything that writes a committed offset decides here, so each rule exists once
   ``validateOffsetCommit`` does, that the writer is a member of the current generation and
   holds the partition now.
 * **Forward or back** (:func:`offsets_to_write`): an offset equal to the committed one is
-  never written. Which other offsets are written depends on who commits (:class:`Source`):
-  the member's own commits come in batch order, so any other value is news (a lower one is a
-  reset by policy, ``failOnDataLoss=false``); the progress listener's may come after a newer
-  commit, so it only moves an offset forward, unless its batch started that partition below
-  the committed offset (its reset by policy); a commit object folded into the log only moves
-  an offset forward (its writer wrote a reset by policy directly); an operator's reset sets
-  every offset it names (the group has no members then).
+  never written. Which other offsets are written depends on who commits (:class:`Source`): the
+  member's own commits come in batch order, so any other value is news (a lower one is a reset
+  by policy, ``failOnDataLoss=false``), except below the end of its newest batch when the log
+  holds exactly that (its progress listener committed that batch first); the progress
+  listener's may come after a newer commit, so it only moves an offset forward, unless its
+  batch started that partition below the committed offset (its reset by policy); a commit
+  object folded into the log only moves an offset forward (its writer wrote a reset by policy
+  directly); an operator's reset sets every offset it names (the group has no members then).
 * **The handlers** (:func:`commit_batch`, :func:`fold_commit_objects`, :func:`reset`,
   :func:`listener_commit`): pure, as the coordinator's are: the folded group, the request and
   the time in, records and a result out; they apply their records to ``work`` (a fork).
@@ -158,13 +159,16 @@ def offsets_to_write(
     *,
     source: Source,
     starts: Mapping[TopicPartition, int] | None = None,
+    newest: Mapping[TopicPartition, int] | None = None,
 ) -> dict[TopicPartition, int]:
     """The offsets of a commit by ``source`` worth writing, given what the group has committed
     (the module docstring says why each source gets its rule). ``starts``: the listener's
-    batch's start offsets where it did not continue from the previous batch."""
+    batch's start offsets where it did not continue from the previous batch. ``newest``: the
+    member's own commits: the end of its newest batch of each partition."""
     if source is Source.ADMIN:
         return dict(offsets)
     starts = starts or {}
+    newest = newest or {}
     out: dict[TopicPartition, int] = {}
     for tp, offset in offsets.items():
         current = committed.get(tp)
@@ -172,8 +176,10 @@ def offsets_to_write(
             out[tp] = offset
         elif offset == current.offset:
             continue
-        elif offset > current.offset or source is Source.MEMBER:
+        elif offset > current.offset:
             out[tp] = offset
+        elif source is Source.MEMBER and newest.get(tp) != current.offset:
+            out[tp] = offset  # an older batch's commit is newer only than a reset by policy
         elif source is Source.LISTENER and starts.get(tp, current.offset) < current.offset:
             out[tp] = offset  # the batch itself started below the commit: a reset by policy
     return out
@@ -199,6 +205,7 @@ def commit_batch(
     *,
     source: Source,
     starts: Mapping[TopicPartition, int] | None = None,
+    newest: Mapping[TopicPartition, int] | None = None,
 ) -> tuple[list[GroupRecord], CommitResponse | None]:
     """A commit in ``member_id``'s name (its own, its listener's, or a folded object): fenced,
     filtered by the source's rule, then the coordinator's OffsetCommit in the current
@@ -208,7 +215,7 @@ def commit_batch(
     if member is None:
         return [], None
     valid = fence_recorded(member.held_since, offsets)
-    fresh = offsets_to_write(valid, work.group.offsets, source=source, starts=starts)
+    fresh = offsets_to_write(valid, work.group.offsets, source=source, starts=starts, newest=newest)
     if not fresh:
         return [], None
     records, response = work.commit_offsets(

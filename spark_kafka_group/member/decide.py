@@ -164,7 +164,9 @@ def _commit_and_release(
     view = work.member_view(me)
     if not view.known or view.fenced:
         return None
-    records, response = commit_batch(work, me, pending.offsets, now, source=Source.MEMBER)
+    records, response = commit_batch(
+        work, me, pending.offsets, now, source=Source.MEMBER, newest=pending.in_flight.ends
+    )
     out.extend(records)
     revoking = frozenset(view.revoking)
     # Whose last batch is committed (this write's commit included): released too.

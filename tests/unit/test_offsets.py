@@ -41,6 +41,16 @@ def test_the_members_own_commits_write_every_change_backwards_included() -> None
     assert offsets_to_write(offsets, committed(p0=9, p1=3), source=Source.MEMBER) == offsets
 
 
+def test_the_members_older_commit_never_undoes_its_listeners_commit_of_a_newer_batch() -> None:
+    # The member's commit of the batch ending at 5 is written after its listener committed
+    # the next batch (ending at 9, its newest): it would move the offset back.
+    got = offsets_to_write({A: 5}, committed(p0=9), source=Source.MEMBER, newest={A: 9})
+    assert got == {}
+    # Its newest batch ends at 3 (it was reset below 9 by policy): 5 is news.
+    got = offsets_to_write({A: 5}, committed(p0=9), source=Source.MEMBER, newest={A: 3})
+    assert got == {A: 5}
+
+
 def test_a_late_commit_only_moves_forward() -> None:
     offsets = {A: 5, B: 7}
     for source in (Source.LISTENER, Source.FOLD):
