@@ -12,7 +12,7 @@ not hang; how soon they return is measured here (a test asserts no timing):
 3. ``unreachable``: a fetch from a broker that does not exist (``127.0.0.1:1``) with
    ``fetch_timeout_s`` 3, until its BrokerUnavailableError. Baseline: that timeout.
 
-    python -m benchmarks.bench_fetch_edges             # embedded Tansu broker, ~1 min
+    python -m benchmarks.bench_fetch_edges             # single-node Apache Kafka, ~1 min
     python -m benchmarks.bench_fetch_edges --runs 9 --bootstrap-servers broker:9092
 
 The last line is ``key=value`` pairs: ``<edge>_p50_s``, ``<edge>_max_s``, ``baseline_<edge>_p50_s``
@@ -31,8 +31,7 @@ from functools import partial
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from benchmarks.harness import add_broker_argument, fresh_topic, print_result
-from spark_kafka_group.embedded import bootstrap_or_embedded
+from benchmarks.harness import add_broker_argument, bootstrap_or_kafka, fresh_topic, print_result
 from spark_kafka_group.errors import BrokerUnavailableError
 from spark_kafka_group.fetcher import FetchSpec, consumer_pool, fetch
 from spark_kafka_group.group.metadata import TopicPartition as GroupTopicPartition
@@ -119,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     samples: dict[str, list[float]] = {}
     baselines: dict[str, list[float]] = {}
-    with bootstrap_or_embedded(args.bootstrap_servers) as servers:
+    with bootstrap_or_kafka(args.bootstrap_servers) as servers:
         delete = bool(args.bootstrap_servers)
         with fresh_topic(servers, "bench-fetch-end", 1, delete=delete) as topic:
             end = produce(servers, topic, ((0, None, b"x" * 100) for _ in range(200)))[0]

@@ -18,7 +18,7 @@ starts: ``--runs`` samples per configuration.
    trigger interval, Spark runs batches back to back ("falling behind") and the trigger
    interval no longer bounds anything.
 
-    python -m benchmarks.bench_join                   # embedded Tansu broker, ~6 min
+    python -m benchmarks.bench_join                   # single-node Apache Kafka, ~6 min
     python -m benchmarks.bench_join --trigger-ms 500,10000 --runs 7
     python -m benchmarks.bench_join --bootstrap-servers broker:9092
     python -m benchmarks.bench_join --store s3://bucket/prefix --store-option AWS_REGION=eu-west-1

@@ -21,7 +21,7 @@ consumption times from its last record before the event to the end of the window
 never resumed counts until the window's end). ``steady`` is the same measure in the quiet period
 before the join (the normal cadence: the trigger interval plus the batch time for Spark).
 
-    python -m benchmarks.bench_rebalance                  # embedded Tansu broker, ~3-4 min
+    python -m benchmarks.bench_rebalance                  # single-node Apache Kafka, ~3-4 min
     python -m benchmarks.bench_rebalance --bootstrap-servers broker:9092
 
 The last line is ``key=value`` pairs: ``unaffected_max_pause_s``, ``moved_max_pause_s`` (the

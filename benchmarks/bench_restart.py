@@ -15,7 +15,7 @@ Before a member left with its query, each of these waited for the previous incar
 session timeout (44-46 s measured; the AvailableNow rerun read nothing at all). The baseline
 is that session timeout: ``ratio_<kind>_p50`` is the median figure over it.
 
-    python -m benchmarks.bench_restart            # embedded Tansu broker, ~2 min
+    python -m benchmarks.bench_restart            # single-node Apache Kafka, ~2 min
     python -m benchmarks.bench_restart --runs 5 --trigger-ms 1000
 
 The last line is ``key=value`` pairs: ``restart_<kind>_p50_s``, ``restart_<kind>_max_s``,

@@ -1,38 +1,51 @@
-"""Throughput benchmark: the kafka-group source against raw confluent-kafka consumers.
+"""Throughput and end-to-end latency of format("kafka-group") against Spark's own Kafka source.
 
-Prefills a topic, then reads it three ways, on the same broker and data, in this run:
+Run it in the pyspark of jvm/pom.xml's spark-sql-kafka jar (today ``.venv-maven-spark``, which
+scripts/setup creates): ``format("kafka")`` needs that Spark line; ``--without-spark-kafka``
+runs the rest in any venv.
 
-1. baseline: raw confluent-kafka consumers building pyarrow RecordBatches, one process per
-   core, each assigned a share of the partitions (what a user would hand-write);
-2. fetch: the source's executor-side ``fetch()`` called directly, same process layout, one
-   partition range at a time (what each Spark task runs);
-3. source: ``format("kafka-group")`` in Spark local mode (``local[<cores>]``) into the
-   ``noop`` sink with ``Trigger.AvailableNow``; the rate comes from the query progress of
-   the measured query (a warm-up query first starts the Python workers): its batches after
-   the join, i.e. without the first trigger's ``latestOffset`` (the join, with the initial
-   rebalance delay), which is printed on its own as the start-up;
-4. ceiling: a do-nothing Python data source that yields ready-made RecordBatches of the same
+    .venv-maven-spark/bin/python -m benchmarks.bench_throughput
+    .venv-maven-spark/bin/python -m benchmarks.bench_throughput --bootstrap-servers broker:9092
+
+By default the run starts a single-node Apache Kafka (KRaft) from the jars scripts/setup
+fetched; ``--bootstrap-servers`` uses an existing cluster instead (its benchmark topics are
+deleted at the end).
+
+**Throughput.** For every value size (``--value-bytes``, default 100 and 1024 bytes) and
+partition count (``--partitions``, default 8 and 64) a topic is filled with ``--records``
+records (8-byte keys), then read, in the same run, on the same broker and data, by:
+
+1. ``kafka``: ``format("kafka")`` in Spark local mode (``local[<cores>]``) into the ``noop``
+   sink with ``Trigger.AvailableNow``;
+2. ``kafka-group``: ``format("kafka-group")``, the same way;
+3. ``raw``: confluent-kafka consumers building pyarrow RecordBatches, one process per core,
+   each assigned a share of the partitions (what a user would hand-write);
+4. ``noop``: a do-nothing Python data source that yields ready-made RecordBatches of the same
    schema, partitions and row count into the same sink: the most any Python data source
-   can deliver on this machine, so ``source_vs_ceiling`` says how much of Spark's own limit
-   the source reaches.
+   can deliver on this machine;
+5. ``fetch``: the source's executor-side ``fetch()`` called directly in the ``raw`` layout.
 
-Then the end-to-end latency (:mod:`benchmarks.end_to_end`): at ``--latency-rate`` records/s
-with Spark's default trigger, record timestamp to a ``foreachBatch`` sink, for the source, a
-do-nothing Python streaming source and a raw confluent-kafka consumer, in one run.
-``--only throughput`` / ``--only latency`` runs one part.
+A Spark source's rate is its steady state, from the query progress: rows over the trigger
+time of its batches, without the first trigger's ``latestOffset``, which is the start-up
+(for kafka-group the member's join and the Trigger.AvailableNow targets) and is printed on
+its own line. Each reader runs ``--rounds`` times, interleaved, and the best run counts: the
+broker shares the cores with the readers. A warm-up query of each source first starts the
+Python workers and warms the JVM.
 
-Each reader runs ``--rounds`` times (alternating) and the best run counts: the broker shares
-the cores with the readers, and anything else running on the machine makes one run noisy.
-On a real cluster the two benchmark topics are deleted at the end.
+**Resource cost** of the two Spark sources, per query (:mod:`benchmarks.resources`): the peak
+RSS of the driver JVM, of a Python worker and of the planning process (the Python process of
+the streaming source), and the CPU seconds each used per million records.
 
-    python -m benchmarks.bench_throughput                # embedded Tansu broker
-    python -m benchmarks.bench_throughput --bootstrap-servers broker:9092 --records 10000000
+**End-to-end latency** (:mod:`benchmarks.end_to_end`): at each ``--latency-rates`` (records/s)
+and with each ``--latency-triggers`` (``default``: Spark's default trigger; ``1s``: a 1 s
+processing-time trigger), record timestamp to a ``foreachBatch`` sink, p50 / p99 / max, for
+``format("kafka")``, ``format("kafka-group")``, a raw confluent-kafka consumer (no trigger)
+and the do-nothing Python streaming source. ``--only throughput`` / ``--only latency`` runs
+one part.
 
-The last line is machine-readable ``key=value`` pairs (``source_rps``, ``baseline_rps``,
-``ratio`` = best source / best baseline, ``round_ratios`` = source / baseline of each round,
-``fetch_rps``, ``fetch_ratio`` = fetch / baseline, ``ceiling_rps``, ``source_vs_ceiling``,
-``source_startup_s``, MB/s, peak RSS, ``latency_{source,plain,raw}_{p50,p99}_ms``,
-``latency_p50_vs_plain``, ``latency_p99_vs_plain``, ``latency_p50_vs_raw``, ...).
+The last line is machine-readable ``key=value`` pairs; ``vs_spark_kafka`` keys are
+kafka-group / kafka of the same run (throughput: rates; latency: milliseconds, lower is
+better).
 """
 
 from __future__ import annotations
@@ -44,22 +57,32 @@ import os
 import resource
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from benchmarks import end_to_end
-from benchmarks.harness import add_broker_argument, fresh_topic, print_result, spark_session
-from spark_kafka_group.embedded import bootstrap_or_embedded
+from benchmarks.harness import (
+    add_broker_argument,
+    bootstrap_or_kafka,
+    fresh_topic,
+    print_result,
+    spark_kafka_conf,
+    spark_kafka_unavailable,
+    spark_session,
+)
+from benchmarks.resources import SessionProcesses, Usage
 from spark_kafka_group.group.metadata import TopicPartition
 
 KEY_BYTES = 8
 
-#: The fetch settings of the source's consumers; the baseline uses them too (so the ratio
+#: The fetch settings of the source's consumers; the raw consumers use them too (so the ratio
 #: measures the code, not the settings), or librdkafka's defaults with --baseline-defaults.
 FETCH_TUNING_KEYS = end_to_end.FETCH_TUNING_KEYS
+
+#: The Spark sources, by format name, and the short names of the summary keys.
+SOURCES = {"kafka": "kafka", "kafka-group": "group"}
 
 
 # ---------------------------------------------------------------------------- prefill
@@ -243,135 +266,68 @@ def run_processes(
 # ---------------------------------------------------------------------------- Spark
 
 
-class PythonWorkerRss:
-    """Samples the peak RSS (VmHWM) of pyspark Python worker processes via /proc."""
+class SparkReaders:
+    """The Spark sources in one local session, one ``Trigger.AvailableNow`` query per run
+    into the ``noop`` sink, and the do-nothing Python data source."""
 
-    def __init__(self) -> None:
-        self.peaks: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _sample(self) -> None:
-        me = os.getpid()
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == me:
-                continue
-            try:
-                with open(f"/proc/{name}/cmdline", "rb") as f:
-                    cmd = f.read()
-                if b"pyspark" not in cmd or (b"daemon" not in cmd and b"worker" not in cmd):
-                    continue
-                with open(f"/proc/{name}/status") as f:
-                    for line in f:
-                        if line.startswith("VmHWM:"):
-                            kb = float(line.split()[1])
-                            self.peaks[int(name)] = max(self.peaks.get(int(name), 0.0), kb / 1024)
-            except OSError:
-                continue
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(0.5)
-
-    def __enter__(self) -> PythonWorkerRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-
-class SourceBench:
-    """``format("kafka-group")`` in local Spark into the noop sink, one query per round."""
-
-    def __init__(
-        self,
-        servers: str,
-        cores: int,
-        work: str,
-        max_offsets_per_trigger: int | None,
-        spark_conf: dict[str, str] | None = None,
-    ) -> None:
+    def __init__(self, servers: str, cores: int, work: str, conf: dict[str, str]) -> None:
         self.servers = servers
         self.work = work
-        self.limit = max_offsets_per_trigger
-        self.rss = PythonWorkerRss()
-        self.error: str | None = None
-        self.spark: Any = None
-        conf = {"spark.sql.shuffle.partitions": str(cores), "spark.driver.memory": "2g"}
+        self.errors: dict[str, str] = {}
         self.spark = spark_session(
             "bench_throughput",
             master=f"local[{cores}]",
-            conf={**conf, **(spark_conf or {})},
+            conf={
+                "spark.sql.shuffle.partitions": str(cores),
+                "spark.driver.memory": "2g",
+                **conf,
+            },
             log_level="WARN",
         )
-        self.rss.__enter__()
+        self.processes = SessionProcesses()
 
     def run(
-        self,
-        name: str,
-        topic: str,
-        limit: int | None = None,
-        settings: dict[str, str] | None = None,
+        self, fmt: str, topic: str, options: dict[str, str] | None = None
     ) -> dict[str, Any] | None:
-        """One AvailableNow query over ``topic``; its rate, or None if the source failed.
-
-        ``settings``: ``spark.*`` keys are set as (runtime) SQL confs for this query only, the
-        others are source options."""
-        if self.spark is None or self.error is not None:
+        """One AvailableNow query of ``fmt`` over ``topic``: its rate and resource use, or
+        None once the source has failed (the error is in :attr:`errors`)."""
+        if fmt in self.errors:
             return None
-
-        settings = settings or {}
-        confs = {k: v for k, v in settings.items() if k.startswith("spark.")}
-        saved = {k: self.spark.conf.get(k, None) for k in confs}
-        for k, v in confs.items():
-            self.spark.conf.set(k, v)
-
         reader = (
-            self.spark.readStream.format("kafka-group")
+            self.spark.readStream.format(fmt)
             .option("kafka.bootstrap.servers", self.servers)
             .option("subscribe", topic)
-            .option("groupId", f"bench-{name}-{uuid.uuid4().hex[:6]}")
-            .option("groupStore", os.path.join(self.work, "groups"))
             .option("startingOffsets", "earliest")
         )
-        if limit:
-            reader = reader.option("maxOffsetsPerTrigger", str(limit))
-        for k, v in settings.items():
-            if not k.startswith("spark."):
-                reader = reader.option(k, v)
-        wall = time.perf_counter()
-        try:
-            query = (
-                reader.load()
-                .writeStream.format("noop")
-                .option("checkpointLocation", os.path.join(self.work, f"checkpoint-{name}"))
-                .trigger(availableNow=True)
-                .start()
+        if fmt == "kafka-group":
+            reader = reader.option("groupId", f"bench-{uuid.uuid4().hex[:8]}").option(
+                "groupStore", os.path.join(self.work, "groups")
             )
-            query.awaitTermination()
-        except Exception as exc:
-            first = str(exc).strip().splitlines()
-            self.error = f"query failed ({type(exc).__name__}: {' '.join(first[:3])[:600]})"
-            return None
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    self.spark.conf.unset(k)
-                else:
-                    self.spark.conf.set(k, v)
+        for k, v in (options or {}).items():
+            reader = reader.option(k, v)
+        wall = time.perf_counter()
+        with self.processes.window() as usage:
+            try:
+                query = (
+                    reader.load()
+                    .writeStream.format("noop")
+                    .option("checkpointLocation", os.path.join(self.work, uuid.uuid4().hex))
+                    .trigger(availableNow=True)
+                    .start()
+                )
+                query.awaitTermination()
+            except Exception as exc:
+                first = str(exc).strip().splitlines()
+                self.errors[fmt] = f"{type(exc).__name__}: {' '.join(first[:3])[:600]}"
+                return None
         measured = _source_rate(list(query.recentProgress))
         measured["wall"] = time.perf_counter() - wall
+        measured["usage"] = usage
         return measured
 
-    def ceiling(self, partitions: int, rows_per_partition: int, value_bytes: int) -> float:
+    def noop(self, partitions: int, rows_per_partition: int, value_bytes: int) -> float:
         """Rows/s of a Python data source that does no work: each partition yields one
         prebuilt RecordBatch (the source's batch size and schema) until it has its rows."""
-        if self.spark is None or self.error is not None:
-            return float("nan")
         self.spark.dataSource.register(_ceiling_source(value_bytes))
         started = time.perf_counter()
         (
@@ -385,12 +341,9 @@ class SourceBench:
         )
         return partitions * rows_per_partition / (time.perf_counter() - started)
 
-    def stop(self) -> float:
-        """Stop Spark; the peak RSS of the Python workers seen meanwhile (MB)."""
-        if self.spark is not None:
-            self.rss.__exit__()
-            self.spark.stop()
-        return max(self.rss.peaks.values(), default=float("nan"))
+    def stop(self) -> None:
+        self.processes.close()
+        self.spark.stop()
 
 
 def _ceiling_source(value_bytes: int) -> Any:
@@ -481,292 +434,319 @@ def _fmt(x: float | str) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3f}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _ints(text: str) -> list[int]:
+    return [int(v.replace("_", "")) for v in text.split(",") if v]
+
+
+def parser() -> argparse.ArgumentParser:
+    doc = __doc__ or ""
+    parser = argparse.ArgumentParser(
+        description=doc.split("\n\n")[0] + " " + doc.split("\n\n")[1],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     add_broker_argument(parser)
-    parser.add_argument("--records", type=int, default=2_000_000)
-    parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--value-bytes", type=int, default=100)
-    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    parser.add_argument("--records", type=int, default=1_000_000, help="per topic")
+    parser.add_argument("--partitions", type=_ints, default=[8, 64], help="comma-separated")
+    parser.add_argument("--value-bytes", type=_ints, default=[100, 1024], help="comma-separated")
+    parser.add_argument("--cores", type=int, default=2, help="local[N]; raw/fetch processes")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of each reader (best)")
+    parser.add_argument(
+        "--readers",
+        default="kafka,kafka-group,raw,noop,fetch",
+        help="throughput readers, comma-separated",
+    )
+    parser.add_argument(
+        "--without-spark-kafka",
+        action="store_true",
+        help="leave out format('kafka') (it needs the pyspark of jvm/pom.xml's "
+        "spark-sql-kafka jar: .venv-maven-spark)",
+    )
     parser.add_argument(
         "--baseline-defaults",
         action="store_true",
-        help="baseline consumer with librdkafka's default fetch settings (not the tuned ones)",
+        help="raw consumers with librdkafka's default fetch settings (not the source's)",
     )
-    parser.add_argument("--skip-spark", action="store_true", help="baseline and fetch only")
     parser.add_argument(
         "--only",
         choices=("throughput", "latency"),
         help="run one part only (default: throughput, then end-to-end latency)",
     )
-    parser.add_argument("--latency-rate", type=float, default=1000.0, help="records/s")
-    parser.add_argument("--latency-seconds", type=float, default=30.0, help="per reader")
+    parser.add_argument("--latency-rates", type=_ints, default=[1000, 20000], help="records/s")
+    parser.add_argument(
+        "--latency-triggers", default="default,1s", help="'default' or '<seconds>s', comma-sep."
+    )
+    parser.add_argument("--latency-seconds", type=float, default=20.0, help="per reader")
     parser.add_argument("--latency-warmup", type=float, default=5.0, help="seconds, per reader")
     parser.add_argument("--latency-partitions", type=int, default=4)
     parser.add_argument(
-        "--latency-option",
+        "--latency-readers", default=",".join(end_to_end.READERS), help="comma-separated"
+    )
+    parser.add_argument(
+        "--option",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a source option for the latency run (repeatable)",
+        help="a kafka-group source option for every kafka-group query (repeatable)",
     )
     parser.add_argument(
         "--spark-conf",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="Spark conf for the session (repeatable), e.g. spark.python.worker.reuse=true",
+        help="Spark conf for the session (repeatable)",
     )
-    parser.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        metavar="NAME:KEY=VALUE,...",
-        help="also measure the source with these settings in every round (spark.* keys are "
-        "runtime SQL confs, others source options), e.g. 'split:minPartitions=16'",
-    )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    spark_conf = dict(kv.split("=", 1) for kv in args.spark_conf)
+    if not args.without_spark_kafka:
+        why = spark_kafka_unavailable()
+        if why is not None:
+            print(f"error: {why}; or pass --without-spark-kafka", file=sys.stderr)
+            return 2
+        spark_conf.update(spark_kafka_conf())
     summary: dict[str, Any] = {}
-    if args.only != "latency":
-        summary.update(throughput(args))
-    if args.only != "throughput" and not args.skip_spark:
-        summary.update(latency(args))
+    with (
+        tempfile.TemporaryDirectory(prefix="kafka-group-bench-") as work,
+        bootstrap_or_kafka(args.bootstrap_servers) as servers,
+    ):
+        if args.only != "latency":
+            summary.update(throughput(args, servers, work, spark_conf))
+        if args.only != "throughput":
+            summary.update(latency(args, servers, work, spark_conf))
     print_result(summary, format_value=_fmt)
     return 0
 
 
-def throughput(args: argparse.Namespace) -> dict[str, Any]:
-    """The throughput part: baseline, fetch, source and ceiling rounds; its summary."""
-    variants: dict[str, dict[str, str]] = {}
-    for spec in args.variant:
-        vname, _, body = spec.partition(":")
-        variants[vname] = dict(kv.split("=", 1) for kv in body.split(",") if kv)
-    spark_conf = dict(kv.split("=", 1) for kv in args.spark_conf)
+def throughput(
+    args: argparse.Namespace, servers: str, work: str, spark_conf: dict[str, str]
+) -> dict[str, Any]:
+    """Every value size and partition count: each reader's best rate; the summary."""
+    readers = [r for r in args.readers.split(",") if r]
+    if args.without_spark_kafka and "kafka" in readers:
+        readers.remove("kafka")
+    options = dict(kv.split("=", 1) for kv in args.option)
+    spark = None
+    if {"kafka", "kafka-group", "noop"} & set(readers):
+        spark = SparkReaders(servers, args.cores, work, spark_conf)
+    summary: dict[str, Any] = {}
+    try:
+        for value_bytes in args.value_bytes:
+            for partitions in args.partitions:
+                summary.update(
+                    _throughput_case(
+                        args, servers, spark, readers, options, value_bytes, partitions
+                    )
+                )
+    finally:
+        if spark is not None:
+            for fmt, error in spark.errors.items():
+                print(f"format({fmt!r}) failed: {error}", flush=True)
+            spark.stop()
+    return summary
 
+
+def _throughput_case(
+    args: argparse.Namespace,
+    servers: str,
+    spark: SparkReaders | None,
+    readers: list[str],
+    options: dict[str, str],
+    value_bytes: int,
+    partitions: int,
+) -> dict[str, Any]:
+    from spark_kafka_group.fetcher.pool import FETCH_DEFAULTS
     from spark_kafka_group.kafka import KafkaCluster
 
-    delete = bool(args.bootstrap_servers)  # the embedded broker's topics go with it
+    case = f"{value_bytes}b_{partitions}p"
+    delete = bool(args.bootstrap_servers)  # our own broker's topics go with it
     with (
-        tempfile.TemporaryDirectory(prefix="kafka-group-bench-") as work,
-        bootstrap_or_embedded(args.bootstrap_servers) as servers,
-        fresh_topic(servers, "bench", args.partitions, delete=delete) as topic,
-        fresh_topic(servers, "bench-warmup", args.partitions, delete=delete) as warmup,
+        fresh_topic(servers, "bench", partitions, delete=delete) as topic,
+        fresh_topic(servers, "bench-warmup", partitions, delete=delete) as warmup,
     ):
         t0 = time.perf_counter()
-        total = prefill(servers, topic, args.records, args.partitions, args.value_bytes)
+        total = prefill(servers, topic, args.records, partitions, value_bytes)
         prefill_s = time.perf_counter() - t0
-        # The warm-up query starts the Python workers and warms the JVM's Arrow path.
-        warmup_records = max(20_000, min(200_000, args.records // 10))
-        prefill(servers, warmup, warmup_records, args.partitions, args.value_bytes)
+        prefill(servers, warmup, max(10_000, min(100_000, args.records // 10)), partitions,
+                value_bytes)  # fmt: skip
         with KafkaCluster(servers) as cluster:
-            tps = [TopicPartition(topic, p) for p in range(args.partitions)]
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
             ends = {p: off for (_, p), off in cluster.latest_offsets(tps).items()}
+        record_bytes = KEY_BYTES + value_bytes
         print(
-            f"prefill: {total} records ({args.value_bytes}-byte values) in {prefill_s:.1f}s "
-            f"over {args.partitions} partitions; high watermarks sum {sum(ends.values())}",
+            f"\n== throughput: {total} records of {value_bytes}-byte values "
+            f"({total * record_bytes / 1e6:.0f} MB of keys and values) over {partitions} "
+            f"partitions, local[{args.cores}] (prefill {prefill_s:.1f}s)",
             flush=True,
         )
         if sum(ends.values()) != total:
             print("warning: high watermarks do not add up to the records produced")
-        bytes_per_record = KEY_BYTES + args.value_bytes
-
-        from spark_kafka_group.fetcher.pool import FETCH_DEFAULTS
-
-        baseline_conf = (
+        raw_conf = (
             {}
             if args.baseline_defaults
             else {k: FETCH_DEFAULTS[k] for k in FETCH_TUNING_KEYS if k in FETCH_DEFAULTS}
         )
-        source = None
-        if not args.skip_spark:
-            source = SourceBench(
-                servers, args.cores, work, args.max_offsets_per_trigger, spark_conf
-            )
-            source.run("warmup", warmup)  # starts the Python workers, warms the JVM
-        bases: list[dict[str, float]] = []
-        fets: list[dict[str, float]] = []
-        srcs: list[dict[str, Any]] = []
-        var_rps: dict[str, list[float]] = {v: [] for v in variants}
-        ceilings: list[float] = []
+        sources = [f for f in SOURCES if f in readers]
+        if spark is not None:
+            for fmt in sources:  # starts the Python workers, warms the JVM
+                spark.run(fmt, warmup, options if fmt == "kafka-group" else None)
+        runs: dict[str, list[dict[str, Any]]] = {r: [] for r in readers}
         for round_no in range(1, args.rounds + 1):
-            # Interleaved, best of each kept: the broker shares the cores.
-            bases.append(
-                run_processes(baseline_worker, servers, topic, ends, args.cores, baseline_conf)
-            )
-            fets.append(run_processes(fetch_worker, servers, topic, ends, args.cores))
-            line = (
-                f"round {round_no}: baseline {bases[-1]['rps']:.0f} rec/s "
-                f"({bases[-1]['seconds']:.2f}s), fetch {fets[-1]['rps']:.0f} rec/s "
-                f"({fets[-1]['seconds']:.2f}s)"
-            )
-            measured = (
-                source.run(f"measure{round_no}", topic, args.max_offsets_per_trigger)
-                if source
-                else None
-            )
-            if measured is not None:
-                srcs.append(measured)
-                line += (
-                    f", source {measured['rps']:.0f} rec/s ({measured['rows']} rows in "
-                    f"{measured['batches']} batch(es), {measured['seconds']:.2f}s of trigger "
-                    f"execution after the join, start-up {measured['startup_s']:.2f}s, "
-                    f"{measured['wall']:.2f}s query wall; ms per phase after the join: "
-                    f"{measured['phases']})"
-                )
-            if source is not None and measured is not None:
-                ceilings.append(
-                    source.ceiling(args.partitions, total // args.partitions, args.value_bytes)
-                )
-                line += f", ceiling {ceilings[-1]:.0f} rec/s"
-            for vname, settings in variants.items():
-                got = (
-                    source.run(f"{vname}{round_no}", topic, args.max_offsets_per_trigger, settings)
-                    if source
-                    else None
-                )
+            line = []
+            for reader in readers:
+                got: dict[str, Any] | None
+                if reader in SOURCES and spark is not None:
+                    got = spark.run(reader, topic, options if reader == "kafka-group" else None)
+                elif reader == "noop" and spark is not None:
+                    rps = spark.noop(partitions, total // partitions, value_bytes)
+                    got = {"rps": rps, "rows": total}
+                elif reader == "raw":
+                    got = run_processes(baseline_worker, servers, topic, ends, args.cores,
+                                        raw_conf)  # fmt: skip
+                elif reader == "fetch":
+                    got = run_processes(fetch_worker, servers, topic, ends, args.cores)
+                else:
+                    got = None
                 if got is not None:
-                    var_rps[vname].append(got["rps"])
-                    line += (
-                        f"\n  variant {vname} {settings}: {got['rps']:.0f} rec/s "
-                        f"({got['batches']} batch(es), ms per phase: {got['phases']})"
-                    )
-            print(line, flush=True)
-        nan = float("nan")
-        worker_rss = source.stop() if source is not None else nan
-        if source is not None and source.error:
-            print(f"source: {source.error}")
-        base = max(bases, key=lambda r: r["rps"])
-        fet = max(fets, key=lambda r: r["rps"])
-        src_rps = max((r["rps"] for r in srcs), default=nan)
-        src = {"rps": src_rps, "mbps": src_rps * bytes_per_record / 1e6}
-        startup_s = min((r["startup_s"] for r in srcs), default=nan)
-        tuning = "librdkafka defaults" if args.baseline_defaults else "same fetch tuning"
-        print(
-            f"baseline (raw confluent-kafka -> Arrow, {args.cores} processes, {tuning}): "
-            f"{base['rows']} rows in {base['seconds']:.2f}s = {base['rps']:.0f} rec/s, "
-            f"{base['mbps']:.1f} MB/s, peak RSS {base['peak_rss_mb']:.0f} MB/process"
-        )
-        print(
-            f"fetch (spark_kafka_group.fetcher.fetch, {args.cores} processes): "
-            f"{fet['rows']} rows in {fet['seconds']:.2f}s = {fet['rps']:.0f} rec/s, "
-            f"{fet['mbps']:.1f} MB/s, peak RSS {fet['peak_rss_mb']:.0f} MB/process"
-        )
-        print(
-            f"source (format('kafka-group'), local[{args.cores}], noop sink): "
-            f"{_fmt(src['rps'])} rec/s, {_fmt(src['mbps'])} MB/s, Python worker "
-            f"peak RSS {_fmt(worker_rss)} MB",
-            flush=True,
-        )
-        print(
-            f"source start-up (the first trigger's latestOffset: join, initial rebalance "
-            f"delay, Trigger.AvailableNow targets; not in the rate above): {_fmt(startup_s)} s",
-            flush=True,
-        )
-        ceiling_rps = max(ceilings, default=nan)
-        print(
-            f"ceiling (a do-nothing Python data source yielding ready-made Arrow batches "
-            f"of the same shape, local[{args.cores}], noop sink): {_fmt(ceiling_rps)} rec/s",
-            flush=True,
-        )
-
-    return {
-        "source_rps": src["rps"],
-        "baseline_rps": base["rps"],
-        "ratio": src["rps"] / base["rps"],
-        "fetch_rps": fet["rps"],
-        "fetch_ratio": fet["rps"] / base["rps"],
-        "round_ratios": ",".join(
-            f"{m['rps'] / b['rps']:.3f}" for b, m in zip(bases, srcs, strict=False)
-        )
-        or "nan",
-        "ceiling_rps": ceiling_rps,
-        "source_vs_ceiling": src["rps"] / ceiling_rps,
-        "source_startup_s": startup_s,
-        **{f"variant_{v}_ratio": max(rps, default=nan) / base["rps"] for v, rps in var_rps.items()},
-        "source_mbps": src["mbps"],
-        "baseline_mbps": base["mbps"],
-        "fetch_mbps": fet["mbps"],
-        "worker_peak_rss_mb": worker_rss,
-        "baseline_peak_rss_mb": base["peak_rss_mb"],
-        "fetch_peak_rss_mb": fet["peak_rss_mb"],
-        "records": total,
-        "partitions": args.partitions,
-        "cores": args.cores,
-    }
+                    runs[reader].append(got)
+                    line.append(f"{reader} {got['rps']:.0f}")
+            print(f"round {round_no} (records/s): {', '.join(line)}", flush=True)
+    return _report_case(case, runs, record_bytes, args.cores)
 
 
-def latency(args: argparse.Namespace) -> dict[str, Any]:
+LABELS = {
+    "kafka": "format('kafka')",
+    "kafka-group": "format('kafka-group')",
+    "raw": "raw confluent-kafka -> Arrow",
+    "noop": "do-nothing Python data source",
+    "fetch": "kafka-group's fetch() alone",
+}
+
+
+def _report_case(
+    case: str, runs: dict[str, list[dict[str, Any]]], record_bytes: int, cores: int
+) -> dict[str, Any]:
+    nan = float("nan")
+    best = {r: max(rs, key=lambda m: m["rps"]) for r, rs in runs.items() if rs}
+    summary: dict[str, Any] = {}
+    kafka_rps = best["kafka"]["rps"] if "kafka" in best else nan
+    for reader, m in best.items():
+        rps = m["rps"]
+        vs = f", {rps / kafka_rps:.2f}x format('kafka')" if reader != "kafka" else ""
+        where = f" ({cores} processes)" if reader in ("raw", "fetch") else ""
+        print(
+            f"  {LABELS[reader]}{where}: {rps:,.0f} records/s, "
+            f"{rps * record_bytes / 1e6:.1f} MB/s{vs}"
+        )
+        key = reader.replace("-", "_")
+        summary[f"{key}_rps_{case}"] = rps
+        summary[f"{key}_mbps_{case}"] = rps * record_bytes / 1e6
+    for fmt, short in SOURCES.items():
+        if fmt not in best:
+            continue
+        m = best[fmt]
+        print(
+            f"  {LABELS[fmt]} start-up (the first trigger's latestOffset, not in the rate): "
+            f"{m['startup_s']:.2f} s; steady phases (ms): {m['phases']}"
+        )
+        usage: Usage = m["usage"]
+        print(f"  {LABELS[fmt]} resources: {usage.describe(m['rows'])}")
+        per_m = 1e6 / m["rows"] if m["rows"] else nan
+        summary[f"{short}_startup_s_{case}"] = m["startup_s"]
+        summary[f"{short}_cpu_s_per_m_{case}"] = usage.total_cpu_s * per_m
+        for kind, mb in usage.peak_rss_mb.items():
+            summary[f"{short}_rss_mb_{kind}_{case}"] = mb
+    group_rps = best["kafka-group"]["rps"] if "kafka-group" in best else nan
+    summary[f"vs_spark_kafka_{case}"] = group_rps / kafka_rps
+    print(f"  kafka-group / kafka: {group_rps / kafka_rps:.2f}x", flush=True)
+    return summary
+
+
+def latency(
+    args: argparse.Namespace, servers: str, work: str, spark_conf: dict[str, str]
+) -> dict[str, Any]:
     """The end-to-end latency part (:mod:`benchmarks.end_to_end`); its summary."""
-    options = dict(kv.split("=", 1) for kv in args.latency_option)
-    spark_conf = dict(kv.split("=", 1) for kv in args.spark_conf)
-    with (
-        tempfile.TemporaryDirectory(prefix="kafka-group-latency-") as work,
-        bootstrap_or_embedded(args.bootstrap_servers) as servers,
-    ):
-        topic = f"bench-latency-{uuid.uuid4().hex[:6]}"  # the run creates topic-<reader>
-        spark = spark_session(
-            "bench_throughput latency",
-            master=f"local[{args.cores}]",
-            conf={"spark.sql.shuffle.partitions": str(args.cores), **spark_conf},
-            log_level="WARN",
-        )
-        try:
-            run = end_to_end.measure(
-                spark,
-                servers,
-                topic,
-                args.latency_partitions,
-                work,
-                rate=args.latency_rate,
-                warmup_s=args.latency_warmup,
-                seconds=args.latency_seconds,
-                source_options=options,
-            )
-        finally:
-            spark.stop()
-    p = {
-        name: (r.percentile(50), r.percentile(99), len(r.values)) for name, r in run.readers.items()
-    }
-    print(
-        f"end-to-end latency at {args.latency_rate:.0f} records/s over "
-        f"{args.latency_partitions} partitions, Spark's default trigger, record timestamp to "
-        f"the foreachBatch sink ({args.latency_seconds:.0f}s per reader after "
-        f"{args.latency_warmup:.0f}s warm-up):"
+    options = dict(kv.split("=", 1) for kv in args.option)
+    readers = tuple(r for r in args.latency_readers.split(",") if r)
+    if args.without_spark_kafka:
+        readers = tuple(r for r in readers if r != "kafka")
+    triggers: list[float | None] = [
+        None if t == "default" else float(t.rstrip("s"))
+        for t in args.latency_triggers.split(",")
+        if t
+    ]
+    spark = spark_session(
+        "bench_throughput latency",
+        master=f"local[{args.cores}]",
+        conf={"spark.sql.shuffle.partitions": str(args.cores), **spark_conf},
+        log_level="WARN",
     )
+    summary: dict[str, Any] = {}
     labels = {
-        "raw": "raw confluent-kafka consumer",
-        "plain": "do-nothing Python streaming source (no group)",
-        "source": "format('kafka-group')",
+        "raw": "raw confluent-kafka consumer (no trigger)",
+        "plain": "do-nothing Python streaming source",
+        **LABELS,
     }
-    for name, (p50, p99, n) in p.items():
-        extra = ""
-        if name in run.phases:
-            extra = (
-                f"; {run.batches_per_s[name]:.1f} batches/s, mean ms per phase: {run.phases[name]}"
-            )
-        print(f"  {labels[name]}: p50 {p50:.0f} ms, p99 {p99:.0f} ms ({n} records){extra}")
-    src50, src99, _ = p["source"]
-    plain50, plain99, _ = p["plain"]
-    raw50, raw99, _ = p["raw"]
-    print(
-        f"  source / do-nothing source: p50 {src50 / plain50:.2f}x, p99 {src99 / plain99:.2f}x; "
-        f"source / raw consumer: p50 {src50 / raw50:.1f}x, p99 {src99 / raw99:.1f}x",
-        flush=True,
-    )
-    return {
-        "latency_source_p50_ms": src50,
-        "latency_source_p99_ms": src99,
-        "latency_plain_p50_ms": plain50,
-        "latency_plain_p99_ms": plain99,
-        "latency_raw_p50_ms": raw50,
-        "latency_raw_p99_ms": raw99,
-        "latency_p50_vs_plain": src50 / plain50,
-        "latency_p99_vs_plain": src99 / plain99,
-        "latency_p50_vs_raw": src50 / raw50,
-        "latency_rate": args.latency_rate,
-    }
+    try:
+        topic = f"bench-latency-{uuid.uuid4().hex[:6]}"
+        end_to_end.warm_up(spark, servers, topic, args.latency_partitions, work,
+                           rate=min(args.latency_rates), warmup_s=args.latency_warmup)  # fmt: skip
+        for rate in args.latency_rates:
+            for n, trigger_s in enumerate(triggers):
+                # raw has no trigger: measured once per rate
+                wanted = tuple(r for r in readers if r != "raw" or n == 0)
+                run = end_to_end.measure(
+                    spark,
+                    servers,
+                    f"{topic}-{rate}-{n}",
+                    args.latency_partitions,
+                    work,
+                    rate=rate,
+                    warmup_s=args.latency_warmup,
+                    seconds=args.latency_seconds,
+                    readers=wanted,
+                    trigger_s=trigger_s,
+                    source_options=options,
+                )
+                tname = "default" if trigger_s is None else f"{trigger_s:g}s"
+                print(
+                    f"\n== end-to-end latency at {rate} records/s over {args.latency_partitions}"
+                    f" partitions, {tname} trigger, record timestamp to the foreachBatch sink "
+                    f"({args.latency_seconds:.0f}s per reader after {args.latency_warmup:.0f}s"
+                    " warm-up):"
+                )
+                for name, r in run.readers.items():
+                    p50, p99, top = r.percentile(50), r.percentile(99), r.percentile(100)
+                    extra = ""
+                    if name in run.phases:
+                        extra = (
+                            f"; {run.batches_per_s[name]:.1f} batches/s, mean ms per phase: "
+                            f"{run.phases[name]}"
+                        )
+                    print(
+                        f"  {labels[name]}: p50 {p50:.0f} ms, p99 {p99:.0f} ms, max {top:.0f} "
+                        f"ms ({len(r.values)} records){extra}"
+                    )
+                    key = f"latency_{name.replace('-', '_')}_{rate}_{tname}"
+                    if name == "raw":
+                        key = f"latency_raw_{rate}"
+                    summary[f"{key}_p50_ms"] = p50
+                    summary[f"{key}_p99_ms"] = p99
+                    summary[f"{key}_max_ms"] = top
+                if "kafka" in run.readers and "kafka-group" in run.readers:
+                    k, g = run.readers["kafka"], run.readers["kafka-group"]
+                    ratios = {q: g.percentile(q) / k.percentile(q) for q in (50, 99)}
+                    print(
+                        f"  kafka-group / kafka: p50 {ratios[50]:.2f}x, p99 {ratios[99]:.2f}x",
+                        flush=True,
+                    )
+                    for q, ratio in ratios.items():
+                        summary[f"latency_vs_spark_kafka_p{q}_{rate}_{tname}"] = ratio
+    finally:
+        spark.stop()
+    return summary
 
 
 if __name__ == "__main__":

@@ -1,22 +1,22 @@
 """End-to-end latency of ``bench_throughput``: record timestamp to the sink, at a steady rate.
 
 A producer process writes ``rate`` records a second, each stamped with its create time, with
-librdkafka's default 5 ms linger (Tansu reports a partition's end as its last produce batch's
-base offset + 1, docs/contributing.md "Test environment facts", so a record may wait for the next
-batch, at most those 5 ms, for every Spark reader alike). Three readers take turns, each on a
-fresh topic (Tansu's fetch slows down as a partition's batch count grows), in one run, after
-an unmeasured warm-up query (the session's first query starts the Python workers):
+librdkafka's default 5 ms linger. The readers take turns, each on a fresh topic, in one run,
+after an unmeasured warm-up query (the session's first query starts the Python workers):
 
-1. ``raw``: a plain confluent-kafka consumer assigned every partition (the floor of any client);
-2. ``plain``: a minimal pyspark ``DataSourceStreamReader`` over the same topic that joins no
+1. ``raw``: a plain confluent-kafka consumer assigned every partition (the floor of any
+   client; no trigger);
+2. ``kafka``: Spark's own Kafka source, ``format("kafka")`` (a JVM source);
+3. ``kafka-group``: this source, ``format("kafka-group")``;
+4. ``plain``: a minimal pyspark ``DataSourceStreamReader`` over the same topic that joins no
    group: ``latestOffset`` asks for the high watermarks, ``read()`` consumes the range with a
-   consumer kept per Python worker (the floor of any Python streaming source);
-3. ``source``: ``format("kafka-group")``.
+   consumer kept per Python worker (the floor of any Python streaming source).
 
-The Spark readers run with Spark's default trigger into a ``foreachBatch`` sink, which takes
-the batch's record timestamps (``collect``); a record's latency is the time the sink has it
-minus its create time. The first ``warmup_s`` seconds of each reader are dropped (the join, the
-Python workers' start).
+The Spark readers run with the given trigger (Spark's default: the next batch as soon as the
+last one ends; or a processing-time interval) into a ``foreachBatch`` sink, which takes the
+batch's record timestamps; a record's latency is the time the sink has it minus its create
+time. The first ``warmup_s`` seconds of each reader are dropped (the join, the first
+batches).
 """
 
 from __future__ import annotations
@@ -53,31 +53,29 @@ def produce_steadily(servers: str, topic: str, partitions: int, rate: float, sto
         {
             "bootstrap.servers": servers,
             # librdkafka's default linger: a produce batch holds the few records of 5 ms.
-            # Fewer batches matter on Tansu, whose fetch slows with the batch count.
             "linger.ms": 5,
             "enable.idempotence": False,
             "log_level": 0,
         }
     )
-    interval = 1.0 / rate
-    due = time.monotonic()
+    started = time.monotonic()
     sent = 0
+    value = b"v" * 100
     while not stop.is_set():
+        due = int((time.monotonic() - started) * rate) - sent
         now_ms = int(time.time() * 1000)
         try:
-            producer.produce(topic, b"v" * 100, key=b"%08d" % sent,
-                             partition=sent % partitions, timestamp=now_ms)  # fmt: skip
+            for _ in range(max(0, due)):
+                producer.produce(topic, value, key=b"%08d" % sent,
+                                 partition=sent % partitions, timestamp=now_ms)  # fmt: skip
+                sent += 1
         except BufferError:  # the broker does not keep up: wait, do not count it as sent
             print(f"producer: {len(producer)} records waiting for the broker", flush=True)
             producer.poll(1.0)
-            due = time.monotonic()
+            started = time.monotonic() - sent / rate
             continue
         producer.poll(0)
-        sent += 1
-        due += interval
-        delay = due - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+        time.sleep(0.001)
     producer.flush(10)
 
 
@@ -139,8 +137,10 @@ def timestamp_sink(result: Latencies) -> Any:
     """A foreachBatch function noting the latency of every record of the batch."""
 
     def sink(frame: Any, batch_id: int) -> None:
-        rows = frame.selectExpr("unix_millis(timestamp) AS ts").collect()
-        result.add([r.ts for r in rows], time.time())
+        # Through Arrow, not Row objects: at 20,000 records/s collect()'s pickled rows would
+        # weigh on the measurement (the same for every reader).
+        stamps = frame.selectExpr("unix_millis(timestamp) AS ts").toArrow()
+        result.add(stamps.column("ts").to_pylist(), time.time())
 
     return sink
 
@@ -152,16 +152,20 @@ def measure_spark(
     work: str,
     warmup_s: float,
     seconds: float,
+    trigger_s: float | None = None,
 ) -> tuple[Latencies, list[dict[str, Any]]]:
-    """Run ``reader`` (a streaming DataFrameReader, loaded here) with the default trigger into
-    the timestamp sink; its latencies and the progress of the measured batches."""
+    """Run ``reader`` (a streaming DataFrameReader, loaded here) into the timestamp sink, with
+    Spark's default trigger or a ``trigger_s`` processing-time trigger; its latencies and the
+    progress of the measured batches."""
     result = Latencies(name)
-    query = (
+    writer = (
         reader.load()
         .writeStream.foreachBatch(timestamp_sink(result))
-        .option("checkpointLocation", os.path.join(work, f"checkpoint-latency-{name}"))
-        .start()
+        .option("checkpointLocation", os.path.join(work, f"checkpoint-latency-{uuid.uuid4().hex}"))
     )
+    if trigger_s is not None:
+        writer = writer.trigger(processingTime=f"{trigger_s} seconds")
+    query = writer.start()
     try:
         deadline = time.monotonic() + 120
         while result.batches == 0 and time.monotonic() < deadline:  # the first record
@@ -221,9 +225,7 @@ def plain_source() -> Any:
                     "group.id": "bench-plain",
                     "enable.auto.commit": False,
                     "log_level": 0,
-                    # The source's fetch settings, so that the two compare code, not settings
-                    # (librdkafka's 1 MB max.partition.fetch.bytes is several times slower
-                    # on Tansu).
+                    # The source's fetch settings, so that the two compare code, not settings.
                     **{k: FETCH_DEFAULTS[k] for k in FETCH_TUNING_KEYS if k in FETCH_DEFAULTS},
                 }
             )
@@ -315,11 +317,27 @@ def plain_source() -> Any:
 # ---------------------------------------------------------------------------- the run
 
 
+#: The readers of a latency run, in the order they take turns.
+READERS = ("raw", "kafka", "kafka-group", "plain")
+
+
 @dataclass
 class LatencyRun:
+    """One rate and trigger: each reader's latencies, mean ms per Spark phase, batches/s."""
+
     readers: dict[str, Latencies]
     phases: dict[str, str]
     batches_per_s: dict[str, float]
+
+
+def warm_up(spark: Any, servers: str, topic: str, partitions: int, work: str, *, rate: float,
+            warmup_s: float) -> None:  # fmt: skip
+    """An unmeasured query: the session's first streaming query starts the Python workers and
+    warms the JVM; measured first, a reader would start with a backlog."""
+    spark.dataSource.register(plain_source())
+    with _producing(servers, f"{topic}-warmup", partitions, rate):
+        reader = _spark_reader(spark, "plain", servers, f"{topic}-warmup", partitions, work, {})
+        measure_spark(spark, "warmup", reader, work, warmup_s, 0.0)
 
 
 def measure(
@@ -332,53 +350,63 @@ def measure(
     rate: float,
     warmup_s: float,
     seconds: float,
+    readers: tuple[str, ...] = READERS,
+    trigger_s: float | None = None,
     source_options: dict[str, str] | None = None,
 ) -> LatencyRun:
-    """Raw, plain and source take turns (in that order), each on a fresh topic ``topic-<name>``
-    with the producer writing ``rate`` records a second."""
-    readers: dict[str, Latencies] = {}
-    phases: dict[str, str] = {}
-    rates: dict[str, float] = {}
-    with _producing(servers, f"{topic}-raw", partitions, rate):
-        readers["raw"] = measure_raw(servers, f"{topic}-raw", partitions, warmup_s, seconds)
-
+    """The ``readers`` take turns (in :data:`READERS` order), each on a fresh topic
+    ``<topic>-<reader>`` with the producer writing ``rate`` records a second. ``raw`` has no
+    trigger; the Spark readers use ``trigger_s`` (None: Spark's default)."""
     spark.dataSource.register(plain_source())
+    run = LatencyRun({}, {}, {})
+    for name in (r for r in READERS if r in readers):
+        with _producing(servers, f"{topic}-{name}", partitions, rate):
+            if name == "raw":
+                run.readers[name] = measure_raw(
+                    servers, f"{topic}-{name}", partitions, warmup_s, seconds
+                )
+                continue
+            reader = _spark_reader(
+                spark, name, servers, f"{topic}-{name}", partitions, work, source_options or {}
+            )
+            run.readers[name], progress = measure_spark(
+                spark, name, reader, work, warmup_s, seconds, trigger_s
+            )
+            run.phases[name] = phase_means(progress)
+            run.batches_per_s[name] = len(progress) / seconds
+    return run
 
-    def plain_reader(name: str) -> Any:
+
+def _spark_reader(
+    spark: Any,
+    name: str,
+    servers: str,
+    topic: str,
+    partitions: int,
+    work: str,
+    source_options: dict[str, str],
+) -> Any:
+    """The streaming DataFrameReader of one Spark reader, from the topic's end."""
+    if name == "plain":
         return (
             spark.readStream.format("bench-plain-kafka")
             .option("servers", servers)
-            .option("topic", f"{topic}-{name}")
+            .option("topic", topic)
             .option("partitions", str(partitions))
         )
-
-    # Unmeasured: the first streaming query of the session starts the Python workers and
-    # warms the JVM; measured first, the do-nothing source would start with a backlog.
-    with _producing(servers, f"{topic}-warmup", partitions, rate):
-        measure_spark(spark, "warmup", plain_reader("warmup"), work, warmup_s, 0.0)
-    with _producing(servers, f"{topic}-plain", partitions, rate):
-        plain = plain_reader("plain")
-        readers["plain"], progress = measure_spark(spark, "plain", plain, work, warmup_s, seconds)
-        phases["plain"] = phase_means(progress)
-        rates["plain"] = len(progress) / seconds
-
-    with _producing(servers, f"{topic}-source", partitions, rate):
-        source = (
-            spark.readStream.format("kafka-group")
-            .option("kafka.bootstrap.servers", servers)
-            .option("subscribe", f"{topic}-source")
-            .option("groupId", f"bench-latency-{uuid.uuid4().hex[:6]}")
-            .option("groupStore", os.path.join(work, "groups"))
-            .option("startingOffsets", "latest")
+    reader = (
+        spark.readStream.format(name)
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "latest")
+    )
+    if name == "kafka-group":
+        reader = reader.option("groupId", f"bench-latency-{uuid.uuid4().hex[:6]}").option(
+            "groupStore", os.path.join(work, "groups")
         )
-        for k, v in (source_options or {}).items():
-            source = source.option(k, v)
-        readers["source"], progress = measure_spark(
-            spark, "source", source, work, warmup_s, seconds
-        )
-        phases["source"] = phase_means(progress)
-        rates["source"] = len(progress) / seconds
-    return LatencyRun(readers, phases, rates)
+        for k, v in source_options.items():
+            reader = reader.option(k, v)
+    return reader
 
 
 @contextlib.contextmanager

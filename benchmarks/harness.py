@@ -9,16 +9,18 @@ A benchmark prints its figures, a ratio against a baseline measured in the same 
 machine-readable last line; it never asserts a timing. A new benchmark (such as one of group
 scale) finds here:
 
-- the broker and a topic: :func:`add_broker_argument` (``--bootstrap-servers``, default the
-  embedded Tansu broker), :func:`fresh_topic` (created, and deleted afterwards on a real
-  cluster) and :func:`steady_topic` (both, plus a
+- the broker and a topic: :func:`add_broker_argument` (``--bootstrap-servers``, default a
+  single-node Apache Kafka started from jvm/pom.xml's jars, :func:`bootstrap_or_kafka`),
+  :func:`fresh_topic` (created, and deleted afterwards on a real cluster) and
+  :func:`steady_topic` (both, plus a
   :class:`~spark_kafka_group.testing.production.SteadyProducer` writing one record to every
   partition per interval);
 - the group store: :func:`add_store_arguments` / :func:`store_from_args` (``--store URI``
   and ``--store-option KEY=VALUE`` for a group log on an object store);
 - the Kafka baseline: :class:`KafkaConsumerMember`, a plain confluent-kafka consumer in a
   classic group, recording into a :class:`Journal`;
-- Spark: :func:`spark_session` (a local session with the source registered) and
+- Spark: :func:`spark_session` (a local session with the source registered;
+  :func:`spark_kafka_conf` adds Spark's own Kafka source, ``format("kafka")``) and
   :class:`SparkGroup` (``format("kafka-group")`` member queries in one session, with a
   foreachBatch sink), :class:`FirstRecord` (a sink that notes its first record);
 - :func:`wait_until` and :func:`group_records` (from :mod:`spark_kafka_group.testing`);
@@ -30,15 +32,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from spark_kafka_group.embedded import bootstrap_or_embedded
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.waiting import wait_until
@@ -51,9 +54,12 @@ __all__ = [
     "SparkGroup",
     "add_broker_argument",
     "add_store_arguments",
+    "bootstrap_or_kafka",
     "fresh_topic",
     "group_records",
     "print_result",
+    "spark_kafka_conf",
+    "spark_kafka_unavailable",
     "spark_session",
     "steady_topic",
     "store_from_args",
@@ -76,7 +82,25 @@ FAST_MEMBER_OPTIONS = {
 
 
 def add_broker_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-servers", help="a real Kafka cluster (default: embedded)")
+    parser.add_argument(
+        "--bootstrap-servers",
+        help="an existing Kafka cluster (default: a single-node Apache Kafka in KRaft mode, "
+        "started for the run from the jars scripts/setup fetched)",
+    )
+
+
+@contextlib.contextmanager
+def bootstrap_or_kafka(bootstrap_servers: str | None) -> Iterator[str]:
+    """``bootstrap_servers`` when given (an existing cluster), else a single-node Apache Kafka
+    (:class:`~spark_kafka_group.testing.kafka_broker.KafkaBroker`) for the block."""
+    if bootstrap_servers:
+        yield bootstrap_servers
+        return
+    from spark_kafka_group.testing.kafka_broker import KafkaBroker
+
+    with KafkaBroker() as broker:
+        print(f"Started Apache Kafka at {broker.bootstrap_servers}", flush=True)
+        yield broker.bootstrap_servers
 
 
 def add_store_arguments(parser: argparse.ArgumentParser, *, help: str) -> None:
@@ -128,10 +152,10 @@ def _delete_topic(servers: str, topic: str) -> None:
 def steady_topic(
     bootstrap_servers: str | None, prefix: str, partitions: int, interval_s: float
 ) -> Iterator[tuple[str, str]]:
-    """(servers, topic): a fresh topic on the cluster (default: an embedded broker) with a
+    """(servers, topic): a fresh topic on the cluster (default: a single-node Apache Kafka) with a
     :class:`SteadyProducer` writing one record to every partition every ``interval_s``."""
     with (
-        bootstrap_or_embedded(bootstrap_servers) as servers,
+        bootstrap_or_kafka(bootstrap_servers) as servers,
         fresh_topic(servers, prefix, partitions, delete=bool(bootstrap_servers)) as topic,
         SteadyProducer(servers, topic, partitions, per_round=1, interval_s=interval_s),
     ):
@@ -258,6 +282,49 @@ def spark_session(
     spark.sparkContext.setLogLevel(log_level)
     spark_kafka_group.register(spark, storage_options=storage_options)
     return spark
+
+
+# spark-sql-kafka-0-10_2.13-<spark version>.jar in .jvm/spark-kafka
+_SPARK_KAFKA_JAR = re.compile(r"^spark-sql-kafka-0-10_2\.13-(\d+\.\d+)\.\S+\.jar$")
+
+
+def _spark_kafka_jars() -> tuple[list[Path], str | None]:
+    """The jars of jvm/pom.xml's spark-kafka module and the Spark line they are built for."""
+    from spark_kafka_group.testing.kafka_broker import jvm_parts_dir
+
+    jars = sorted(jvm_parts_dir("spark-kafka").glob("*.jar"))
+    lines = [m.group(1) for m in map(_SPARK_KAFKA_JAR.match, (j.name for j in jars)) if m]
+    return jars, (lines[0] if lines else None)
+
+
+def spark_kafka_unavailable() -> str | None:
+    """Why ``format("kafka")`` cannot run in this interpreter (naming the fix), or None."""
+    import pyspark
+
+    try:
+        jars, line = _spark_kafka_jars()
+    except FileNotFoundError as exc:
+        return str(exc)
+    if line is None:
+        return (
+            f"No spark-sql-kafka-0-10_2.13-<version>.jar among {[j.name for j in jars]}: "
+            "fetch jvm/pom.xml's jars again with scripts/setup"
+        )
+    installed = ".".join(pyspark.__version__.split(".")[:2])
+    if installed != line:
+        return (
+            f"format('kafka') needs pyspark {line}.x (the Spark line of jvm/pom.xml's "
+            f"spark-sql-kafka jar), this interpreter has pyspark {pyspark.__version__}: run "
+            "the benchmark with .venv-maven-spark/bin/python (scripts/setup creates it)"
+        )
+    return None
+
+
+def spark_kafka_conf() -> dict[str, str]:
+    """``spark.jars`` for Spark's own Kafka source; check :func:`spark_kafka_unavailable`
+    first."""
+    jars, _ = _spark_kafka_jars()
+    return {"spark.jars": ",".join(str(j) for j in jars)}
 
 
 class SparkGroup:

@@ -5,7 +5,9 @@
 # MAGIC Several notebooks or jobs with the same `groupId` share a topic's partitions as one
 # MAGIC consumer group (cooperative rebalancing, static membership). The group's state and
 # MAGIC committed offsets live in a Delta table per group under `groupStore`, which you can
-# MAGIC query with SQL (below). Set the widgets, then run all.
+# MAGIC query with SQL (below). Put the wheel's path in the `%pip` cell, set the widgets, then
+# MAGIC run all: every cell ends by itself (the ingest uses `Trigger.AvailableNow`), so "Run all"
+# MAGIC works on classic and serverless compute.
 # MAGIC
 # MAGIC ## Which compute
 # MAGIC
@@ -44,15 +46,17 @@
 # MAGIC   store must be reachable from it (egress rules; on serverless, network connectivity
 # MAGIC   configuration), and Unity Catalog credentials cannot be used inside the listener.
 # MAGIC
-# MAGIC Tested by the project: this notebook runs through Apache Spark Connect
-# MAGIC (`SparkSession.builder.remote("local[2]")`) with `Trigger.AvailableNow`, as on serverless
-# MAGIC (tests/integration/test_databricks_notebook.py; the cells that read the group log with
-# MAGIC Spark SQL need Delta Lake in Spark, which every Databricks runtime has, and are not run
-# MAGIC there); not on Databricks itself.
+# MAGIC Tested by the project: "Run all" of this notebook through Apache Spark Connect
+# MAGIC (`SparkSession.builder.remote("local[2]")`), as classic and serverless compute run it
+# MAGIC (the cells that read the group log with Spark SQL need Delta Lake in Spark, which every
+# MAGIC Databricks runtime has, and are not run there); not on Databricks itself.
+# MAGIC
+# MAGIC The package is installed from its wheel (`spark_kafka_group-<version>-py3-none-any.whl`,
+# MAGIC built with `python -m build`), uploaded to a Unity Catalog volume or a workspace file.
 
 # COMMAND ----------
 
-# MAGIC %pip install spark-kafka-group
+# MAGIC %pip install /Volumes/main/default/libs/spark_kafka_group-0.1.0-py3-none-any.whl
 
 # COMMAND ----------
 
@@ -92,8 +96,9 @@ events = (
     .option("groupId", group_id)
     .option("groupStore", group_store)
     # delta-rs writes every group log commit as a conditional put: S3, ADLS and GCS need no
-    # option for it (see the README's object-store section); credentials, if not from the
-    # compute's role: .option("groupStore.AWS_REGION", ...) and the like
+    # option for it (docs/object-stores.md); credentials, if not from the compute's role:
+    # .option("groupStore.AWS_REGION", ...) and the like
+    # A new group ingests the topic from its start (a stream's default is latest, as in Spark)
     .option("startingOffsets", "earliest")
     .option("maxOffsetsPerTrigger", "500000")
     # also commit to the Kafka consumer group `group_id`, for lag dashboards
@@ -105,10 +110,9 @@ events = (
     # .option("kafka.sasl.password", dbutils.secrets.get("kafka", "password"))
     .load()
 )
-# `display` of a stream starts a query: a member of the group while it runs (classic and
-# standard compute only: it uses a processing-time trigger, which serverless refuses). Stop it
-# before the next cell.
-display(events.selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value"))
+# Defining the stream starts nothing. No display(events) here: on classic compute it would
+# start a query that keeps running as a member of the group and takes partitions from the
+# ingest below; serverless refuses it. The ingested table is displayed after the ingest.
 
 # COMMAND ----------
 
@@ -127,6 +131,15 @@ query = (
     .toTable(table)
 )
 query.awaitTermination()  # its member leaves the group when the query ends
+
+# COMMAND ----------
+
+# what the ingest wrote
+display(
+    spark.table(table)
+    .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value")
+    .limit(20)
+)
 
 # COMMAND ----------
 

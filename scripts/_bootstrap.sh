@@ -5,6 +5,8 @@
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${SPARK_KAFKA_GROUP_VENV:-$REPO_ROOT/.venv}"
+# ensure_prometheus: the Prometheus server and promtool of the exporter's tests.
+source "$REPO_ROOT/scripts/_prometheus.sh"
 # The jars of jvm/pom.xml, one folder per module (spark_kafka_group/testing/kafka_broker.py).
 export SPARK_KAFKA_GROUP_JVM="${SPARK_KAFKA_GROUP_JVM:-$REPO_ROOT/.jvm}"
 # The Spark line that Maven Central serves delta-spark and spark-sql-kafka for (jvm/pom.xml's

@@ -8,6 +8,7 @@ Use::
           .option("kafka.bootstrap.servers", "broker:9092")
           .option("subscribe", "events")
           .option("groupId", "ingest")
+          .option("groupStore", "s3://my-bucket/kafka-groups")  # shared by the group's queries
           .load())
 """
 

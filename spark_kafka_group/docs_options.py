@@ -102,9 +102,10 @@ _HEADER = """\
      `python -m spark_kafka_group.docs_options`: edit the option specs there, not this page. -->
 
 Options are given with `.option(name, value)` on `spark.readStream.format("kafka-group")` or
-`spark.read.format("kafka-group")`. Required: `kafka.bootstrap.servers`, `groupId`, and exactly
-one of `subscribe`, `subscribePattern` and `assign`. Names are case-insensitive. An unknown
-option is an error that names it and suggests the closest valid name.
+`spark.read.format("kafka-group")`. Required: `kafka.bootstrap.servers`, `groupId`,
+`groupStore`, and exactly one of `subscribe`, `subscribePattern` and `assign`. Names are
+case-insensitive. An unknown option is an error that names it and suggests the closest valid
+name; an option of Spark's Kafka source that this source replaces says what to use instead.
 """
 
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import spark_kafka_group
 from spark_kafka_group.errors import KafkaGroupError
+from spark_kafka_group.group.metadata import partition_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -201,7 +202,7 @@ def _run(args: argparse.Namespace) -> int:
             f"produced. Committed offsets in the Delta group log {group.uri}:"
         )
         for (topic, partition), offset in sorted(group.committed.items()):
-            print(f"   {topic}-{partition}: {offset}")
+            print(f"   {partition_name(topic, partition)}: {offset}")
 
         # 4. The group's history as a picture.
         try:

@@ -1,8 +1,12 @@
-"""Runs jobs/databricks_notebook.py as Databricks serverless would: through Spark Connect
-(``SparkSession.builder.remote("local[2]")``, in this fresh process), cell by cell, with the
-notebook globals ``spark``, ``dbutils`` (widgets from the test's values) and ``display``.
+"""Runs jobs/databricks_notebook.py as Databricks' "Run all" would: through Spark Connect
+(``SparkSession.builder.remote("local[2]")``, in this fresh process), every cell in order, with
+the notebook globals ``spark``, ``dbutils`` (widgets from the test's values) and ``display``.
 Started by tests/integration/test_databricks_notebook.py; one JSON argument:
-``{"notebook": path, "widgets": {...}, "warehouse": dir}``.
+``{"notebook": path, "widgets": {...}, "warehouse": dir, "compute": "classic"|"serverless"}``.
+
+``display`` of a streaming DataFrame does what Databricks does: on classic compute it starts a
+query with a processing-time trigger that keeps running (a member of the group, taking
+partitions from the cells after it); on serverless it is refused, which stops "Run all".
 
 Cells marked ``# needs: Delta Lake in Spark`` (Spark SQL over the group log's Delta table) are
 not run: there are no Delta jars for Spark here. Emits ``done`` with what each cell did.
@@ -54,9 +58,19 @@ def main(config: dict[str, Any]) -> int:
     )
     assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
     displayed: list[dict[str, Any]] = []
+    compute = config["compute"]
 
     def display(frame: DataFrame) -> None:
-        if frame.isStreaming:  # a processing-time query: not on serverless
+        if frame.isStreaming:
+            if compute == "serverless":
+                raise RuntimeError(
+                    "display() of a streaming DataFrame uses a processing-time trigger, which "
+                    "serverless compute refuses"
+                )
+            # Classic compute: a query that runs until someone stops it.
+            frame.writeStream.format("memory").queryName(f"display_{len(displayed)}").trigger(
+                processingTime="1 second"
+            ).start()
             displayed.append({"streaming": True, "columns": frame.columns})
         else:
             displayed.append({"rows": [r.asDict() for r in frame.collect()]})
@@ -76,7 +90,11 @@ def main(config: dict[str, Any]) -> int:
     rows = [
         [r.partition, r.offset] for r in spark.table(table).select("partition", "offset").collect()
     ]
-    emit("done", ran=ran, skipped=skipped, displayed=displayed, table_rows=rows)
+    # Streaming queries still running after "Run all" (a displayed stream on classic compute).
+    active = [q.name for q in spark.streams.active]
+    for query in spark.streams.active:
+        query.stop()
+    emit("done", ran=ran, skipped=skipped, displayed=displayed, table_rows=rows, active=active)
     spark.stop()
     return 0
 

@@ -48,7 +48,7 @@ from spark_kafka_group.errors import (
 from spark_kafka_group.fetcher.pool import PooledConsumer, consumer_pool
 from spark_kafka_group.fetcher.schema import HEADERS_TYPE, TIMESTAMP_TYPE, arrow_schema
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
-from spark_kafka_group.kafka.config import error_text, unreachable_message
+from spark_kafka_group.kafka.config import error_text, refused_message, unreachable_message
 
 log = logging.getLogger(__name__)
 
@@ -381,7 +381,12 @@ class _RangeFetch:
             and errors.all_brokers_down_at is not None
             and now - self.started >= min(UNREACHABLE_FAST_FAIL_S, spec.fetch_timeout_s)
         )
-        if errors.hopeless is not None or fast or stalled >= spec.fetch_timeout_s:
+        if errors.hopeless is not None:
+            raise BrokerUnavailableError(
+                f"Fetching {spec.describe()} at offset {next_offset}: "
+                + refused_message(spec.bootstrap_servers, errors.hopeless)
+            )
+        if fast or stalled >= spec.fetch_timeout_s:
             reason = errors.reason() or last
             raise BrokerUnavailableError(
                 f"Fetching {spec.describe()} made no progress at offset {next_offset} for "

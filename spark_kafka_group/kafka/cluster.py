@@ -40,11 +40,13 @@ from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.kafka.config import (
     CONNECTIVITY_ERRORS,
+    LEADERSHIP_ERRORS,
     ErrorTracker,
     OffsetFetchRetry,
     client_config,
     error_code,
     error_text,
+    refused_message,
     unreachable_message,
 )
 from spark_kafka_group.retry import Backoff
@@ -228,6 +230,10 @@ class KafkaCluster:
                     retry.retry_interval_ms,
                 )
                 self.clock.sleep(retry.backoff.delay_s(number))
+        if self._errors.hopeless is not None:
+            raise BrokerUnavailableError(
+                f"{what}: " + refused_message(self.bootstrap_servers, self._errors.hopeless)
+            )
         elapsed = round(self._now_s() - first_start, 1)
         raise BrokerUnavailableError(
             unreachable_message(self.bootstrap_servers, elapsed, reason)
@@ -437,7 +443,7 @@ class KafkaCluster:
             except (KafkaException, FutureTimeoutError) as exc:
                 code = error_code(exc)
                 code = KafkaError._TIMED_OUT if code is None else code
-                if code not in CONNECTIVITY_ERRORS:
+                if code not in CONNECTIVITY_ERRORS and code not in LEADERSHIP_ERRORS:
                     if on_error is None:
                         raise
                     on_error(exc, code)

@@ -50,6 +50,22 @@ CONNECTIVITY_ERRORS = frozenset(
     }
 )
 
+#: Answers that say a partition's leadership is moving (a broker restarted or was fenced by
+#: the controller, an election is under way). Kafka's own clients refresh their metadata and
+#: send such a request again; so does :meth:`KafkaCluster.request`, within its attempt.
+LEADERSHIP_ERRORS = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # NOT_LEADER_OR_FOLLOWER in Kafka
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+
 # Errors after which retrying is pointless: wrong credentials or TLS setup.
 _HOPELESS_ERRORS = frozenset(
     {
@@ -186,6 +202,41 @@ def unreachable_message(bootstrap_servers: str, timeout_s: float, reason: str) -
         "the brokers are up and reachable from this machine (network, firewall, advertised "
         "listeners), and the security settings (kafka.security.protocol, kafka.sasl.*, "
         "kafka.ssl.*)."
+    )
+
+
+#: Errors meaning the cluster refused this client's SASL credentials or mechanism.
+_SASL_REFUSED = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.ILLEGAL_SASL_STATE,
+        KafkaError.UNSUPPORTED_SASL_MECHANISM,
+    }
+)
+
+
+def refused_message(bootstrap_servers: str, error: KafkaError) -> str:
+    """The text of a BrokerUnavailableError when the cluster answered but refused this client
+    (SASL credentials, TLS): the settings to fix. No retry can help, so none is made."""
+    if error.code() in _SASL_REFUSED:
+        check = (
+            "the user name and password in kafka.sasl.jaas.config (or kafka.sasl.username "
+            "and kafka.sasl.password), kafka.sasl.mechanism and kafka.security.protocol"
+        )
+    elif error.code() == KafkaError._SSL:
+        check = (
+            "kafka.ssl.truststore.location (or kafka.ssl.ca.location: the CA that signed the "
+            "brokers' certificates), kafka.ssl.keystore.* (this client's certificate, when "
+            "the brokers ask for one), kafka.ssl.endpoint.identification.algorithm and "
+            "kafka.security.protocol"
+        )
+    else:
+        check = "kafka.security.protocol, kafka.sasl.* and kafka.ssl.*"
+    return (
+        f"Kafka cluster {bootstrap_servers!r} refused this client: {error.str()}. Check "
+        f"{check}; trying again cannot help. (kafka-group commands take the same settings "
+        "without the kafka. prefix, in --command-config or --kafka-option.)"
     )
 
 

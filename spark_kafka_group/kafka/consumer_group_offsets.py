@@ -11,7 +11,10 @@ reader's client. The group log stays the source of truth: Kafka only gets a copy
 AdminClient ``alter_consumer_group_offsets`` / ``list_consumer_group_offsets`` (OffsetCommit /
 OffsetFetch without a member) work on Kafka and on the embedded Tansu broker. Kafka refuses
 to alter the offsets of a group that has active consumers (as ``kafka-consumer-groups
---reset-offsets`` does); that is reported as an error naming the group. A broker without the
+--reset-offsets`` does; Kafka answers UNKNOWN_MEMBER_ID): that is reported naming the group,
+its active consumers and the fix. While the group's coordinator is loading or moving (a broker
+just started, a coordinator failover) Kafka answers COORDINATOR_LOAD_IN_PROGRESS /
+NOT_COORDINATOR; the request is sent again, as Kafka's own clients do. A broker without the
 admin form of these APIs falls back to a plain consumer with ``group.id`` (commit/committed).
 """
 
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -33,7 +36,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_group.errors import KafkaGroupError
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
-from spark_kafka_group.kafka.cluster import KafkaCluster
+from spark_kafka_group.kafka.cluster import RESEND_BACKOFF, KafkaCluster
 from spark_kafka_group.kafka.config import client_config, error_code, error_text
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,14 @@ _UNSUPPORTED = frozenset(
 #: Kafka's answers when the group has live consumers.
 _GROUP_ACTIVE = frozenset(
     {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION}
+)
+#: Kafka's answers while the group's coordinator is loading or moving: send again.
+_COORDINATOR_BUSY = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+    }
 )
 
 
@@ -77,7 +88,7 @@ def kafka_group_offsets(
         ]
 
     try:
-        [result] = cluster.request("OffsetFetch", send)
+        result = _group_request(cluster, "OffsetFetch", send)
     except KafkaException as exc:
         if error_code(exc) in _UNSUPPORTED and wanted is not None:
             return _consumer_committed(cluster, group, wanted)
@@ -119,25 +130,58 @@ def commit_to_kafka_group(
         return [futures[group]]
 
     try:
-        [result] = cluster.request("OffsetCommit", send)
+        result = _group_request(cluster, "OffsetCommit", send)
     except KafkaException as exc:
         code = error_code(exc)
         if code in _UNSUPPORTED:
             return _consumer_commit(cluster, group, wanted)
         raise _commit_error(group, cluster.bootstrap_servers, code, error_text(exc)) from None
-    failed = [
-        f"{partition_name(tp.topic, tp.partition)}: {tp.error.str()}"
-        for tp in result.topic_partitions or []
+    failed = _partition_errors(result)
+    if failed:
+        text = "; ".join(f"{partition_name(*tp)}: {why}" for tp, _, why in failed)
+        raise _commit_error(group, cluster.bootstrap_servers, failed[0][1], text)
+    return dict(sorted(wanted.items()))
+
+
+def _partition_errors(result: Any) -> list[tuple[TopicPartition, int, str]]:
+    """The partitions of an OffsetCommit / OffsetFetch answer that failed: (partition, error
+    code, the broker's words)."""
+    return [
+        (TopicPartition(tp.topic, tp.partition), int(tp.error.code()), str(tp.error.str()))
+        for tp in getattr(result, "topic_partitions", None) or []
         if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
     ]
-    if failed:
-        first = next(
-            tp.error.code()
-            for tp in result.topic_partitions
-            if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
+
+
+def _group_request(
+    cluster: KafkaCluster, what: str, send: Callable[[float], Sequence[Future[Any]]]
+) -> Any:
+    """The one answer of a group request (``cluster.request``), sent again while Kafka says
+    the group's coordinator is loading or moving, whether for the whole request or for every
+    failed partition, for up to one attempt's time (``cluster.attempt_timeout_s``). Then the
+    last answer is returned (or its exception raised) for the caller to explain."""
+
+    def on_error(exc: BaseException, code: int) -> None:
+        if code not in _COORDINATOR_BUSY:
+            raise exc
+        # returning makes cluster.request send again after a pause, within its attempt
+
+    started_ms = cluster.clock.monotonic_ms()
+    busy_answers = 0
+    while True:
+        [result] = cluster.request(what, send, on_error=on_error)
+        failed = _partition_errors(result)
+        busy = bool(failed) and all(code in _COORDINATOR_BUSY for _, code, _ in failed)
+        elapsed_s = (cluster.clock.monotonic_ms() - started_ms) / 1000
+        if not busy or elapsed_s >= cluster.attempt_timeout_s:
+            return result
+        busy_answers += 1
+        log.debug(
+            "%s: the coordinator of the Kafka group is busy (%s); sending again",
+            what,
+            failed[0][2],
         )
-        raise _commit_error(group, cluster.bootstrap_servers, first, "; ".join(failed))
-    return dict(sorted(wanted.items()))
+        cluster.clock.sleep(RESEND_BACKOFF.delay_s(busy_answers))
 
 
 def _alter_request(
@@ -149,14 +193,22 @@ def _alter_request(
 
 
 def _commit_error(group: str, servers: str, code: int | None, text: str) -> KafkaGroupError:
-    hint = ""
-    if code in _GROUP_ACTIVE:
-        hint = (
-            " The Kafka consumer group has active consumers: Kafka only lets an admin set "
-            "the offsets of an empty group. Stop its consumers first."
-        )
     return KafkaGroupOffsetsError(
-        f"Committing offsets to Kafka consumer group {group!r} on {servers!r} failed: {text}.{hint}"
+        f"Committing offsets to Kafka consumer group {group!r} on {servers!r} failed: "
+        f"{text}.{_active_group_hint(group, code)}"
+    )
+
+
+def _active_group_hint(group: str, code: int | None) -> str:
+    """What to do when Kafka refused a commit because ``group`` has active consumers."""
+    if code not in _GROUP_ACTIVE:
+        return ""
+    return (
+        f" Kafka consumer group {group!r} has active consumers (see kafka-consumer-groups "
+        f"--describe --group {group} --members), and Kafka lets an admin set the offsets of "
+        "an empty group only. Stop those consumers, or copy the offsets to a Kafka group "
+        "that no Kafka consumer application uses (commitToKafka copies to the query's "
+        "groupId; export-to-kafka to --kafka-group)."
     )
 
 
@@ -232,11 +284,17 @@ class KafkaOffsetMirror:
     """``commitToKafka``: copy accepted commits to the Kafka consumer group, best effort.
 
     :meth:`commit` sends an OffsetCommit without waiting and returns at once; the answer is
-    checked by a callback. A failure is logged (WARNING the first time, then every
-    :data:`LOG_EVERY_FAILURES`) and counted in :attr:`failures`, never raised: the group log
-    is the source of truth and a batch never fails because Kafka did not take a copy.
-    Offsets equal to the last ones sent successfully are not sent again. It sends through
-    ``cluster`` (the reader's client), which it does not close.
+    checked by a callback. A failure never fails a batch (the group log is the source of
+    truth, and it holds the offsets): it is counted in :attr:`failures`, kept in
+    :attr:`last_error`, and logged at WARNING naming the Kafka group, the reason and the fix
+    at the first failure after a success, then every :data:`LOG_EVERY_FAILURES`; the first
+    success after failures is logged too. Kafka refuses the copy while the Kafka group has
+    active consumers of its own (UNKNOWN_MEMBER_ID): the copies go on failing, and the query
+    goes on, until they stop. Offsets equal to the last ones sent successfully are not sent
+    again. Offsets refused while the group's coordinator was loading or moving are sent
+    again with the next commit, and once more when the mirror closes, so a run's final
+    offsets reach the Kafka group. It sends through ``cluster`` (the reader's client), which
+    it does not close.
     """
 
     LOG_EVERY_FAILURES = 100
@@ -247,8 +305,11 @@ class KafkaOffsetMirror:
         self.timeout_s = cluster.attempt_timeout_s
         self._lock = threading.Lock()
         self._sent: dict[TopicPartition, int] = {}
+        # Offsets refused while the coordinator was busy: sent again (see the class doc).
+        self._busy_refused: dict[TopicPartition, int] = {}
         self._pending = 0
         self._idle = threading.Condition(self._lock)
+        self._failures_in_a_row = 0
         #: Commits Kafka accepted / failed (each call counts once).
         self.commits = 0
         self.failures = 0
@@ -258,11 +319,17 @@ class KafkaOffsetMirror:
         """Send ``offsets`` to the Kafka group (never raises, never blocks on the broker)."""
         try:
             with self._lock:
-                fresh = {
+                asked = {
                     TopicPartition(str(t), int(p)): int(o)
                     for (t, p), o in offsets.items()
-                    if int(o) >= 0 and self._sent.get(TopicPartition(str(t), int(p))) != int(o)
+                    if int(o) >= 0
                 }
+                fresh = {
+                    tp: o
+                    for tp, o in {**self._busy_refused, **asked}.items()
+                    if self._sent.get(tp) != o
+                }
+                self._busy_refused.clear()
                 if not fresh:
                     return
                 futures = self.cluster.admin.alter_consumer_group_offsets(
@@ -272,7 +339,7 @@ class KafkaOffsetMirror:
                 self._pending += 1
             future.add_done_callback(lambda f: self._done(f, fresh))
         except Exception as exc:  # never fail the batch
-            self._failed(error_text(exc))
+            self._failed(error_code(exc), error_text(exc))
 
     def _done(self, future: Future[Any], sent: Mapping[TopicPartition, int]) -> None:
         try:
@@ -283,35 +350,59 @@ class KafkaOffsetMirror:
                 self._idle.notify_all()
 
     def _check(self, future: Future[Any], sent: Mapping[TopicPartition, int]) -> None:
+        failed: list[tuple[int | None, str]]
         try:
-            result = future.result()
-            bad = [
-                f"{partition_name(tp.topic, tp.partition)}: {tp.error.str()}"
-                for tp in result.topic_partitions or []
-                if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
+            answer = future.result()
+            failed = [
+                (code, f"{partition_name(*tp)}: {why}")
+                for tp, code, why in _partition_errors(answer)
             ]
         except Exception as exc:
-            bad = [error_text(exc)]
-        if bad:
-            self._failed("; ".join(bad))
+            failed = [(error_code(exc), error_text(exc))]
+        if failed:
+            code = failed[0][0]
+            if all(c in _COORDINATOR_BUSY for c, _ in failed):
+                with self._lock:
+                    # A member's offsets only move forward: never resend one older than what
+                    # Kafka already took (answers may come back out of order).
+                    for tp, offset in sent.items():
+                        if offset > self._sent.get(tp, -1):
+                            self._busy_refused[tp] = offset
+            self._failed(code, "; ".join(text for _, text in failed))
             return
         with self._lock:
             self._sent.update(sent)
+            for tp, offset in sent.items():
+                if self._busy_refused.get(tp, -1) <= offset:
+                    self._busy_refused.pop(tp, None)
             self.commits += 1
+            recovered_after = self._failures_in_a_row
+            self._failures_in_a_row = 0
+        if recovered_after:
+            log.info(
+                "commitToKafka: Kafka consumer group %r took the offsets again after %d "
+                "failed attempt(s)",
+                self.group,
+                recovered_after,
+            )
         log.debug("commitToKafka: committed %s to Kafka group %s", dict(sent), self.group)
 
-    def _failed(self, reason: str) -> None:
+    def _failed(self, code: int | None, reason: str) -> None:
         with self._lock:
             self.failures += 1
+            self._failures_in_a_row += 1
             self.last_error = reason
-            n = self.failures
+            n = self._failures_in_a_row
         if n == 1 or n % self.LOG_EVERY_FAILURES == 0:
             log.warning(
-                "commitToKafka: committing offsets to Kafka consumer group %r failed (%d "
-                "failure(s) so far; the group log still has them): %s",
+                "commitToKafka: committing offsets to Kafka consumer group %r on %r failed "
+                "(%d failed attempt(s) in a row): %s.%s The query goes on, and the group log "
+                "keeps every committed offset.",
                 self.group,
+                self.cluster.bootstrap_servers,
                 n,
                 reason,
+                _active_group_hint(self.group, code),
             )
 
     def flush(self, timeout_s: float = 10.0) -> bool:
@@ -320,5 +411,19 @@ class KafkaOffsetMirror:
             return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout_s)
 
     def close(self) -> None:
-        """Wait for the commits in flight (the client stays open: its owner closes it)."""
+        """Wait for the commits in flight, and send once more (waiting for the answer) what
+        a busy coordinator refused, so the final offsets reach the Kafka group. The client
+        stays open: its owner closes it."""
         self.flush(self.timeout_s)
+        with self._lock:
+            refused, self._busy_refused = self._busy_refused, {}
+        if not refused:
+            return
+        try:
+            commit_to_kafka_group(self.cluster, self.group, refused)
+        except Exception as exc:  # never fail the query's end
+            self._failed(None, error_text(exc))
+            return
+        with self._lock:
+            self._sent.update(refused)
+            self.commits += 1

@@ -45,8 +45,10 @@ KAFKA_FAMILY = OptionSpec(
     ValueType("librdkafka setting", STRING.parse),
     None,
     "Passed to the librdkafka consumer without the prefix: security, fetch tuning.\n\n"
-    "The Java client's security keys are translated or refused with the librdkafka key to "
-    "use: see [Kafka security](kafka-security.md). Keys the source decides itself are "
-    "refused, each with what to use instead (below).",
+    'The Java client\'s security keys, and the Java consumer settings a `format("kafka")` '
+    "job passes (`fetch.max.wait.ms`, `max.poll.records` ...), are translated where "
+    "librdkafka has an equivalent and refused with the reason where it has none: see "
+    "[Kafka security](kafka-security.md). Keys the source decides itself are refused, each "
+    "with what to use instead (below).",
     default_doc="—",
 )

@@ -279,7 +279,7 @@ def test_a_refused_commit_is_not_retried_and_names_the_group_and_the_fix(
     assert admin.sent == ["OffsetCommit"] and clock.monotonic_ms() == 0
     message = str(info.value)
     assert "'legacy'" in message and "broker-a:9092" in message and "broker says no" in message
-    assert "Stop its consumers first" in message
+    assert "Stop those consumers" in message
 
 
 def test_kafka_error_text_and_code() -> None:
