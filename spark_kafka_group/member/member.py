@@ -6,7 +6,8 @@ heartbeat, commit, release revoked partitions, rejoin when fenced. A background 
 (:mod:`.heartbeat`) steps it every heartbeat interval, and at once when the reader asks (a
 ``commit``, or a ``latestOffset`` during a rebalance). The reader itself never waits on the
 group log: it reads the holdings as last stepped, and its calls take only the holdings
-book's small lock, which no step holds across a read or write of the store.
+book's small lock, which no step holds across a read or write of the store; except a restarted
+query's first trigger, whose :meth:`GroupMember.adopt` takes the step lock.
 
 What the reader sees is a :class:`Holdings`: the partitions it may plan (``held``
 minus ``revoking``), the ones it must finish and release (``revoking``), and for each partition
