@@ -6,8 +6,7 @@ heartbeat, commit, release revoked partitions, rejoin when fenced. A background 
 (:mod:`.heartbeat`) steps it every heartbeat interval, and at once when the reader asks (a
 ``commit``, or a ``latestOffset`` during a rebalance). The reader itself never waits on the
 group log: it reads the holdings as last stepped, and its calls take only the holdings
-book's small lock, which no step holds across a read or write of the store; except a restarted
-query's first trigger, whose :meth:`GroupMember.adopt` takes the step lock.
+book's small lock, which no step holds across a read or write of the store.
 
 What the reader sees is a :class:`Holdings`: the partitions it may plan (``held``
 minus ``revoking``), the ones it must finish and release (``revoking``), and for each partition
@@ -224,8 +223,11 @@ class GroupMember(Membership):
         """
         if not previous_member or previous_member == self.member_id:
             return frozenset()  # every trigger but a restart's first: nothing to wait for
-        with self._lock:
-            committed = self._client.coordinator.group.offsets
+        # Not under the step lock (a step holds it across store I/O): the folded offsets are
+        # copied (the step may be folding), and the book's lock orders this with the step's
+        # updates of the holdings.
+        committed = dict(self._client.coordinator.group.offsets)
+        with self._book.lock:
             adopted = self._book.adopt(previous_member, generation, positions, committed)
             if adopted:
                 self._commits.adopted.add(previous_member)
