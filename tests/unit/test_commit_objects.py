@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from spark_kafka_group.group import GroupRecord, ManualClock, TopicPartition
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.offsets import CommitObject, RecordedOffset, fold_commit_objects
 from spark_kafka_group.listener_writes import commit_batch_for_member
 from spark_kafka_group.member.commits import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
@@ -97,7 +98,7 @@ def test_a_commit_is_recorded_at_once_and_folded_by_the_leader_in_one_append() -
     g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)
     assert g.committed() == {TopicPartition("t", p): 10 for p in range(4)}
     assert g.log.appends - appends == 1  # both members' commits: one append
-    assert {r.member_id for r in g.records("COMMIT")} == {"a", "b"}
+    assert {r.member_id for r in g.records(RecordKind.COMMIT)} == {"a", "b"}
 
 
 def test_a_revoked_partition_is_released_with_its_last_commit_in_the_log() -> None:
@@ -115,11 +116,11 @@ def test_a_revoked_partition_is_released_with_its_last_commit_in_the_log() -> No
     # The next batch does not read them; its commit releases them (as the reader does).
     commit(a, {tp: 8 for tp in a.member.holdings.held - revoking})
     a.step()  # the background step commit() woke: it writes the release
-    [revoke] = [r for r in g.records("REVOKE") if r.member_id == "a"]
+    [revoke] = [r for r in g.records(RecordKind.REVOKE) if r.member_id == "a"]
     assert g.committed() == {**{tp: 7 for tp in revoking}, **g.committed()}
     before = g.log.records[: g.log.records.index(revoke)]
     landed = {TopicPartition(r.topic or "", r.partition or 0): r.offset for r in before
-              if r.kind == "COMMIT"}  # fmt: skip
+              if r.kind == RecordKind.COMMIT}  # fmt: skip
     assert all(landed.get(tp) == 7 for tp in revoking), landed
     g.settle()
 
@@ -143,11 +144,11 @@ def test_a_crashed_members_recorded_commits_land_before_its_expiry() -> None:
         if "b" not in a.coord.group.members:
             break
     assert "b" not in a.coord.group.members
-    [expire] = g.records("EXPIRE")
+    [expire] = g.records(RecordKind.EXPIRE)
     landed = {
         TopicPartition(r.topic or "", r.partition or 0): r.offset
         for r in g.log.records[: g.log.records.index(expire)]
-        if r.kind == "COMMIT" and r.member_id == "b"
+        if r.kind == RecordKind.COMMIT and r.member_id == "b"
     }
     assert landed == theirs
     assert g.objects.list() == {}  # its object is gone with it
@@ -160,11 +161,11 @@ def test_a_member_leaving_commits_what_it_recorded_first() -> None:
     theirs = {tp: 5 for tp in b.member.holdings.held}
     commit(b, theirs)
     b.member.leave()
-    [leave] = g.records("LEAVE")
+    [leave] = g.records(RecordKind.LEAVE)
     landed = {
         TopicPartition(r.topic or "", r.partition or 0): r.offset
         for r in g.log.records[: g.log.records.index(leave)]
-        if r.kind == "COMMIT" and r.member_id == "b"
+        if r.kind == RecordKind.COMMIT and r.member_id == "b"
     }
     assert landed == theirs
     assert "b" not in g.objects.list()
@@ -193,11 +194,11 @@ def test_a_member_leaving_never_moves_back_what_the_progress_listener_committed(
     assert "b~listener" in g.objects.list()  # the listener's own commit object, no append
     assert written == len(held)
     b.member.close(grace_s=0.0)
-    [leave] = g.records("LEAVE")
+    [leave] = g.records(RecordKind.LEAVE)
     commits = [
         (TopicPartition(r.topic or "", r.partition or 0), r.offset)
         for r in g.log.records[: g.log.records.index(leave)]
-        if r.kind == "COMMIT" and r.member_id == "b"
+        if r.kind == RecordKind.COMMIT and r.member_id == "b"
     ]
     assert dict(commits) == last, commits  # the newest commit of each partition
     assert g.committed() == {**g.committed(), **last}
@@ -214,11 +215,11 @@ def test_a_replaced_incarnations_recorded_commits_are_folded_before_it_is_fenced
     b2 = g.add("b2", replaces="b")
     b2.member.refresh_metadata()
     b2.member.poll()  # the reader's first step joins (no commit objects of its own written)
-    [join] = [r for r in g.records("JOIN") if r.member_id == "b2"]
+    [join] = [r for r in g.records(RecordKind.JOIN) if r.member_id == "b2"]
     landed = {
         TopicPartition(r.topic or "", r.partition or 0): r.offset
         for r in g.log.records[: g.log.records.index(join)]
-        if r.kind == "COMMIT" and r.member_id == "b"
+        if r.kind == RecordKind.COMMIT and r.member_id == "b"
     }
     assert landed == theirs
 

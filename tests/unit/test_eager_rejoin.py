@@ -8,6 +8,7 @@ the protocol)."""
 from __future__ import annotations
 
 from spark_kafka_group.group import GroupConfig, TopicPartition
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.timer import ManualClock
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import parse_options
@@ -64,7 +65,9 @@ class Group:
         raise AssertionError(f"not settled: {[m.holdings for m in members]}")
 
     def joins_of(self, member_id: str) -> int:
-        return sum(1 for r in self.log.records if r.kind == "JOIN" and r.member_id == member_id)
+        return sum(
+            1 for r in self.log.records if r.kind == RecordKind.JOIN and r.member_id == member_id
+        )
 
 
 def test_an_eager_rejoin_waits_for_the_batch_in_flight_to_commit() -> None:

@@ -10,6 +10,7 @@ injected clock (the helpers of ``test_commit_objects``).
 from __future__ import annotations
 
 from spark_kafka_group.group import TopicPartition
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.offsets import (
     LISTENER,
     CommitObject,
@@ -58,7 +59,7 @@ def commits_before(g: Group, kind: str, member_id: str) -> dict[TopicPartition, 
     return {
         TopicPartition(r.topic or "", r.partition or 0): r.offset or 0
         for r in g.log.records[: g.log.records.index(mark)]
-        if r.kind == "COMMIT" and r.member_id == member_id
+        if r.kind == RecordKind.COMMIT and r.member_id == member_id
     }
 
 
@@ -93,7 +94,7 @@ def test_the_leaders_fold_brings_the_listeners_commit_into_the_log() -> None:
         g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)
     assert {tp: o for tp, o in g.committed().items() if tp in ends} == ends
     assert g.log.appends - appends == 1  # one fold
-    assert {r.member_id for r in g.records("COMMIT")} == {"b"}  # in the member's name
+    assert {r.member_id for r in g.records(RecordKind.COMMIT)} == {"b"}  # in the member's name
 
 
 def test_a_listener_object_of_a_partition_that_moved_since_its_batch_is_never_applied() -> None:
@@ -113,7 +114,7 @@ def test_a_listener_object_of_a_partition_that_moved_since_its_batch_is_never_ap
         g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)
     assert g.committed().get(tp) != 99
     assert g.committed().get(moved) != 77
-    assert g.records("COMMIT") == []
+    assert g.records(RecordKind.COMMIT) == []
 
 
 def test_a_closing_member_waits_for_the_listeners_object_not_for_the_grace_period() -> None:
@@ -136,7 +137,7 @@ def test_a_member_leaving_writes_the_listeners_newer_offsets_before_its_leave() 
     last = planned(b, {tp: 9 for tp in held})
     listener_commit(g, b, last, batch_id=1)
     b.member.leave()
-    assert commits_before(g, "LEAVE", "b") == last
+    assert commits_before(g, RecordKind.LEAVE, "b") == last
     assert g.objects.list() == {}  # both of its objects are gone with it
 
 
@@ -150,7 +151,7 @@ def test_the_listeners_leave_at_query_termination_folds_its_object_first() -> No
     listener_commit(g, b, last, batch_id=1)
     g.members.remove(b)
     assert leave_for_member("memory", "g", "b", client=listener_client(g))
-    assert commits_before(g, "LEAVE", "b") == last
+    assert commits_before(g, RecordKind.LEAVE, "b") == last
     assert g.objects.list() == {}
 
 
@@ -163,10 +164,10 @@ def test_a_revoked_partition_is_released_once_the_listeners_object_covers_its_la
     revoking = g.until_revoking(a)
     for _ in range(5):
         g.step([a], ms=10)
-    assert not [r for r in g.records("REVOKE") if r.member_id == "a"]  # its batch runs
+    assert not [r for r in g.records(RecordKind.REVOKE) if r.member_id == "a"]  # its batch runs
     listener_commit(g, a, ends, batch_id=0)  # the batch completed
     g.step([a], ms=10)  # the background step reads the object: commit and release
-    released = commits_before(g, "REVOKE", "a")
+    released = commits_before(g, RecordKind.REVOKE, "a")
     assert {tp: released.get(tp) for tp in revoking} == {tp: 7 for tp in revoking}
     g.settle()
     assert {tp: g.committed()[tp] for tp in revoking} == {tp: 7 for tp in revoking}
@@ -188,10 +189,12 @@ def test_an_expiring_members_listener_object_is_folded_in_the_append_of_its_expi
         g.step([a], ms=500)
         if "b" not in a.coord.group.members:
             break
-    assert commits_before(g, "EXPIRE", "b") == theirs
-    [(version, _)] = [(v, r) for v, r in g.log.read_slice().records if r.kind == "EXPIRE"]
+    assert commits_before(g, RecordKind.EXPIRE, "b") == theirs
+    [(version, _)] = [(v, r) for v, r in g.log.read_slice().records if r.kind == RecordKind.EXPIRE]
     same_append = g.log.read_slice(after_version=version - 1).records
-    assert {r.offset for v, r in same_append if v == version and r.kind == "COMMIT"} == {42}
+    assert {r.offset for v, r in same_append if v == version and r.kind == RecordKind.COMMIT} == {
+        42
+    }
     assert g.objects.list() == {}  # both of its objects are gone with it
 
 

@@ -12,6 +12,7 @@ import pytest
 from spark_kafka_group.admin import describe_group, reset_offsets
 from spark_kafka_group.errors import GroupJoinTimeoutError, OptionError
 from spark_kafka_group.group import GroupConfig, TopicPartition
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.timer import ManualClock
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings, parse_options
@@ -71,7 +72,7 @@ def test_close_waits_exactly_its_grace_period_for_the_last_commit() -> None:
     before = clock.monotonic_ms()
     member.close(grace_s=2.5)
     assert clock.monotonic_ms() - before == 2_500
-    assert [r.kind for r in log.records].count("LEAVE") == 1
+    assert [r.kind for r in log.records].count(RecordKind.LEAVE) == 1
     assert member.committed_offsets() == {}
 
 
