@@ -489,6 +489,14 @@ def parser() -> argparse.ArgumentParser:
         help="a kafka-group source option for every kafka-group query (repeatable)",
     )
     parser.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a format('kafka') option for every format('kafka') query (repeatable), e.g. "
+        "kafka.max.partition.fetch.bytes=8388608",
+    )
+    parser.add_argument(
         "--spark-conf",
         action="append",
         default=[],
@@ -527,7 +535,10 @@ def throughput(
     readers = [r for r in args.readers.split(",") if r]
     if args.without_spark_kafka and "kafka" in readers:
         readers.remove("kafka")
-    options = dict(kv.split("=", 1) for kv in args.option)
+    options = {
+        "kafka-group": dict(kv.split("=", 1) for kv in args.option),
+        "kafka": dict(kv.split("=", 1) for kv in args.kafka_option),
+    }
     spark = None
     if {"kafka", "kafka-group", "noop"} & set(readers):
         spark = SparkReaders(servers, args.cores, work, spark_conf)
@@ -553,7 +564,7 @@ def _throughput_case(
     servers: str,
     spark: SparkReaders | None,
     readers: list[str],
-    options: dict[str, str],
+    options: dict[str, dict[str, str]],
     value_bytes: int,
     partitions: int,
 ) -> dict[str, Any]:
@@ -591,14 +602,14 @@ def _throughput_case(
         sources = [f for f in SOURCES if f in readers]
         if spark is not None:
             for fmt in sources:  # starts the Python workers, warms the JVM
-                spark.run(fmt, warmup, options if fmt == "kafka-group" else None)
+                spark.run(fmt, warmup, options[fmt])
         runs: dict[str, list[dict[str, Any]]] = {r: [] for r in readers}
         for round_no in range(1, args.rounds + 1):
             line = []
             for reader in readers:
                 got: dict[str, Any] | None
                 if reader in SOURCES and spark is not None:
-                    got = spark.run(reader, topic, options if reader == "kafka-group" else None)
+                    got = spark.run(reader, topic, options[reader])
                 elif reader == "noop" and spark is not None:
                     rps = spark.noop(partitions, total // partitions, value_bytes)
                     got = {"rps": rps, "rows": total}
@@ -656,6 +667,8 @@ def _report_case(
         per_m = 1e6 / m["rows"] if m["rows"] else nan
         summary[f"{short}_startup_s_{case}"] = m["startup_s"]
         summary[f"{short}_cpu_s_per_m_{case}"] = usage.total_cpu_s * per_m
+        for kind, cpu_s in usage.cpu_s.items():
+            summary[f"{short}_cpu_s_per_m_{kind}_{case}"] = cpu_s * per_m
         for kind, mb in usage.peak_rss_mb.items():
             summary[f"{short}_rss_mb_{kind}_{case}"] = mb
     group_rps = best["kafka-group"]["rps"] if "kafka-group" in best else nan
@@ -668,7 +681,10 @@ def latency(
     args: argparse.Namespace, servers: str, work: str, spark_conf: dict[str, str]
 ) -> dict[str, Any]:
     """The end-to-end latency part (:mod:`benchmarks.end_to_end`); its summary."""
-    options = dict(kv.split("=", 1) for kv in args.option)
+    options = {
+        "kafka-group": dict(kv.split("=", 1) for kv in args.option),
+        "kafka": dict(kv.split("=", 1) for kv in args.kafka_option),
+    }
     readers = tuple(r for r in args.latency_readers.split(",") if r)
     if args.without_spark_kafka:
         readers = tuple(r for r in readers if r != "kafka")

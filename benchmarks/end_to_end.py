@@ -335,8 +335,8 @@ def warm_up(spark: Any, servers: str, topic: str, partitions: int, work: str, *,
     """An unmeasured query: the session's first streaming query starts the Python workers and
     warms the JVM; measured first, a reader would start with a backlog."""
     spark.dataSource.register(plain_source())
-    with _producing(servers, f"{topic}-warmup", partitions, rate):
-        reader = _spark_reader(spark, "plain", servers, f"{topic}-warmup", partitions, work, {})
+    with producing(servers, f"{topic}-warmup", partitions, rate):
+        reader = spark_reader(spark, "plain", servers, f"{topic}-warmup", partitions, work, {})
         measure_spark(spark, "warmup", reader, work, warmup_s, 0.0)
 
 
@@ -352,23 +352,25 @@ def measure(
     seconds: float,
     readers: tuple[str, ...] = READERS,
     trigger_s: float | None = None,
-    source_options: dict[str, str] | None = None,
+    source_options: dict[str, dict[str, str]] | None = None,
 ) -> LatencyRun:
     """The ``readers`` take turns (in :data:`READERS` order), each on a fresh topic
     ``<topic>-<reader>`` with the producer writing ``rate`` records a second. ``raw`` has no
-    trigger; the Spark readers use ``trigger_s`` (None: Spark's default)."""
+    trigger; the Spark readers use ``trigger_s`` (None: Spark's default) and their options in
+    ``source_options`` (by reader name)."""
     spark.dataSource.register(plain_source())
     run = LatencyRun({}, {}, {})
     for name in (r for r in READERS if r in readers):
-        with _producing(servers, f"{topic}-{name}", partitions, rate):
+        with producing(servers, f"{topic}-{name}", partitions, rate):
             if name == "raw":
                 run.readers[name] = measure_raw(
                     servers, f"{topic}-{name}", partitions, warmup_s, seconds
                 )
                 continue
-            reader = _spark_reader(
-                spark, name, servers, f"{topic}-{name}", partitions, work, source_options or {}
-            )
+            reader = spark_reader(
+                spark, name, servers, f"{topic}-{name}", partitions, work,
+                (source_options or {}).get(name, {}),
+            )  # fmt: skip
             run.readers[name], progress = measure_spark(
                 spark, name, reader, work, warmup_s, seconds, trigger_s
             )
@@ -377,7 +379,7 @@ def measure(
     return run
 
 
-def _spark_reader(
+def spark_reader(
     spark: Any,
     name: str,
     servers: str,
@@ -404,13 +406,13 @@ def _spark_reader(
         reader = reader.option("groupId", f"bench-latency-{uuid.uuid4().hex[:6]}").option(
             "groupStore", os.path.join(work, "groups")
         )
-        for k, v in source_options.items():
-            reader = reader.option(k, v)
+    for k, v in source_options.items():
+        reader = reader.option(k, v)
     return reader
 
 
 @contextlib.contextmanager
-def _producing(servers: str, topic: str, partitions: int, rate: float) -> Iterator[None]:
+def producing(servers: str, topic: str, partitions: int, rate: float) -> Iterator[None]:
     """A fresh ``topic`` with a producer process writing ``rate`` records a second to it."""
     from spark_kafka_group.sample_data import create_topic
 

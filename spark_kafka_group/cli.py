@@ -1,15 +1,21 @@
 """The ``kafka-group`` command line: operate kafka-group consumer groups like Kafka's own.
 
-    kafka-group list [--store S]          (every command: --store defaults as groupStore does)
-    kafka-group describe --store S --group G [--bootstrap-servers B]
-    kafka-group reset-offsets --store S --group G --topic T[:p,p] --to-earliest ... [--execute]
-    kafka-group export-to-kafka --store S --group G --kafka-group K --bootstrap-servers B
-    kafka-group import-from-kafka --store S --group G --kafka-group K --bootstrap-servers B
-    kafka-group timeline --store S --group G --out group.png
-    kafka-group delete --store S --group G [--yes]
-    kafka-group exporter --store S --bootstrap-servers B [--group G ...] [--port 9308]
+    kafka-group list [--state [STATES]]   (every command: --store defaults as groupStore does)
+    kafka-group describe (--group G ... | --all-groups) [--offsets | --members [--verbose] |
+        --state] [--bootstrap-server B]
+    kafka-group reset-offsets (--group G ... | --all-groups) (--topic T[:p,p] | --all-topics)
+        (--to-earliest | --to-latest | --to-current | --to-offset N | --to-datetime ISO |
+         --by-duration PnDTnHnMnS | --shift-by N | --from-file CSV) [--export] [--execute]
+    kafka-group export-to-kafka --group G --kafka-group K --bootstrap-server B
+    kafka-group import-from-kafka --group G --kafka-group K --bootstrap-server B
+    kafka-group timeline --group G --out group.png
+    kafka-group delete --group G [--yes]
+    kafka-group exporter --bootstrap-server B [--group G ...] [--port 9308]
 
-``--json`` prints a machine-readable result instead of text. Exit codes: 0 success, 1 the
+Names, meanings and output columns are ``kafka-consumer-groups``'s; every command that talks
+to Kafka takes ``--bootstrap-server`` (default ``$KAFKA_BOOTSTRAP_SERVERS``), ``--command-config``
+and ``--timeout``. ``--json`` prints a machine-readable result instead of text. Exit codes:
+0 success, 1 the
 operation failed (the message says why), 2 wrong usage. The logic lives in
 :mod:`spark_kafka_group.admin`, :mod:`spark_kafka_group.ops` and
 :mod:`spark_kafka_group.kafka.consumer_group_offsets`.
@@ -29,6 +35,7 @@ from typing import Any
 
 from spark_kafka_group._version import __version__
 from spark_kafka_group.errors import KafkaGroupError, OptionError
+from spark_kafka_group.group import GroupState
 from spark_kafka_group.group.metadata import partition_name
 from spark_kafka_group.options import read_properties
 from spark_kafka_group.store.paths import default_group_store
@@ -105,169 +112,246 @@ def _emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
         print(text())
 
 
+def _bootstrap(args: argparse.Namespace) -> str:
+    """``--bootstrap-server``, else $KAFKA_BOOTSTRAP_SERVERS; a command that needs Kafka
+    and has neither is a usage error that says both."""
+    servers = (getattr(args, "bootstrap_server", None) or "").strip()
+    if not servers:
+        raise _UsageError(
+            "the Kafka cluster is not given: add --bootstrap-server HOST:PORT[,HOST:PORT] "
+            "or set $KAFKA_BOOTSTRAP_SERVERS"
+        )
+    return servers
+
+
+def _timeout_s(args: argparse.Namespace) -> float | None:
+    ms = getattr(args, "timeout", None)
+    return None if ms is None else ms / 1000
+
+
+def _cluster(args: argparse.Namespace) -> Any:
+    from spark_kafka_group.ops.lag import open_cluster
+
+    return open_cluster(_bootstrap(args), _client_conf(args), timeout_s=_timeout_s(args))
+
+
+def _group_ids(args: argparse.Namespace) -> list[str]:
+    """``--group`` (repeatable) or ``--all-groups``: every group in the store."""
+    if getattr(args, "all_groups", False):
+        from spark_kafka_group.store import list_groups
+
+        if args.group:
+            raise _UsageError("give --group or --all-groups, not both")
+        return list_groups(args.store, storage_options=_storage_options(args))
+    if not args.group:
+        raise _UsageError("give --group GROUP (repeatable) or --all-groups")
+    return list(dict.fromkeys(args.group))
+
+
 # -- commands ----------------------------------------------------------------------------------
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from spark_kafka_group.admin import describe_groups
+    from spark_kafka_group.ops.kafka_views import list_view
 
     groups = describe_groups(args.store, storage_options=_storage_options(args))
+    if args.state:  # Kafka's --state filter: a comma-separated list, any case
+        wanted = {s.strip().lower() for s in args.state.split(",") if s.strip()}
+        known = {state.value.lower() for state in GroupState}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise _UsageError(
+                f"--state {args.state!r}: unknown state(s) {', '.join(unknown)}; use "
+                + ", ".join(state.value for state in GroupState)
+            )
+        groups = [g for g in groups if g.state.value.lower() in wanted]
     data = {"store": args.store, "groups": [g.summary_json() for g in groups]}
 
     def text() -> str:
-        if not groups:
+        if not groups and args.state is None:
             return f"No groups in store {args.store}"
-        rows = [
-            [
-                g.group_id,
-                g.state.value,
-                len(g.members),
-                g.generation,
-                g.protocol,
-                _iso(g.last_record_ms),
-            ]
-            for g in groups
-        ]
-        header = ["GROUP", "STATE", "MEMBERS", "GENERATION", "PROTOCOL", "LAST RECORD (UTC)"]
-        return _table(rows, header)
+        return list_view(groups, state=args.state is not None)
 
     _emit(args, data, text)
     return EXIT_OK
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    from spark_kafka_group.ops.lag import describe_with_lag
-
-    report = describe_with_lag(
-        args.store,
-        args.group,
-        bootstrap_servers=args.bootstrap_servers,
-        client_conf=_client_conf(args),
-        storage_options=_storage_options(args),
+    from spark_kafka_group.admin import describe_existing_group
+    from spark_kafka_group.ops.kafka_views import (
+        group_notice,
+        members_view,
+        offsets_view,
+        state_view,
     )
-    group = report.group
+    from spark_kafka_group.ops.lag import with_lag
 
-    def text() -> str:
-        lines = [
-            f"Group {group.group_id} ({group.uri}, log version {group.version})",
-            f"  state {group.state.value}, generation {group.generation}, protocol "
-            f"{group.protocol or '-'}, leader {group.leader or '-'}",
-            "",
-        ]
-        if group.members:
-            rows = [
-                [
-                    m.member_id,
-                    m.instance_id,
-                    m.client_host or None,
-                    m.generation,
-                    _age(m.heartbeat_age_ms(group.now_ms)) + ("" if m.live else " (expired)"),
-                    ",".join(partition_name(t, p) for t, p in m.assignment) or None,
-                    ",".join(partition_name(t, p) for t, p in m.revoking) or None,
-                ]
-                for m in group.members
-            ]
-            header = ["MEMBER", "INSTANCE", "HOST", "GEN", "LAST HEARTBEAT", "ASSIGNED", "REVOKING"]
-            lines += [_table(rows, header), ""]
-            # Shown only: a member's machine stamps its own time, which may be off; the group
-            # itself judges liveness on each member's own clock (docs/clocks.md).
-            lines += ["  LAST HEARTBEAT: as the members' machines stamped it (their clocks)", ""]
+    views = [v for v in ("offsets", "members", "state") if getattr(args, v)]
+    if len(views) > 1:
+        raise _UsageError("give one of --offsets, --members, --state")
+    if args.verbose_members and views != ["members"]:
+        raise _UsageError("--verbose goes with --members")
+    view = views[0] if views else "offsets"
+    servers = (args.bootstrap_server or "").strip() or None
+    storage = _storage_options(args)
+    reports = []
+    for group_id in _group_ids(args):
+        group = describe_existing_group(args.store, group_id, storage_options=storage)
+        reports.append(
+            with_lag(
+                group,
+                bootstrap_servers=servers if view == "offsets" else None,
+                client_conf=_client_conf(args),
+                timeout_s=_timeout_s(args),
+            )
+        )
+    if args.json:
+        data: Any = reports[0].to_json() if len(reports) == 1 else [r.to_json() for r in reports]
+        print(json.dumps(data, indent=2, default=str))
+        return EXIT_OK
+    for report in reports:
+        notice = group_notice(report.group)
+        if notice:
+            print(notice, file=sys.stderr)
+        if view == "members":
+            print(members_view(report.group, verbose=args.verbose_members))
+        elif view == "state":
+            print(state_view(report.group))
         else:
-            lines += ["  no members", ""]
-        rows = [
-            [
-                p.topic,
-                p.partition,
-                p.owner + (" (revoking)" if p.owner_state == "revoking" else "")
-                if p.owner
-                else None,
-                p.committed,
-                p.log_end,
-                p.lag,
-                _iso(p.committed_at_ms) if p.committed_at_ms else None,
-            ]
-            for p in report.partitions
-        ]
-        header = ["TOPIC", "PARTITION", "OWNER", "COMMITTED", "LOG-END", "LAG", "COMMITTED AT"]
-        lines.append(_table(rows, header) if rows else "  no partitions")
-        if report.total_lag is not None:
-            lines.append(f"\nTotal lag: {report.total_lag}")
-        elif not args.bootstrap_servers:
-            lines.append("\n(give --bootstrap-servers for log end offsets and lag)")
-        if report.missing_topics:
-            lines.append(f"Topics no longer on the cluster: {', '.join(report.missing_topics)}")
-        return "\n".join(lines)
-
-    _emit(args, report.to_json(), text)
+            print(offsets_view(report))
+            if servers is None:
+                print(
+                    "\n(LOG-END-OFFSET and LAG need the cluster: add --bootstrap-server or set "
+                    "$KAFKA_BOOTSTRAP_SERVERS)",
+                    file=sys.stderr,
+                )
+            if report.missing_topics:
+                print(
+                    f"Topics no longer on the cluster: {', '.join(report.missing_topics)}",
+                    file=sys.stderr,
+                )
     return EXIT_OK
 
 
 def _reset_mode(args: argparse.Namespace) -> tuple[str, int | str | None]:
-    if args.to_earliest:
-        return "to-earliest", None
-    if args.to_latest:
-        return "to-latest", None
-    if args.to_offset is not None:
-        return "to-offset", args.to_offset
-    if args.to_datetime is not None:
-        return "to-datetime", args.to_datetime
-    return "shift-by", args.shift_by
+    for mode, value in (
+        ("to-earliest", args.to_earliest or None),
+        ("to-latest", args.to_latest or None),
+        ("to-current", args.to_current or None),
+        ("to-offset", args.to_offset),
+        ("to-datetime", args.to_datetime),
+        ("by-duration", args.by_duration),
+        ("shift-by", args.shift_by),
+        ("from-file", args.from_file),
+    ):
+        if value is not None:
+            return mode, None if value is True else value
+    raise _UsageError("give one reset scenario, e.g. --to-earliest")  # pragma: no cover
 
 
 def cmd_reset_offsets(args: argparse.Namespace) -> int:
-    from spark_kafka_group.admin import describe_group, reset_offsets
-    from spark_kafka_group.kafka.cluster import KafkaCluster
-    from spark_kafka_group.ops.reset import parse_topic_spec, resolve_partitions, target_offsets
+    from spark_kafka_group.admin import describe_existing_group, reset_offsets
+    from spark_kafka_group.group import SystemClock, TopicPartition
+    from spark_kafka_group.ops.kafka_views import reset_view
+    from spark_kafka_group.ops.reset import (
+        export_reset_plan,
+        parse_reset_plan,
+        parse_topic_spec,
+        resolve_partitions,
+        target_offsets,
+    )
 
     storage = _storage_options(args)
-    specs = [parse_topic_spec(t) for t in args.topic]
     mode, value = _reset_mode(args)
     if mode == "to-offset" and args.to_offset < 0:
         raise _UsageError("--to-offset must be >= 0")
-    info = describe_group(args.store, args.group, storage_options=storage)
-    with KafkaCluster(args.bootstrap_servers, client_conf=_client_conf(args)) as cluster:
-        partitions = resolve_partitions(cluster, specs)
-        target = target_offsets(cluster, partitions, info.committed, mode=mode, value=value)
-    plan = reset_offsets(
-        args.store, args.group, target.offsets, execute=args.execute, storage_options=storage
-    )
-    data = {
-        "group": args.group,
-        "store": args.store,
-        "mode": mode,
-        "value": value,
-        "executed": bool(args.execute),
-        "partitions": [
-            {
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "current": current,
-                "new": new,
-                **({"requested": target.clamped[tp][0]} if tp in target.clamped else {}),
-            }
-            for tp, (current, new) in sorted(plan.items())
-        ],
-    }
-
-    def text() -> str:
-        rows = [
-            [tp.topic, tp.partition, current, new, None]
-            if tp not in target.clamped
-            else [tp.topic, tp.partition, current, new, f"clamped from {target.clamped[tp][0]}"]
-            for tp, (current, new) in sorted(plan.items())
-        ]
-        head = _table(rows, ["TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "NOTE"])
-        if args.execute:
-            return f"Reset the offsets of group {args.group}:\n{head}"
-        return f"Plan for group {args.group} (nothing changed; add --execute to apply):\n{head}"
-
-    _emit(args, data, text)
+    if args.execute and args.dry_run:
+        raise _UsageError("give --execute or --dry-run, not both")
+    groups = _group_ids(args)
+    planned: dict[str, dict[TopicPartition, int]] = {}
+    if mode == "from-file":
+        if args.topic or args.all_topics:
+            raise _UsageError("--from-file takes its partitions from the file: drop --topic")
+        try:
+            with open(args.from_file, encoding="utf-8") as f:
+                planned = parse_reset_plan(f.read(), groups=groups, path=args.from_file)
+        except OSError as exc:
+            raise _UsageError(f"--from-file {args.from_file!r}: {exc.strerror or exc}") from None
+    elif bool(args.topic) == bool(args.all_topics):
+        raise _UsageError("give --topic TOPIC[:P,P] (repeatable) or --all-topics")
+    specs = [parse_topic_spec(t) for t in args.topic or ()]
+    now_ms = SystemClock().now_ms()
+    results = []
+    with _cluster(args) as cluster:
+        named = resolve_partitions(cluster, specs) if specs else []
+        for group_id in groups:
+            info = describe_existing_group(args.store, group_id, storage_options=storage)
+            if mode == "from-file":
+                partitions = sorted(planned.get(group_id, {}))
+                if not partitions:
+                    raise KafkaGroupError(
+                        f"--from-file {args.from_file}: no offsets for group {group_id!r}"
+                    )
+            elif args.all_topics:  # Kafka's: every partition the group has committed
+                partitions = sorted(info.committed)
+            else:
+                partitions = named
+            target = target_offsets(
+                cluster,
+                partitions,
+                info.committed,
+                mode=mode,
+                value=value,
+                now_ms=now_ms,
+                planned=planned.get(group_id),
+            )
+            plan = reset_offsets(
+                args.store, group_id, target.offsets, execute=args.execute, storage_options=storage
+            )
+            results.append((group_id, target, plan))
+    data = [
+        {
+            "group": group_id,
+            "store": args.store,
+            "mode": mode,
+            "value": value,
+            "executed": bool(args.execute),
+            "partitions": [
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "current": current,
+                    "new": new,
+                    **({"requested": target.clamped[tp][0]} if tp in target.clamped else {}),
+                }
+                for tp, (current, new) in sorted(plan.items())
+            ],
+        }
+        for group_id, target, plan in results
+    ]
+    plans = {g: {tp: new for tp, (_, new) in plan.items()} for g, _, plan in results}
+    if args.export:
+        print(export_reset_plan(plans), end="")
+    elif args.json:
+        print(json.dumps(data[0] if len(data) == 1 else data, indent=2, default=str))
+    else:
+        print(reset_view({g: {(tp.topic, tp.partition): o for tp, o in p.items()}
+                          for g, p in plans.items()}))  # fmt: skip
+    for group_id, target, _ in results:
+        for tp, (asked, used) in sorted(target.clamped.items()):
+            print(
+                f"{group_id} {partition_name(tp.topic, tp.partition)}: new offset {asked} is "
+                f"outside the log; set to {used}",
+                file=sys.stderr,
+            )
+    if not args.execute:
+        print("Nothing changed (a plan); add --execute to apply it.", file=sys.stderr)
     return EXIT_OK
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from spark_kafka_group.admin import describe_existing_group
-    from spark_kafka_group.kafka.cluster import KafkaCluster
     from spark_kafka_group.kafka.consumer_group_offsets import commit_to_kafka_group
 
     info = describe_existing_group(args.store, args.group, storage_options=_storage_options(args))
@@ -279,7 +363,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.dry_run or not offsets:
         done = {}
     else:
-        with KafkaCluster(args.bootstrap_servers, client_conf=_client_conf(args)) as cluster:
+        with _cluster(args) as cluster:
             done = commit_to_kafka_group(cluster, kafka_group, offsets)
     data = {
         "group": args.group,
@@ -305,18 +389,17 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from spark_kafka_group.admin import reset_offsets
-    from spark_kafka_group.kafka.cluster import KafkaCluster
     from spark_kafka_group.kafka.consumer_group_offsets import kafka_group_offsets
 
     kafka_group = args.kafka_group or args.group
-    with KafkaCluster(args.bootstrap_servers, client_conf=_client_conf(args)) as cluster:
+    with _cluster(args) as cluster:
         offsets = kafka_group_offsets(cluster, kafka_group)
     if args.topic:
         topics = set(args.topic)
         offsets = {tp: o for tp, o in offsets.items() if tp[0] in topics}
     if not offsets:
         raise KafkaGroupError(
-            f"Kafka consumer group {kafka_group!r} on {args.bootstrap_servers!r} has no "
+            f"Kafka consumer group {kafka_group!r} on {_bootstrap(args)!r} has no "
             "committed offsets"
             + (f" for topic(s) {', '.join(args.topic)}" if args.topic else "")
             + ": nothing to import. Check the group name (kafka-consumer-groups --list)."
@@ -357,10 +440,12 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     require_matplotlib()  # before reading the log: say at once what to install
     tl = build_timeline(args.store, args.group, storage_options=_storage_options(args))
     log_end = None
-    if args.bootstrap_servers and tl.partitions:
+    if args.bootstrap_server and tl.partitions:
         from spark_kafka_group.ops.lag import log_end_offsets
 
-        log_end, _ = log_end_offsets(args.bootstrap_servers, _client_conf(args), tl.partitions)
+        log_end, _ = log_end_offsets(
+            _bootstrap(args), _client_conf(args), tl.partitions, timeout_s=_timeout_s(args)
+        )
     try:
         render_png(tl, args.out, log_end=log_end)
     except OSError as exc:
@@ -437,9 +522,12 @@ def cmd_exporter(args: argparse.Namespace) -> int:
     collector = GroupLagCollector(
         args.store,
         groups=args.group,
-        bootstrap_servers=args.bootstrap_servers,
+        bootstrap_servers=_bootstrap(args),
         client_conf=_client_conf(args),
         storage_options=_storage_options(args),
+        cache_s=args.cache_seconds,
+        stall_after_s=args.stall_after_seconds,
+        cluster_name=args.cluster_name,
     )
     host, port, thread = serve(collector, args.port, args.addr)
     shown = ", ".join(args.group) if args.group else f"every group in {args.store}"
@@ -454,7 +542,12 @@ def cmd_exporter(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafka-group",
-        description="Operate spark-kafka-group consumer groups (group logs in Delta tables).",
+        description="Operate spark-kafka-group consumer groups (group logs in Delta tables) "
+        "as kafka-consumer-groups operates Kafka's: the same option names, meanings and "
+        "output columns.",
+        epilog="Not here, and why: --delete-offsets (the group log has no record that drops "
+        "one partition's committed offset: reset-offsets moves it, delete removes the whole "
+        "group); --list --type (every group is a classic-protocol group).",
     )
     parser.add_argument("--version", action="version", version=f"kafka-group {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -462,7 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Listed for --help; main() hands its arguments to spark_kafka_group.quickstart.
     sub.add_parser("quickstart", help="two queries share a topic as one group, on this machine")
 
-    def common(p: argparse.ArgumentParser, *, group: bool = True, read: bool = True) -> None:
+    def common(p: argparse.ArgumentParser, *, group: str = "one", json_output: bool = True) -> None:
         p.add_argument(
             "--store",
             default=None,
@@ -475,17 +568,25 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="KEY=VALUE",
             help="delta-rs storage option (the groupStore.* options), e.g. AWS_REGION=eu-west-1",
         )
-        if group:
+        if group == "one":
             p.add_argument("--group", required=True, help="the group id (the groupId option)")
-        p.add_argument("--json", action="store_true", help="print JSON instead of text")
+        elif group == "many":
+            p.add_argument(
+                "--group", action="append", help="the group id (the groupId option; repeatable)"
+            )
+            p.add_argument("--all-groups", action="store_true", help="every group in the store")
+        if json_output:
+            p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
-    def kafka(p: argparse.ArgumentParser, *, required: bool) -> None:
+    def kafka(p: argparse.ArgumentParser, *, needed: bool) -> None:
         p.add_argument(
-            "--bootstrap-servers",
-            required=required,
-            default=None if required else os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
-            help="Kafka bootstrap servers"
-            + ("" if required else " (default $KAFKA_BOOTSTRAP_SERVERS)"),
+            "--bootstrap-server",
+            "--bootstrap-servers",  # this tool's earlier spelling, kept as an alias
+            dest="bootstrap_server",
+            metavar="SERVERS",
+            default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
+            help="the Kafka cluster, HOST:PORT[,HOST:PORT] (default $KAFKA_BOOTSTRAP_SERVERS)"
+            + ("" if needed else "; without it, no log end offsets or lag"),
         )
         p.add_argument(
             "--command-config",
@@ -495,47 +596,106 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--kafka-option", action="append", metavar="KEY=VALUE", help="a Kafka client setting"
         )
+        p.add_argument(
+            "--timeout",
+            type=int,
+            metavar="MS",
+            help="how long each request to the cluster may take, in milliseconds (default 10000)",
+        )
 
-    p = sub.add_parser("list", help="groups in a store, with state and member count")
-    common(p, group=False)
+    p = sub.add_parser(
+        "list",
+        help="the groups of a store (--state: with their states)",
+        description="List the groups of the store, one name a line (kafka-consumer-groups "
+        "--list). --state adds the STATE column and, given states, keeps only groups in them.",
+    )
+    common(p, group="none")
+    p.add_argument(
+        "--state",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="STATES",
+        help="show each group's state; with a comma-separated list (e.g. Stable,Empty), only "
+        "groups in those states",
+    )
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("describe", help="members, owners, committed offsets and lag")
-    common(p)
-    kafka(p, required=False)
+    p = sub.add_parser(
+        "describe",
+        help="offsets and lag (default), --members or --state of groups",
+        description="Describe groups as kafka-consumer-groups --describe does: --offsets "
+        "(the default) prints GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG "
+        "CONSUMER-ID HOST CLIENT-ID; --members the members and their partition counts "
+        "(--verbose: their partitions); --state the group's state, where COORDINATOR (ID) is "
+        "the group log and its version (a group log has no coordinator broker).",
+    )
+    common(p, group="many")
+    kafka(p, needed=False)
+    p.add_argument("--offsets", action="store_true", help="partitions, offsets and lag")
+    p.add_argument("--members", action="store_true", help="the members")
+    p.add_argument(
+        "--verbose",
+        dest="verbose_members",
+        action="store_true",
+        help="with --members: each member's partitions",
+    )
+    p.add_argument("--state", action="store_true", help="the group's state")
     p.set_defaults(func=cmd_describe)
 
     p = sub.add_parser(
         "reset-offsets",
         help="set committed offsets (prints the plan; --execute applies it)",
-        description="Set the committed offsets of a group without live members. Prints the "
-        "plan and changes nothing unless --execute is given.",
+        description="Set the committed offsets of groups without live members, as "
+        "kafka-consumer-groups --reset-offsets does. Prints the plan (GROUP TOPIC PARTITION "
+        "NEW-OFFSET) and changes nothing unless --execute is given.",
     )
-    common(p)
-    kafka(p, required=True)
+    common(p, group="many")
+    kafka(p, needed=True)
     p.add_argument(
         "--topic",
         action="append",
-        required=True,
         metavar="TOPIC[:P,P]",
         help="topic, or topic:partitions (repeatable)",
+    )
+    p.add_argument(
+        "--all-topics",
+        action="store_true",
+        help="every partition the group has a committed offset for",
     )
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--to-earliest", action="store_true", help="the log start offset")
     how.add_argument("--to-latest", action="store_true", help="the log end offset")
+    how.add_argument(
+        "--to-current",
+        action="store_true",
+        help="the committed offset (the log end where there is none)",
+    )
     how.add_argument("--to-offset", type=int, metavar="N", help="offset N")
     how.add_argument(
         "--to-datetime",
         metavar="ISO",
         help="first offset at or after this time (ISO 8601; no zone = local time)",
     )
+    how.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="first offset at or after now minus this ISO 8601 duration, e.g. PT30M",
+    )
     how.add_argument("--shift-by", type=int, metavar="N", help="committed offset + N (N < 0 ok)")
+    how.add_argument(
+        "--from-file",
+        metavar="CSV",
+        help="the offsets of a plan in Kafka's CSV format (what --export prints)",
+    )
+    p.add_argument("--export", action="store_true", help="print the plan as CSV (for --from-file)")
+    p.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
     p.add_argument("--execute", action="store_true", help="apply the plan")
     p.set_defaults(func=cmd_reset_offsets)
 
     p = sub.add_parser("export-to-kafka", help="copy committed offsets to a Kafka consumer group")
     common(p)
-    kafka(p, required=True)
+    kafka(p, needed=True)
     p.add_argument("--kafka-group", help="the Kafka consumer group (default: --group)")
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="show what would be exported")
@@ -545,7 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
         "import-from-kafka", help="seed a group from a Kafka consumer group's committed offsets"
     )
     common(p)
-    kafka(p, required=True)
+    kafka(p, needed=True)
     p.add_argument("--kafka-group", help="the Kafka consumer group (default: --group)")
     p.add_argument("--topic", action="append", help="only this topic (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
@@ -553,7 +713,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("timeline", help="PNG of partition ownership, rebalances and commits")
     common(p)
-    kafka(p, required=False)
+    kafka(p, needed=False)
     p.add_argument("--out", required=True, metavar="FILE.png", help="the PNG file to write")
     p.set_defaults(func=cmd_timeline)
 
@@ -570,17 +730,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "exporter",
-        help="serve groups' lag to Prometheus (kafka_exporter's metric names)",
-        description="Serve the lag, committed offsets and members of groups at /metrics, "
-        "under kafka_exporter's metric names and labels, figured at each scrape.",
+        help="serve groups' lag to Prometheus (kafka_exporter's and kafka-lag-exporter's names)",
+        description="Serve the lag (in records and seconds), offsets, members and partition "
+        "status of groups at /metrics, under kafka_exporter's and kafka-lag-exporter's metric "
+        "names and labels. Scrapes within --cache-seconds of a read are answered from it.",
     )
-    common(p, group=False)
-    kafka(p, required=True)
+    common(p, group="none", json_output=False)
+    kafka(p, needed=True)
     p.add_argument(
         "--group", action="append", help="only this group (repeatable; default: every group)"
     )
     p.add_argument("--port", type=int, default=9308, help="HTTP port (default 9308; 0: any)")
     p.add_argument("--addr", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument(
+        "--cache-seconds",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="answer scrapes within S seconds of a read from it, without reading the store "
+        "or the cluster again (default 10; 0: read at every scrape)",
+    )
+    p.add_argument(
+        "--stall-after-seconds",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="a partition with lag whose committed offset stays put S seconds is STALL (a live "
+        "owner) or STOP (none) (default 300)",
+    )
+    p.add_argument(
+        "--cluster-name",
+        default="default",
+        help="the cluster_name label of the kafka-lag-exporter series (default: default)",
+    )
     p.set_defaults(func=cmd_exporter)
     return parser
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.maven_spark import maven_spark_conf, not_maven_spark_reason
 from tests.object_stores import any_store, azure_store, s3_store  # noqa: F401 (fixtures)
 from tests.spark_apps import SPARK_MASTER_ENV
 
@@ -92,23 +93,40 @@ def topic_name() -> str:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local Spark session for the whole run (start-up is the slow part). Its master is
-    ``local[2]``, or ``$SPARK_KAFKA_GROUP_TEST_MASTER`` (tests/spark_apps.py)."""
+    ``local[2]``, or ``$SPARK_KAFKA_GROUP_TEST_MASTER`` (tests/spark_apps.py). In the
+    maven-spark venv it also has jvm/pom.xml's delta-spark and spark-sql-kafka jars with
+    Delta's SQL extension (tests/maven_spark.py): one SparkContext per process, so the
+    maven_spark tests and the others of that run share it."""
     from pyspark.sql import SparkSession
 
     import spark_kafka_group
 
-    session = (
+    builder = (
         SparkSession.builder.master(os.environ.get(SPARK_MASTER_ENV, "local[2]"))
         .appName("spark-kafka-group tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.streaming.stopTimeout", "30s")
-        .getOrCreate()
     )
+    for key, value in maven_spark_conf().items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     spark_kafka_group.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def delta_spark(request: pytest.FixtureRequest) -> SparkSession:
+    """The ``spark`` session with delta-spark (Spark SQL over Delta tables, Spark's Delta sink).
+    Only the maven-spark venv has it; elsewhere the test skips, naming the venv that runs it
+    (scripts/test runs ``-m maven_spark`` there, so the skip is not lost coverage)."""
+    reason = not_maven_spark_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    session: SparkSession = request.getfixturevalue("spark")
+    return session
 
 
 @pytest.fixture

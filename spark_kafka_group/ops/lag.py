@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_kafka_group.admin import describe_existing_group
 from spark_kafka_group.errors import TopicNotFoundError
 from spark_kafka_group.group import GroupDescription, TopicPartition
+
+if TYPE_CHECKING:
+    from spark_kafka_group.kafka.cluster import KafkaCluster
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,34 @@ def describe_with_lag(
     client_conf: Mapping[str, str] | None = None,
     storage_options: Mapping[str, str] | None = None,
     now_ms: int | None = None,
+    timeout_s: float | None = None,
 ) -> GroupLag:
     """The group (members, owners, committed offsets) and, with ``bootstrap_servers``, the log
     end offset and lag of every partition."""
     group = describe_existing_group(store, group_id, storage_options=storage_options, now_ms=now_ms)
-    return with_lag(group, bootstrap_servers=bootstrap_servers, client_conf=client_conf)
+    return with_lag(
+        group, bootstrap_servers=bootstrap_servers, client_conf=client_conf, timeout_s=timeout_s
+    )
+
+
+def owners_of(group: GroupDescription) -> dict[TopicPartition, tuple[str, str]]:
+    """``{partition: (member id, "assigned" or "revoking")}`` of the group's members."""
+    owners: dict[TopicPartition, tuple[str, str]] = {}
+    for m in group.members:
+        for tp in m.revoking:
+            owners[tp] = (m.member_id, "revoking")
+        for tp in m.assignment:
+            owners[tp] = (m.member_id, "assigned")
+    return owners
+
+
+def partitions_of(group: GroupDescription) -> list[TopicPartition]:
+    """The partitions ``describe`` lists: committed, owned, or of the topics in the leader's
+    last assignment snapshot."""
+    partitions: set[TopicPartition] = set(group.offsets) | set(owners_of(group))
+    for topic, count in (group.assignment_snapshot or {}).items():
+        partitions.update(TopicPartition(topic, p) for p in range(count))
+    return sorted(partitions)
 
 
 def with_lag(
@@ -73,28 +99,29 @@ def with_lag(
     *,
     bootstrap_servers: str | None = None,
     client_conf: Mapping[str, str] | None = None,
+    log_end: Mapping[TopicPartition, int] | None = None,
+    missing_topics: Sequence[str] = (),
+    timeout_s: float | None = None,
 ) -> GroupLag:
     """:func:`describe_with_lag` of a group already described (the exporter describes first,
-    so that a broker it cannot reach still leaves the group's own figures)."""
-    owners: dict[TopicPartition, tuple[str, str]] = {}
-    for m in group.members:
-        for tp in m.revoking:
-            owners[tp] = (m.member_id, "revoking")
-        for tp in m.assignment:
-            owners[tp] = (m.member_id, "assigned")
-    partitions: set[TopicPartition] = set(group.offsets) | set(owners)
-    for topic, count in (group.assignment_snapshot or {}).items():
-        partitions.update(TopicPartition(topic, p) for p in range(count))
-    log_end: dict[TopicPartition, int] = {}
-    missing: list[str] = []
-    if bootstrap_servers:
-        log_end, missing = log_end_offsets(bootstrap_servers, client_conf, sorted(partitions))
+    so that a broker it cannot reach still leaves the group's own figures). ``log_end``: log
+    end offsets read already (the exporter reads those of every group at once); else they are
+    read from ``bootstrap_servers``, if given (``timeout_s``: per request)."""
+    owners = owners_of(group)
+    partitions = partitions_of(group)
+    known = log_end is not None or bool(bootstrap_servers)
+    ends: Mapping[TopicPartition, int] = log_end or {}
+    missing: list[str] = list(missing_topics)
+    if log_end is None and bootstrap_servers:
+        ends, missing = log_end_offsets(
+            bootstrap_servers, client_conf, partitions, timeout_s=timeout_s
+        )
     rows = []
-    for tp in sorted(partitions):
+    for tp in partitions:
         owner = owners.get(tp)
         offset = group.offsets.get(tp)
         committed = None if offset is None else offset.offset
-        end = log_end.get(tp)
+        end = ends.get(tp)
         rows.append(
             PartitionLag(
                 topic=tp.topic,
@@ -107,12 +134,34 @@ def with_lag(
                 lag=max(0, end - committed) if end is not None and committed is not None else None,
             )
         )
-    total = sum(r.lag for r in rows if r.lag is not None) if bootstrap_servers else None
+    total = sum(r.lag for r in rows if r.lag is not None) if known else None
     return GroupLag(
         group=group,
         partitions=tuple(rows),
         total_lag=total,
-        missing_topics=tuple(missing),
+        missing_topics=tuple(sorted(set(missing) & {tp.topic for tp in partitions})),
+    )
+
+
+def open_cluster(
+    bootstrap_servers: str,
+    client_conf: Mapping[str, str] | None = None,
+    *,
+    timeout_s: float | None = None,
+) -> KafkaCluster:
+    """A client of the cluster for an operator command. ``timeout_s`` (the CLI's
+    ``--timeout``): one attempt of that long per request, as Kafka's tools wait; default: the
+    source's attempts and timeouts."""
+    from spark_kafka_group.kafka.cluster import KafkaCluster
+    from spark_kafka_group.kafka.config import OffsetFetchRetry
+
+    if timeout_s is None:
+        return KafkaCluster(bootstrap_servers, client_conf=client_conf)
+    return KafkaCluster(
+        bootstrap_servers,
+        client_conf=client_conf,
+        attempt_timeout_s=timeout_s,
+        retry=OffsetFetchRetry(num_retries=1),
     )
 
 
@@ -120,11 +169,12 @@ def log_end_offsets(
     bootstrap_servers: str,
     client_conf: Mapping[str, str] | None,
     partitions: Sequence[TopicPartition],
+    *,
+    timeout_s: float | None = None,
 ) -> tuple[dict[TopicPartition, int], list[str]]:
-    """High watermarks; topics that no longer exist are returned as missing, not raised."""
-    from spark_kafka_group.kafka.cluster import KafkaCluster
-
-    with KafkaCluster(bootstrap_servers, client_conf=client_conf) as cluster:
+    """High watermarks; topics that no longer exist are returned as missing, not raised.
+    ``timeout_s``: as :func:`open_cluster`'s."""
+    with open_cluster(bootstrap_servers, client_conf, timeout_s=timeout_s) as cluster:
         cluster.metadata()  # an unreachable cluster fails fast here, with the reason
         if not partitions:
             return {}, []

@@ -8,6 +8,7 @@ would only make the next reader fail (``failOnDataLoss``) or reset by policy.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -22,7 +23,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-MODES = ("to-earliest", "to-latest", "to-offset", "to-datetime", "shift-by")
+MODES = (
+    "to-earliest",
+    "to-latest",
+    "to-current",
+    "to-offset",
+    "to-datetime",
+    "by-duration",
+    "shift-by",
+    "from-file",
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,74 @@ def parse_datetime_ms(text: str) -> int:
     return int(moment.astimezone(timezone.utc).timestamp() * 1000)
 
 
+_DURATION = re.compile(
+    r"^P(?:(?P<days>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<hours>\d+(?:\.\d+)?)H)?(?:(?P<minutes>\d+(?:\.\d+)?)M)?"
+    r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$",
+    re.IGNORECASE,
+)
+
+
+def parse_duration_ms(text: str) -> int:
+    """An ISO 8601 duration as ``--by-duration`` takes it (Java's ``Duration.parse``):
+    ``PnDTnHnMn.nS``, e.g. ``PT1H30M``, ``P1D``, ``PT0.5S``."""
+    value = str(text).strip()
+    found = _DURATION.match(value)
+    if not found or value.upper() in ("P", "PT") or value.upper().endswith("T"):
+        raise OptionError(
+            f"--by-duration {text!r} is not an ISO 8601 duration; use PnDTnHnMnS, e.g. "
+            "PT30M (30 minutes), PT1H30M, P1D"
+        )
+    parts = {k: float(v) for k, v in found.groupdict().items() if v}
+    seconds = (
+        parts.get("days", 0) * 86400
+        + parts.get("hours", 0) * 3600
+        + parts.get("minutes", 0) * 60
+        + parts.get("seconds", 0)
+    )
+    return round(seconds * 1000)
+
+
+def parse_reset_plan(
+    text: str, *, groups: Sequence[str], path: str = "plan"
+) -> dict[str, dict[TopicPartition, int]]:
+    """A reset plan in Kafka's CSV format (what ``--export`` prints): ``topic,partition,offset``
+    lines for one group (``groups`` names it), ``group,topic,partition,offset`` for several."""
+    plans: dict[str, dict[TopicPartition, int]] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        try:
+            if len(cells) == 3 and len(groups) == 1:
+                group, (topic, partition, offset) = groups[0], cells
+            elif len(cells) == 4:
+                group, topic, partition, offset = cells
+            else:
+                raise ValueError
+            tp = TopicPartition(topic, int(partition))
+            plans.setdefault(group, {})[tp] = int(offset)
+        except ValueError:
+            raise OptionError(
+                f"--from-file {path} line {number}: {line!r} is not topic,partition,offset "
+                "(one --group) or group,topic,partition,offset (as --export prints)"
+            ) from None
+    return plans
+
+
+def export_reset_plan(plans: Mapping[str, Mapping[TopicPartition, int]]) -> str:
+    """Kafka's CSV reset plan: ``topic,partition,offset`` for one group, else with the group
+    first (``kafka-consumer-groups --reset-offsets --export``)."""
+    single = len(plans) == 1
+    lines = [
+        ",".join(map(str, ([] if single else [group]) + [tp.topic, tp.partition, offset]))
+        for group, plan in plans.items()
+        for tp, offset in sorted(plan.items())
+    ]
+    return "".join(line + "\n" for line in lines)
+
+
 @dataclass(frozen=True)
 class ResetTarget:
     offsets: dict[TopicPartition, int]
@@ -99,8 +177,13 @@ def target_offsets(
     *,
     mode: str,
     value: int | str | None = None,
+    now_ms: int | None = None,
+    planned: Mapping[TopicPartition, int] | None = None,
 ) -> ResetTarget:
-    """The new committed offset of each partition for one reset ``mode`` (see :data:`MODES`)."""
+    """The new committed offset of each partition for one reset ``mode`` (see :data:`MODES`).
+
+    ``now_ms``: the time ``by-duration`` counts back from. ``planned``: the offsets of a
+    ``from-file`` plan (``partitions`` are then its partitions)."""
     if mode not in MODES:
         raise OptionError(f"unknown reset mode {mode!r}; use one of {', '.join(MODES)}")
     earliest = cluster.earliest_offsets(partitions)
@@ -112,8 +195,18 @@ def target_offsets(
         wanted = {tp: latest[tp] for tp in partitions}
     elif mode == "to-offset":
         wanted = dict.fromkeys(partitions, _amount(mode, value))
-    elif mode == "to-datetime":
-        ts = parse_datetime_ms(str(value))
+    elif mode == "to-current":
+        # Kafka's: the committed offset; the log end where the group has none.
+        wanted = {tp: committed.get(tp, latest[tp]) for tp in partitions}
+    elif mode == "from-file":
+        wanted = {tp: int((planned or {})[tp]) for tp in partitions}
+    elif mode in ("to-datetime", "by-duration"):
+        if mode == "to-datetime":
+            ts = parse_datetime_ms(str(value))
+        else:
+            if now_ms is None:
+                raise OptionError("reset mode by-duration needs the time to count back from")
+            ts = now_ms - parse_duration_ms(str(value))
         found = cluster.offsets_for_timestamp(partitions, ts)
         # No record at or after the time: the log end (as Kafka does).
         wanted = {tp: latest[tp] if (o := found.get(tp)) is None else o for tp in partitions}

@@ -7,8 +7,9 @@ One broker serves three listeners on loopback, so that one JVM covers every test
 - ``PLAINTEXT``: :attr:`KafkaBroker.bootstrap_servers`, what the suite uses;
 - ``SASL_PLAINTEXT`` with SCRAM-SHA-512: :attr:`KafkaBroker.sasl_bootstrap_servers`, user
   :data:`SCRAM_USER` / :data:`SCRAM_PASSWORD`;
-- ``SSL``: :attr:`KafkaBroker.ssl_bootstrap_servers`, with a certificate made at start-up for
-  ``127.0.0.1`` and ``localhost`` (:attr:`KafkaBroker.ca_pem` is its trust anchor).
+- ``SSL``: :attr:`KafkaBroker.ssl_bootstrap_servers`, with a self-signed certificate made at
+  start-up by the JDK's keytool for ``localhost`` and ``127.0.0.1`` (:attr:`KafkaBroker.ca_pem`
+  is that certificate in PEM, for clients to trust).
 
 Each start is a new, empty cluster in a temporary directory.
 """
@@ -111,57 +112,39 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+KEYSTORE_PASSWORD = "skg-test-keystore"
+
+
 def _self_signed(directory: Path) -> tuple[Path, Path]:
-    """A CA and a server certificate for 127.0.0.1/localhost: (key+chain PEM, CA PEM)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "spark-kafka-group test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    pem = serialization.Encoding.PEM
-    server_pem = directory / "broker.pem"
-    server_pem.write_bytes(
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-        + cert.public_bytes(pem)
-        + ca.public_bytes(pem)
-    )
-    ca_pem = directory / "ca.pem"
-    ca_pem.write_bytes(ca.public_bytes(pem))
-    return server_pem, ca_pem
+    """A self-signed certificate for localhost/127.0.0.1, made with the JDK's keytool: the
+    broker's PKCS12 key store, and the certificate in PEM for clients to trust."""
+    keytool = str(Path(java_binary()).with_name("keytool"))
+    keystore = directory / "broker.p12"
+    certificate = directory / "ca.pem"
+    common = ["-alias", "broker", "-keystore", str(keystore), "-storepass", KEYSTORE_PASSWORD]
+    for args in (
+        [
+            "-genkeypair",
+            "-keyalg",
+            "EC",
+            "-groupname",
+            "secp256r1",
+            "-dname",
+            "CN=localhost",
+            "-ext",
+            "SAN=dns:localhost,ip:127.0.0.1",
+            "-ext",
+            "BC=ca:true",
+            "-validity",
+            "30",
+            "-storetype",
+            "PKCS12",
+            *common,
+        ],
+        ["-exportcert", "-rfc", "-file", str(certificate), *common],
+    ):
+        subprocess.run([keytool, *args], check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    return keystore, certificate
 
 
 class KafkaBroker:
@@ -223,8 +206,9 @@ class KafkaBroker:
             "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             ),
-            "ssl.keystore.type": "PEM",
+            "ssl.keystore.type": "PKCS12",
             "ssl.keystore.location": str(server_pem),
+            "ssl.keystore.password": KEYSTORE_PASSWORD,
             "ssl.client.auth": "none",
         }
         return "".join(f"{key}={value}\n" for key, value in settings.items())
