@@ -133,7 +133,7 @@ def fetch(spec: FetchSpec) -> Iterator[pa.RecordBatch]:
         return
     pool = consumer_pool()
     try:
-        entry = pool.acquire((spec.bootstrap_servers, tuple(spec.client_conf)))
+        entry = pool.acquire((spec.bootstrap_servers, tuple(spec.client_conf)), spec.topic)
     except (KafkaException, ValueError, TypeError) as exc:
         raise OptionError(
             f"Cannot create a Kafka consumer for {spec.describe()} with the kafka.* options "
@@ -154,6 +154,9 @@ def fetch(spec: FetchSpec) -> Iterator[pa.RecordBatch]:
             pool.release(entry)
         else:
             entry.close()
+        if entry.stale:
+            # The topic vanished: no consumer that knew it may fetch it again.
+            pool.forget_topic(spec.topic)
 
 
 class _RangeFetch:
@@ -298,6 +301,7 @@ class _RangeFetch:
         if code in _OUT_OF_RANGE:
             return self._check_position(next_offset, now, out_of_range=err)
         if code in _GONE:
+            self.entry.stale = True
             self._data_loss(
                 f"Partition {spec.partition_name} no longer exists on "
                 f"{spec.bootstrap_servers!r} ({err.str()}) while fetching offset {next_offset} "
@@ -351,6 +355,7 @@ class _RangeFetch:
             return low
         if next_offset > high or (next_offset == high and high < until and stalled >= END_GRACE_S):
             what = "beyond" if next_offset > high else "at"
+            self.entry.stale = True  # the topic may have been re-created
             self._data_loss(
                 f"Fetch position {next_offset} of {spec.partition_name} is {what} the "
                 f"high watermark {high} (log start {low}) but the range {spec.describe()} asks "

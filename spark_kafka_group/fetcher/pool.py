@@ -5,7 +5,15 @@ unassigned, so an idle consumer sends no fetch requests; the next fetch assigns 
 partition and offset (a re-assign costs about one ``fetch.wait.max.ms``, an open connection
 is kept). librdkafka's pause/resume is not used: a resume took 0.7-1 s in librdkafka 2.16.
 Bounded (:data:`MAX_IDLE`), idle consumers expire after :data:`IDLE_TTL_S`, a consumer that
-saw an error is closed instead of returned, and a forked child never uses its parent's.
+saw an error or a vanished topic is closed instead of returned, and a forked child never uses
+its parent's.
+
+A pooled consumer is never handed a topic it knew under another topic id (the topic was
+deleted, or deleted and created again): it is closed instead. librdkafka 2.5 to 2.16 crash the
+whole process (SIGSEGV) when a consumer that knew a topic fetches it after it was re-created on
+a broker that answers such a fetch with UNKNOWN_TOPIC_OR_PARTITION, as Tansu does
+(docs/troubleshooting.md); Apache Kafka answers UNKNOWN_TOPIC_ID and the client copes. The
+topic ids come from DescribeTopics, asked at most once per topic per :data:`TOPIC_ID_TTL_S`.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
 
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import ErrorTracker, client_config
@@ -30,6 +39,13 @@ log = logging.getLogger(__name__)
 MAX_IDLE = 4
 #: Idle consumers older than this are closed instead of reused.
 IDLE_TTL_S = 300.0
+#: A topic's id, once asked, is trusted for this long (a topic deleted and re-created within
+#: it may meet a consumer that knew its old incarnation).
+TOPIC_ID_TTL_S = 1.0
+#: How long the DescribeTopics that finds a topic's id may take.
+TOPIC_ID_TIMEOUT_S = 5.0
+#: A topic id standing for "the topic does not exist".
+NO_TOPIC = "<none>"
 
 #: librdkafka requires a group id for a consumer; it is never used to join a group or
 #: commit (partitions are assigned, auto commit and offset store are off).
@@ -90,6 +106,11 @@ class PooledConsumer:
         self.uses = 0
         #: How many times the consumer was assigned a partition.
         self.assigns = 0
+        #: Id of each topic this consumer fetched (librdkafka keeps it in its metadata cache),
+        #: as the pool knew it then; None when it was not asked.
+        self.topic_ids: dict[str, str | None] = {}
+        #: The topic fetched last vanished or was re-created: close it, never pool it.
+        self.stale = False
 
     def unassign(self) -> bool:
         """Stop fetching (before going idle); False if the consumer is unusable."""
@@ -119,6 +140,9 @@ class ConsumerPool:
         self.idle_ttl_s = idle_ttl_s
         self._lock = threading.Lock()
         self._idle: list[PooledConsumer] = []
+        #: (key, topic) -> (topic id, when it was asked), see :meth:`topic_id`.
+        self._topic_ids: dict[tuple[PoolKey, str], tuple[str, float]] = {}
+        self._admins: dict[PoolKey, AdminClient] = {}
         self._pid = os.getpid()
         self.created = 0
         self.reused = 0
@@ -127,11 +151,18 @@ class ConsumerPool:
         if os.getpid() != self._pid:
             # librdkafka threads do not survive fork: forget (never close) the parent's.
             self._idle = []
+            self._admins = {}
+            self._topic_ids = {}
             self._pid = os.getpid()
             self.created = self.reused = 0
 
-    def acquire(self, key: PoolKey) -> PooledConsumer:
-        """An idle consumer for ``key`` (the most recently used), or a new one."""
+    def acquire(self, key: PoolKey, topic: str | None = None) -> PooledConsumer:
+        """An idle consumer for ``key`` (the most recently used), or a new one. With
+        ``topic``, an idle consumer that knew ``topic`` under another id is closed, not
+        reused."""
+        current_id = None
+        if topic is not None and any(e.key == key for e in self.idle()):
+            current_id = self.topic_id(key, topic)
         expired: list[PooledConsumer] = []
         chosen: PooledConsumer | None = None
         with self._lock:
@@ -139,7 +170,9 @@ class ConsumerPool:
             now = time.monotonic()
             keep: list[PooledConsumer] = []
             for entry in self._idle:
-                (expired if now - entry.idle_since > self.idle_ttl_s else keep).append(entry)
+                too_old = now - entry.idle_since > self.idle_ttl_s
+                stale = _knew_another(entry, key, topic, current_id)
+                (expired if too_old or stale else keep).append(entry)
             self._idle = keep
             chosen = next((e for e in reversed(self._idle) if e.key == key), None)
             if chosen is not None:
@@ -152,13 +185,38 @@ class ConsumerPool:
             with self._lock:
                 self.created += 1
         chosen.uses += 1
+        if topic is not None:
+            chosen.topic_ids[topic] = current_id
         return chosen
 
+    def topic_id(self, key: PoolKey, topic: str) -> str | None:
+        """The id of ``topic`` now (:data:`NO_TOPIC` if it does not exist; asked at most once
+        per :data:`TOPIC_ID_TTL_S`), or None if the cluster did not say."""
+        now = time.monotonic()
+        with self._lock:
+            self._check_fork()
+            cached = self._topic_ids.get((key, topic))
+            if cached is not None and now - cached[1] < TOPIC_ID_TTL_S:
+                return cached[0]
+            admin = self._admins.get(key)
+        if admin is None:
+            admin = AdminClient(client_config(key[0], dict(key[1]), for_admin=True))
+        topic_id = _describe_topic_id(admin, topic)
+        with self._lock:
+            self._admins[key] = admin
+            if topic_id is not None:
+                self._topic_ids[(key, topic)] = (topic_id, now)
+        return topic_id
+
     def release(self, entry: PooledConsumer) -> None:
-        """Return a consumer after a successful fetch (unassigned, so it stays quiet)."""
-        if not entry.unassign():
+        """Return a consumer after a successful fetch (unassigned, so it stays quiet); one that
+        met a vanished topic is closed."""
+        if entry.stale or not entry.unassign():
             entry.close()
             return
+        for topic, known in list(entry.topic_ids.items()):
+            if known is None:  # a new consumer: the id it knows is the id now
+                entry.topic_ids[topic] = self.topic_id(entry.key, topic)
         entry.idle_since = time.monotonic()
         evicted: list[PooledConsumer] = []
         with self._lock:
@@ -174,13 +232,53 @@ class ConsumerPool:
             self._check_fork()
             return list(self._idle)
 
+    def forget_topic(self, topic: str) -> None:
+        """Close every idle consumer that knew ``topic`` (it vanished)."""
+        with self._lock:
+            self._check_fork()
+            gone = [e for e in self._idle if topic in e.topic_ids]
+            self._idle = [e for e in self._idle if topic not in e.topic_ids]
+            self._topic_ids = {k: v for k, v in self._topic_ids.items() if k[1] != topic}
+        for entry in gone:
+            entry.close()
+
     def clear(self) -> None:
         """Close every idle consumer (tests, shutdown)."""
         with self._lock:
             self._check_fork()
+            self._admins = {}
+            self._topic_ids = {}
             entries, self._idle = self._idle, []
         for entry in entries:
             entry.close()
+
+
+def _knew_another(
+    entry: PooledConsumer, key: PoolKey, topic: str | None, current_id: str | None
+) -> bool:
+    """Whether ``entry`` knew ``topic`` under an id other than its id now."""
+    if topic is None or current_id is None or entry.key != key or topic not in entry.topic_ids:
+        return False
+    return entry.topic_ids[topic] != current_id
+
+
+def _describe_topic_id(admin: AdminClient, topic: str) -> str | None:
+    """``topic``'s id from DescribeTopics, :data:`NO_TOPIC` if the cluster does not have it,
+    None if the cluster did not say (the fetch that follows reports an unreachable broker)."""
+    try:
+        future = admin.describe_topics(
+            TopicCollection([topic]), request_timeout=TOPIC_ID_TIMEOUT_S
+        )[topic]
+        return str(future.result(timeout=TOPIC_ID_TIMEOUT_S + 1).topic_id)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return NO_TOPIC
+        log.debug("describing topic %s for the consumer pool failed: %s", topic, exc)
+        return None
+    except Exception as exc:  # a timeout: the fetch itself reports what is wrong
+        log.debug("describing topic %s for the consumer pool failed: %s", topic, exc)
+        return None
 
 
 _POOL = ConsumerPool()

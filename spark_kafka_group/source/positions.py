@@ -21,10 +21,14 @@ end, e.g. the topic was recreated: the earliest offset) and the skipped count is
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from spark_kafka_group.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
+from spark_kafka_group.errors import (
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    TopicNotFoundError,
+)
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.options import EARLIEST, LATEST, AtTimestamp, OffsetLimit
 
@@ -208,3 +212,70 @@ def check_in_range(
         )  # fmt: skip
         checked[tp] = low
     return checked
+
+
+def skip_vanished(
+    partitions: Sequence[TopicPartition],
+    *,
+    existing: Mapping[str, int],
+    fail_on_data_loss: bool,
+    error: Exception,
+) -> list[TopicPartition]:
+    """Of the member's ``partitions``, those that still exist (``existing``: partition count
+    per topic in the cluster's metadata), once ListOffsets said some do not (``error``). Their
+    topic was deleted before the group reassigned them: with ``failOnDataLoss=true`` the
+    ``error`` (which names them) fails the query; with false they are left out of the batch
+    with a WARNING, as Spark does, and the rebalance that follows drops them."""
+    present = [tp for tp in partitions if tp.partition < existing.get(tp.topic, 0)]
+    gone = sorted(set(partitions) - set(present))
+    if fail_on_data_loss or not gone:
+        raise error
+    log.warning(
+        "Partition(s) %s no longer exist (the topic was deleted): their records not read yet "
+        "are lost; failOnDataLoss=false, reading the other partitions.",
+        ", ".join(partition_name(*tp) for tp in gone),
+    )
+    return present
+
+
+class DeletedTopics:
+    """Partitions of the last batch that the member no longer reads because their topic was
+    deleted (a ``subscribePattern`` no longer matches it, and the group dropped it), as
+    Spark's Kafka source reports them: an error with ``failOnDataLoss=true``, else one WARNING
+    per partition."""
+
+    def __init__(self) -> None:
+        self._reported: set[TopicPartition] = set()
+
+    def check(
+        self,
+        dropped: Iterable[TopicPartition],
+        *,
+        existing: Mapping[str, int],
+        fail_on_data_loss: bool,
+    ) -> None:
+        """``dropped``: partitions of the last batch not in this one; ``existing``: partition
+        count per topic in the cluster now. Those still there moved to another member."""
+        gone = sorted(
+            tp
+            for tp in dropped
+            if tp.partition >= existing.get(tp.topic, 0) and tp not in self._reported
+        )
+        if not gone:
+            return
+        names = ", ".join(partition_name(*tp) for tp in gone)
+        topics = ", ".join(sorted({repr(tp.topic) for tp in gone}))
+        if fail_on_data_loss:
+            raise TopicNotFoundError(
+                f"Partition(s) {names} no longer exist: topic(s) {topics} were deleted while the "
+                "query read them, and records not read yet may be lost. Set "
+                "failOnDataLoss=false to go on with the other partitions (a topic created again "
+                "under that name is read from its earliest offset)."
+            )
+        log.warning(
+            "Partition(s) %s no longer exist (topic(s) %s deleted); failOnDataLoss=false, going "
+            "on with the other partitions.",
+            names,
+            topics,
+        )
+        self._reported.update(gone)

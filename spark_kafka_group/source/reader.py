@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
+from spark_kafka_group.errors import TopicNotFoundError
 from spark_kafka_group.fetcher import fetch
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.group.offsets import fence
@@ -44,11 +45,13 @@ from spark_kafka_group.source.planning import (
     limit_end_offsets,
 )
 from spark_kafka_group.source.positions import (
+    DeletedTopics,
     LogBounds,
     PartitionsAtStart,
     check_in_range,
     initial_positions,
     known_at_start,
+    skip_vanished,
 )
 from spark_kafka_group.source.pyspark_features import (
     HAS_ADMISSION_CONTROL,
@@ -99,6 +102,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # commitToKafka: copies accepted commits to the Kafka consumer group (best effort).
         self._kafka_mirror: KafkaOffsetMirror | None = None
         self._at_start = PartitionsAtStart()  # startingOffsets applies to these only
+        self._deleted = DeletedTopics()
         self._minimum = (
             None
             if options.min_offsets_per_trigger is None
@@ -186,6 +190,13 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             previous = done if done is not None else self._last_planned
             planned = sorted(holdings.held - holdings.revoking)
             bounds = self._bounds(planned)
+            planned = [tp for tp in planned if tp in bounds.latest]  # see skip_vanished
+            if previous is not None and (dropped := set(previous.offsets) - set(planned)):
+                self._deleted.check(
+                    dropped,
+                    existing=self._topic_counts(),
+                    fail_on_data_loss=self._opts.fail_on_data_loss,
+                )
 
             # A partition held since the previous batch's generation continues from its end.
             continued = (
@@ -369,8 +380,24 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         assert self._cluster is not None, "the reader plans only once its member started"
         return self._cluster
 
+    def _topic_counts(self) -> dict[str, int]:
+        """Partition count of every topic in the cluster now."""
+        metadata = self._started_cluster().metadata()
+        return {t: len(m.partitions) for t, m in metadata.topics.items()}
+
     def _bounds(self, partitions: Sequence[TopicPartition]) -> LogBounds:
-        earliest, latest = self._started_cluster().earliest_and_latest_offsets(partitions)
+        """Log bounds of ``partitions``; of those whose topic was just deleted, none
+        (failOnDataLoss=false) or the error naming them (:func:`skip_vanished`)."""
+        cluster = self._started_cluster()
+        try:
+            earliest, latest = cluster.earliest_and_latest_offsets(partitions)
+        except TopicNotFoundError as exc:
+            present = skip_vanished(
+                partitions, existing=self._topic_counts(),
+                fail_on_data_loss=self._opts.fail_on_data_loss,
+                error=exc,
+            )  # fmt: skip
+            earliest, latest = cluster.earliest_and_latest_offsets(present)
         self._latest_seen.update(latest)
         return LogBounds(earliest=earliest, latest=latest)
 

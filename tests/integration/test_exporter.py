@@ -295,7 +295,7 @@ def test_topic_series_lag_in_seconds_owners_partition_status_and_the_cache(
     assert one(s, "kafka_consumergroup_group_sum_lag", **by_group) == 16
     assert one(s, "kafka_consumergroup_group_topic_sum_lag", **by_group, **tp) == 16
     age = one(s, "spark_kafka_group_partition_commit_age_seconds", partition="0", **g, **tp)
-    assert 5 <= age <= 15  # committed about 8 s before the clock (the driver's clock)
+    assert 0 < age <= 15  # committed some seconds before the clock (the driver's clock)
 
     def status(samples: Samples, partition: str) -> str:
         found = named(samples, "spark_kafka_group_partition_status", partition=partition, **g)

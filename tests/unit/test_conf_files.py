@@ -11,7 +11,9 @@ from spark_kafka_group.cli import _properties_file, _UsageError
 from spark_kafka_group.options import parse_options, read_properties, storage_options_from
 from spark_kafka_group.store.safety import check_storage_options
 
-SOURCE_PROPERTIES = Path(__file__).parents[2] / "conf" / "kafka-group-source.properties"
+REPO = Path(__file__).parents[2]
+SOURCE_PROPERTIES = REPO / "conf" / "kafka-group-source.properties"
+SPARK_DEFAULTS = REPO / "conf" / "spark-defaults.conf"
 
 # A commented-out example setting: "# key=value" with an option-like key and no spaces.
 _EXAMPLE = re.compile(r"^#\s*([A-Za-z][\w.]*)=(\S.*)$")
@@ -73,3 +75,46 @@ def test_an_unreadable_command_config_is_a_usage_error_naming_the_file(tmp_path:
     missing = str(tmp_path / "missing.properties")
     with pytest.raises(_UsageError, match=r"--command-config .*missing\.properties"):
         _properties_file(missing)
+
+
+def test_spark_defaults_holds_only_settings_that_act_on_kafka_group_jobs() -> None:
+    # Each setting here is exercised by tests/integration/test_jobs.py's local-cluster submit
+    # (the Delta jars through its offline alternative, spark.jars). Settings that do nothing for
+    # this source (Arrow for pandas conversions, DStreams' graceful shutdown, Spark's own
+    # defaults) must not come back, nor a setting right in one deploy mode only (a driver
+    # Python of the submitting machine, a YARN application master's environment).
+    assert set(read_properties(str(SPARK_DEFAULTS))) == {
+        "spark.archives",
+        "spark.pyspark.python",
+        "spark.jars.packages",
+        "spark.sql.extensions",
+        "spark.sql.catalog.spark_catalog",
+    }
+
+
+def test_spark_defaults_names_the_delta_spark_the_tests_run() -> None:
+    # jvm/pom.xml pins the delta-spark jar (its artifact names the Spark line) that the
+    # maven_spark tests run; the coordinate users are told to fetch must be that one.
+    parent = (REPO / "jvm" / "pom.xml").read_text(encoding="utf-8")
+    module = (REPO / "jvm" / "delta-spark" / "pom.xml").read_text(encoding="utf-8")
+    version = re.search(r"<delta\.version>([^<]+)<", parent)
+    artifact = re.search(r"<artifactId>(delta-spark_[^<]+)<", module)
+    assert version and artifact
+    coordinate = f"io.delta:{artifact.group(1)}:{version.group(1)}"
+    assert read_properties(str(SPARK_DEFAULTS))["spark.jars.packages"] == coordinate
+
+
+def test_conf_files_point_only_at_pages_that_exist() -> None:
+    for path in (SPARK_DEFAULTS, SOURCE_PROPERTIES):
+        text = path.read_text(encoding="utf-8")
+        assert "README" not in text, f"{path.name} points into the README"
+        for page in re.findall(r"\b((?:docs|jobs|conf)/[\w./-]+\.(?:md|py|conf|properties))", text):
+            assert (REPO / page).is_file(), f"{path.name} names {page}, which does not exist"
+
+
+def test_source_properties_leave_commit_to_kafka_off_and_say_what_it_does() -> None:
+    # commitToKafka writes to a Kafka consumer group of the same name: an example turned on
+    # without a reason would make every copy of it write there.
+    assert "commitToKafka" not in read_properties(str(SOURCE_PROPERTIES))
+    text = SOURCE_PROPERTIES.read_text(encoding="utf-8")
+    assert "# commitToKafka=true" in text and "kafka-consumer-groups" in text

@@ -133,7 +133,7 @@ def test_a_broker_answer_that_contradicts_the_records_is_detected() -> None:
     kwargs = {"low": 0, "high": 4}
     assert answer_holds(2, record_at, timestamp_ms=25, **kwargs)
     assert answer_holds(None, record_at, timestamp_ms=41, **kwargs)
-    assert not answer_holds(0, record_at, timestamp_ms=41, **kwargs)  # Tansu: 0 for anything
+    assert not answer_holds(0, record_at, timestamp_ms=41, **kwargs)  # 0 for anything
     assert not answer_holds(0, record_at, timestamp_ms=25, **kwargs)  # record 0 is before
     assert not answer_holds(3, record_at, timestamp_ms=25, **kwargs)  # record 2 already is
     assert not answer_holds(None, record_at, timestamp_ms=35, **kwargs)  # record 3 is after
@@ -162,3 +162,40 @@ def test_partitions_the_group_did_not_know_are_discovered_at_start() -> None:
     assert known_at_start(current, {"a": 1}, pattern=True) == {a0}
     # A topic a subscribe list names anew is a new subscription, not a discovery.
     assert known_at_start(current, {"a": 1}, pattern=False) == {a0, b0}
+
+
+def test_partitions_of_a_deleted_topic_are_skipped_only_without_fail_on_data_loss(
+    caplog,
+) -> None:
+    from spark_kafka_group.errors import TopicNotFoundError
+    from spark_kafka_group.source.positions import skip_vanished
+
+    kept, gone = TopicPartition("kept", 0), TopicPartition("gone", 1)
+    error = TopicNotFoundError("topic 'gone' does not exist")
+    existing = {"kept": 1, "gone": 1}  # partition 1 of 'gone' is no more
+    with pytest.raises(TopicNotFoundError, match="'gone'"):
+        skip_vanished([kept, gone], existing=existing, fail_on_data_loss=True, error=error)
+    with caplog.at_level(logging.WARNING):
+        assert skip_vanished(
+            [kept, gone], existing=existing, fail_on_data_loss=False, error=error
+        ) == [kept]
+    assert "gone-1" in caplog.text and "failOnDataLoss=false" in caplog.text
+    # Nothing is missing after all (the error was about something else): it stands.
+    with pytest.raises(TopicNotFoundError):
+        skip_vanished([kept], existing=existing, fail_on_data_loss=False, error=error)
+
+
+def test_a_batch_partition_whose_topic_is_gone_fails_or_warns_once(caplog) -> None:
+    from spark_kafka_group.errors import TopicNotFoundError
+    from spark_kafka_group.source.positions import DeletedTopics
+
+    moved, gone = TopicPartition("kept", 0), TopicPartition("deleted", 0)
+    existing = {"kept": 1}  # 'kept' still exists: its partition moved to another member
+    DeletedTopics().check([moved], existing=existing, fail_on_data_loss=True)
+    with pytest.raises(TopicNotFoundError, match=r"deleted-0 no longer exist.*'deleted'"):
+        DeletedTopics().check([moved, gone], existing=existing, fail_on_data_loss=True)
+    lenient = DeletedTopics()
+    with caplog.at_level(logging.WARNING):
+        lenient.check([moved, gone], existing=existing, fail_on_data_loss=False)
+        lenient.check([gone], existing=existing, fail_on_data_loss=False)
+    assert caplog.text.count("deleted-0") == 1 and "failOnDataLoss=false" in caplog.text
