@@ -8,7 +8,7 @@ process start-up and interpreter memory do not swamp 2 cores, and measures per N
   owned once, nothing being revoked, every member in the group); process start-up is printed
   apart;
 - p99 and max of what the reader calls at every trigger for its assignment
-  (``current_assignment()``, which reads no store; ``poll()``, a protocol step, on releases
+  (``current_holdings()``, which reads no store; ``poll()``, a protocol step, on releases
   before it), while converging and while steady;
 - log writes per second and compare-and-swap conflicts, while converging and while steady;
 - false expiries: EXPIRE records for members that are alive, over the steady period (the
@@ -59,6 +59,8 @@ import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from spark_kafka_group.group.kinds import RecordKind
 
 TOPIC = "t"
 
@@ -121,7 +123,7 @@ def worker(args: argparse.Namespace) -> int:
 
     def run(member: Any) -> None:
         # What a trigger calls for its assignment (a release before it stepped the protocol).
-        trigger = getattr(member, "current_assignment", member.poll)
+        trigger = getattr(member, "current_holdings", member.poll)
         try:
             started = time.monotonic()
             member.start()
@@ -292,7 +294,7 @@ def run_once(
             converged_at = time.monotonic()
             break
         time.sleep(0.25)
-    first_join_ms = next((r.timestamp_ms for r in watch.records if r.kind == "JOIN"), None)
+    first_join_ms = next((r.timestamp_ms for r in watch.records if r.kind == RecordKind.JOIN), None)
     converge_s = None
     converge_writes = watch.version + 1
     if converged_at is not None and first_join_ms is not None:
@@ -309,7 +311,7 @@ def run_once(
         watch.fold()
     steady_elapsed = time.monotonic() - steady_started
     steady = watch.records[steady_records_from:]
-    expiries = [r for r in steady if r.kind == "EXPIRE"]
+    expiries = [r for r in steady if r.kind == RecordKind.EXPIRE]
     false_expiries = len(expiries)
     for r in expiries:
         print(f"    EXPIRE of {r.member_id} at {r.timestamp_ms}: {r.payload}", flush=True)
@@ -388,7 +390,7 @@ def _durable_lags(records: list[Any], commit_every_s: float) -> list[float]:
     lags: list[float] = []
     step_ms = int(commit_every_s * 1000)
     for r in records:
-        if r.kind != "COMMIT" or r.offset is None or r.offset < 10**12:
+        if r.kind != RecordKind.COMMIT or r.offset is None or r.offset < 10**12:
             continue
         key = (r.topic, r.partition)
         lags.append(max(0, r.timestamp_ms - r.offset) / 1000)

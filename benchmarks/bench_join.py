@@ -55,6 +55,7 @@ from benchmarks.harness import (
     store_from_args,
     wait_until,
 )
+from spark_kafka_group.group.kinds import RecordKind
 
 # ---------------------------------------------------------------------------- Kafka
 
@@ -165,7 +166,9 @@ class SparkRuns:
                 member = next(group_offsets(newcomer.lastProgress)).member
                 log = group_records(store, group, storage_options=self.options)
                 joined_ms = min(
-                    r.timestamp_ms for r in log if r.kind == "JOIN" and r.member_id == member
+                    r.timestamp_ms
+                    for r in log
+                    if r.kind == RecordKind.JOIN and r.member_id == member
                 )
                 figure = first_at - joined_ms / 1000
                 figures.append(figure)

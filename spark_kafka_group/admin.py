@@ -1,11 +1,12 @@
-"""Group operations from outside a member: describe, reset offsets, commit or leave on a
-member's behalf. Used by the CLI, the Python API (``spark_kafka_group.describe_group`` ...)
-and the progress listener. Every change goes through the protocol's handlers, like a member's.
+"""Operator commands on a group from outside it: describe, reset offsets, and the rule of
+every command that needs a group without live members. Used by the CLI and the Python API
+(``spark_kafka_group.describe_group`` ...). Every change goes through the protocol's handlers,
+like a member's. (The progress listener's writes in a member's name are
+:mod:`spark_kafka_group.listener_writes`.)
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping
 
@@ -21,18 +22,10 @@ from spark_kafka_group.group import (
     TopicPartition,
 )
 from spark_kafka_group.group.clocks import Sightings, SingleClock, silent_past_session
-from spark_kafka_group.group.metadata import held_throughout
+from spark_kafka_group.group.offsets import CommitObject, fold_commit_objects, reset
 from spark_kafka_group.group.timer import Clock
-from spark_kafka_group.member.commit_fold import fold_commit_objects
-from spark_kafka_group.member.in_flight import offsets_to_write
-from spark_kafka_group.member.log_client import Decide, GroupLogClient
+from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
-from spark_kafka_group.store.commit_objects import (
-    LISTENER,
-    CommitObject,
-    RecordedOffset,
-    owner,
-)
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +176,7 @@ def reset_offsets(
         }
         if not execute:
             return [], plan
-        commits, response = work.commit_offsets(None, -1, dict(offsets), now)
+        commits, response = reset(work, offsets, now)
         if response.error is not GroupError.NONE or not response.accepted >= set(offsets):
             raise GroupNotEmptyError(
                 f"Group {group_id!r} refused the offset reset: {response.partition_errors}"
@@ -227,168 +220,3 @@ def expire_stopped_members(client: GroupLogClient) -> None:
         client.clock.sleep(WATCH_POLL_S)
         client.read_leases()
         client.transact(expire)
-
-
-def commit_for_member(
-    store: str,
-    group_id: str,
-    member_id: str,
-    generation: int,
-    offsets: Mapping[TopicPartition, int],
-    *,
-    starts: Mapping[TopicPartition, int] | None = None,
-    storage_options: Mapping[str, str] | None = None,
-    client: GroupLogClient | None = None,
-) -> int:
-    """Commit a completed batch's offsets on behalf of ``member_id``; how many were written.
-
-    Only for partitions the member has held without interruption since the generation the
-    batch was planned in (a rebalance that let it keep them does not void the batch: this
-    commit is what lets it release a partition being revoked, see ``GroupMember``), and
-    never moving a committed offset backwards (a late progress event must not undo a newer
-    commit) unless the batch itself started that partition below the committed offset (a
-    reset by policy; the rule is :func:`~spark_kafka_group.member.in_flight.offsets_to_write`
-    with ``in_order=False``). Anything else is the member's own business (it commits itself) or a
-    zombie's. ``client``: an open client of this group log to reuse (it folds only what is
-    new since its last call, instead of replaying from the latest snapshot).
-    """
-    if client is None:
-        client = _client(store, group_id, storage_options, create=False)
-    return client.transact(commit_decision(member_id, generation, offsets, starts=starts))
-
-
-def commit_decision(
-    member_id: str,
-    generation: int,
-    offsets: Mapping[TopicPartition, int],
-    *,
-    starts: Mapping[TopicPartition, int] | None = None,
-) -> Decide[int]:
-    """What :func:`commit_for_member` decides on the folded group (the simulation appends it
-    itself, racing the members)."""
-
-    def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], int]:
-        member = work.group.member(member_id)
-        if member is None:
-            return [], 0
-        held = {
-            tp: off
-            for tp, off in offsets.items()
-            if held_throughout(member.held_since, tp, generation)
-        }
-        fresh = offsets_to_write(held, work.group.offsets, in_order=False, starts=starts)
-        if not fresh:
-            return [], 0
-        records, response = work.commit_offsets(
-            member_id, work.group.generation, fresh, now, instance_id=member.instance_id
-        )
-        return records, len(response.accepted)
-
-    return decide
-
-
-def commit_batch_for_member(
-    store: str,
-    group_id: str,
-    member_id: str,
-    generation: int,
-    offsets: Mapping[TopicPartition, int],
-    *,
-    batch_id: int | None,
-    starts: Mapping[TopicPartition, int] | None = None,
-    storage_options: Mapping[str, str] | None = None,
-    client: GroupLogClient | None = None,
-) -> int:
-    """The progress listener's commit of batch ``batch_id`` on behalf of ``member_id``; how
-    many offsets it moves (the rules of :func:`commit_for_member`).
-
-    No append: the offsets go into the listener's own commit object for the member
-    (``<member id>~listener``, sequence number ``batch_id + 1``: a restarted driver continues
-    the query's batch ids, so it never goes back), a blind put that the group's folder brings
-    into the log with the members' objects, and that the member itself reads when it needs the
-    offset in the log now (to release a revoked partition, before its LEAVE). A partition the
-    batch started below the committed offset (a reset by policy) is written to the log
-    directly, as the fold only moves offsets forward. Reading the log to decide that is a
-    fold of its tail, never a compare-and-swap. Without commit objects, or without a batch id
-    to number the object by, the commit is an append (:func:`commit_for_member`).
-    """
-    if client is None:
-        client = _client(store, group_id, storage_options, create=False)
-    objects = client.commit_objects
-    if objects is None or batch_id is None:
-        return commit_for_member(
-            store, group_id, member_id, generation, offsets, starts=starts, client=client
-        )
-    group = client.fold().group
-    member = group.member(member_id)
-    if member is None:
-        return 0  # left, expired or replaced: its commits are never applied any more
-    held = {
-        tp: off for tp, off in offsets.items() if held_throughout(member.held_since, tp, generation)
-    }
-    fresh = offsets_to_write(held, group.offsets, in_order=False, starts=starts)
-    if not fresh:
-        return 0
-    committed = group.offsets
-    rewinds = {tp: o for tp, o in fresh.items() if tp in committed and o < committed[tp].offset}
-    if rewinds:
-        commit_for_member(
-            store, group_id, member_id, generation, rewinds, starts=starts, client=client
-        )
-    # Every held offset, the rewound ones too: this object replaces the previous one, whose
-    # higher offsets a later fold must not bring back.
-    recorded = {tp: RecordedOffset(off, generation) for tp, off in held.items()}
-    objects.put(CommitObject(member_id, batch_id + 1, recorded, writer=LISTENER))
-    return len(fresh)
-
-
-def leave_for_member(
-    store: str,
-    group_id: str,
-    member_id: str,
-    *,
-    storage_options: Mapping[str, str] | None = None,
-    client: GroupLogClient | None = None,
-    reason: str = "leave_group() after query stop",
-) -> bool:
-    """Write LEAVE for a dynamic member (static members keep their partitions, as in Kafka);
-    whether it left now (False: not a member any more, or static). ``client`` as in
-    :func:`commit_for_member`."""
-    if client is None:
-        client = _client(store, group_id, storage_options, create=False)
-    # The commits the member recorded but the group has not folded yet land first.
-    recorded = _commit_objects_of(client, member_id)
-
-    def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], bool]:
-        member = work.group.member(member_id)
-        if member is None or member.instance_id is not None:
-            return [], False
-        commits, _ = fold_commit_objects(work, recorded, now)
-        records, response = work.leave(member_id, now, reason=reason, seen=client.sightings())
-        return commits + records, response.error is GroupError.NONE
-
-    left = client.transact(decide)
-    if left:
-        log.info("Member %s left group %s", member_id, group_id)
-        if client.leases is not None:
-            with contextlib.suppress(GroupStoreError):  # a leftover lease is only a file
-                client.leases.drop(member_id)
-    # Gone (now, or before: it left by itself and the listener wrote an object since).
-    if client.coordinator.group.member(member_id) is None and client.commit_objects is not None:
-        with contextlib.suppress(GroupStoreError):  # never applied: its member is gone
-            client.commit_objects.drop(member_id)
-    return left
-
-
-def _commit_objects_of(client: GroupLogClient, member_id: str) -> list[CommitObject]:
-    """The member's newest commit object and its progress listener's, if it has them (best
-    effort: the store may be unavailable, and then the LEAVE goes without them)."""
-    objects = client.commit_objects
-    if objects is None:
-        return []
-    try:
-        newest = {k: s for k, s in objects.list().items() if owner(k) == member_id}
-        return list(objects.get(newest).values()) if newest else []
-    except GroupStoreError as exc:
-        log.warning("group %s: commit object of %s not read: %s", client.group_id, member_id, exc)
-        return []

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_kafka_group.group import GroupMetadata, GroupProtocolBug, GroupRecord, apply
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import JoinPayload, SyncPayload
 
@@ -346,7 +347,7 @@ def _commit_lookup(records: Sequence[GroupRecord], topic: str | None) -> Any:
     """``committed_at(partition, t)``: the partition's last accepted commit at time ``t``."""
     commits: dict[int, list[tuple[float, int]]] = defaultdict(list)
     for rec in records:
-        if str(rec.kind) == "COMMIT" and (topic is None or rec.topic == topic):
+        if str(rec.kind) == RecordKind.COMMIT and (topic is None or rec.topic == topic):
             commits[int(rec.partition or 0)].append(
                 (rec.timestamp_ms / 1000.0, int(rec.offset or 0))
             )
@@ -397,7 +398,7 @@ def _check_group_log(
     for i, rec in enumerate(records):
         kind = str(rec.kind)
         where = f"record {i} ({kind} by {rec.member_id}, generation {rec.generation})"
-        if kind == "COMMIT" and (topic is None or rec.topic == topic):
+        if kind == RecordKind.COMMIT and (topic is None or rec.topic == topic):
             result.commits += 1
             if rec.member_id is not None:
                 if rec.member_id in gone:
@@ -415,7 +416,7 @@ def _check_group_log(
                     f"{where}: partition {rec.partition} committed {rec.offset} but only "
                     f"{position} had been consumed"
                 )
-        if kind == "SYNC":
+        if kind == RecordKind.SYNC:
             seen: dict[tuple[str, int], str] = {}
             sync = SyncPayload.of(rec)
             for member in set(sync.assignment) | set(sync.revoking):
@@ -428,13 +429,13 @@ def _check_group_log(
                             f"{where}: {key} given to {seen[key]} and {member}"
                         )
                     seen[key] = member
-        if kind == "GENERATION":
+        if kind == RecordKind.GENERATION:
             result.rebalances += 1
-        if kind == "REVOKE" and rec.member_id:
+        if kind == RecordKind.REVOKE and rec.member_id:
             revokes[rec.member_id] += 1
-        if kind in ("EXPIRE", "LEAVE") and rec.member_id:
+        if kind in (RecordKind.EXPIRE, RecordKind.LEAVE) and rec.member_id:
             gone[rec.member_id] = kind
-        if kind == "JOIN":
+        if kind == RecordKind.JOIN:
             # A removed member id stays removed: a member that rejoins after its EXPIRE must
             # do so as a new member id (Kafka: UNKNOWN_MEMBER_ID, then a fresh id), so any
             # later COMMIT under the old id is counted as a zombie commit.

@@ -45,6 +45,7 @@ from spark_kafka_group.group.metadata import (
     LEASES,
     GroupMetadata,
     MemberMetadata,
+    OffsetAndMetadata,
     Subscription,
     TopicPartition,
 )
@@ -69,8 +70,9 @@ from spark_kafka_group.group.state import GroupState
 S = GroupState
 E = GroupError
 
-#: An offset to commit: the offset alone, or (offset, metadata).
-CommitValue = int | tuple[int, str | None]
+#: An offset to commit: the offset alone, or with its metadata (the other fields are the
+#: commit's own: its time, generation and member).
+CommitValue = int | OffsetAndMetadata
 
 
 class _Scratch:
@@ -367,7 +369,8 @@ class GroupCoordinator:
         self, scratch: _Scratch, now_ms: int, seen: Sightings, writer: str | None
     ) -> None:
         """If every member has rejoined (and the initial delay is over), write the next
-        generation."""
+        generation. Decided on one clock, the decider's (``seen``); ``now_ms`` only stamps the
+        record, whose sync deadline the record factory writes relative to that stamp."""
         s = scratch.group
         if s.state != S.PREPARING_REBALANCE or not s.all_joined():
             return
@@ -390,12 +393,16 @@ class GroupCoordinator:
             leader=leader,
             protocol=protocol,
             members=tuple(order),
-            deadline_ms=now_ms + s.max_rebalance_timeout_ms() if members else None,
+            deadline_ms=None,
             rejoin_implicitly=cooperative and s.all_have(IMPLICIT_REJOIN),
         )
         scratch.add(
             generation_record(
-                now_ms=now_ms, writer=writer, generation=s.generation + 1, payload=payload
+                now_ms=now_ms,
+                writer=writer,
+                generation=s.generation + 1,
+                payload=payload,
+                deadline_after_ms=s.max_rebalance_timeout_ms() if members else None,
             )
         )
 
@@ -535,7 +542,7 @@ class GroupCoordinator:
         records: list[GroupRecord] = []
         errors: dict[TopicPartition, GroupError] = {}
         for tp, value in sorted(parts.items()):
-            offset, md = (value, None) if isinstance(value, int) else (value[0], value[1])
+            offset, md = (value, None) if isinstance(value, int) else (value.offset, value.metadata)
             if held is not None and tp not in held:
                 errors[tp] = E.ILLEGAL_GENERATION  # not its partition: a zombie commit
             elif offset < 0:

@@ -108,15 +108,6 @@ class ScheduledDelay:
     opened: Opened = Opened()
 
 
-def held_throughout(
-    held_since: Mapping[TopicPartition, int], tp: TopicPartition, generation: int
-) -> bool:
-    """Held now (in ``held_since``: since when each held partition has been held without
-    interruption), and since ``generation``: a batch planned in that generation may still read
-    ``tp``, continue from its position and commit it."""
-    return held_since.get(tp, generation + 1) <= generation
-
-
 @dataclass
 class MemberMetadata:
     member_id: str

@@ -8,6 +8,7 @@ type in :mod:`~spark_kafka_group.group.payloads`. ``now_ms`` is the writer's clo
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import GroupMetadata, TopicPartition
@@ -48,9 +49,18 @@ def join_record(
 
 
 def generation_record(
-    *, now_ms: int, writer: str | None, generation: int, payload: GenerationPayload
+    *,
+    now_ms: int,
+    writer: str | None,
+    generation: int,
+    payload: GenerationPayload,
+    deadline_after_ms: int | None = None,
 ) -> GroupRecord:
-    """GENERATION: ``generation`` is the new one; ``writer`` None when time completed it."""
+    """GENERATION: ``generation`` is the new one; ``writer`` None when time completed it.
+    ``deadline_after_ms``: the sync phase's length, written as a deadline on this record's own
+    clock (its timestamp plus the length: only the difference is ever read back)."""
+    if deadline_after_ms is not None:
+        payload = replace(payload, deadline_ms=now_ms + deadline_after_ms)
     return GroupRecord(
         kind=RecordKind.GENERATION.value,
         timestamp_ms=now_ms,

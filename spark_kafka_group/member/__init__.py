@@ -9,7 +9,7 @@ from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.member.fixed import FixedAssignmentMember
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
-from spark_kafka_group.member.view import Member, MemberAssignment
+from spark_kafka_group.member.view import Holdings, Member
 
 if TYPE_CHECKING:
     from spark_kafka_group.kafka import KafkaCluster
@@ -19,8 +19,8 @@ __all__ = [
     "FixedAssignmentMember",
     "GroupLogClient",
     "GroupMember",
+    "Holdings",
     "Member",
-    "MemberAssignment",
     "SubscriptionSpec",
     "member_for_source",
 ]

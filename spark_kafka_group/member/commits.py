@@ -3,8 +3,9 @@ folder (its leader, or the member itself when the folder is gone), or written to
 directly (the final offset of a partition being revoked; every commit without commit objects);
 and which of them the log now holds (``on_durable``).
 
-How the objects and the fold work: docs/design.md, "The write path at scale", and
-:mod:`.commit_fold` (the pure fold). Fold timing counts on the member's monotonic clock.
+How the objects and the fold work: docs/design.md, "The write path at scale"; which commits
+are accepted and what a fold writes: :mod:`spark_kafka_group.group.offsets` (the one place of
+those rules). Fold timing counts on the member's monotonic clock.
 """
 
 from __future__ import annotations
@@ -14,23 +15,31 @@ from collections.abc import Callable, Iterable, Mapping
 
 from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupError, TopicPartition
-from spark_kafka_group.group.metadata import OffsetAndMetadata, held_throughout, partition_name
-from spark_kafka_group.member.assignments import AssignmentBook
-from spark_kafka_group.member.commit_fold import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
-from spark_kafka_group.member.decide import Decision, PendingWork
-from spark_kafka_group.member.in_flight import BatchesInFlight
-from spark_kafka_group.member.join import REBALANCE_POLL_MS
-from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.member.view import MemberAssignment
-from spark_kafka_group.store.commit_objects import (
+from spark_kafka_group.group.metadata import OffsetAndMetadata, partition_name
+from spark_kafka_group.group.offsets import (
     LISTENER,
     CommitObject,
     RecordedOffset,
+    fence,
+    listener_offsets_to_take,
     object_key,
     owner,
+    rewinds,
 )
+from spark_kafka_group.member.decide import Decision, PendingWork
+from spark_kafka_group.member.holdings import HoldingsBook
+from spark_kafka_group.member.in_flight import BatchesInFlight
+from spark_kafka_group.member.join import REBALANCE_POLL_MS
+from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.member.view import Holdings
 
 log = logging.getLogger(__name__)
+
+#: How often the group's leader folds the members' commit objects into the log.
+COMMIT_FOLD_INTERVAL_MS = 1_000
+#: A member whose own commit is not folded this many intervals after it was recorded folds
+#: every member's objects itself.
+FOLD_FALLBACK_INTERVALS = 5
 
 
 class MemberCommits:
@@ -39,7 +48,7 @@ class MemberCommits:
     across a read or write of the store (the step's puts, listings and reads happen outside
     it), so recording a commit never waits on the store."""
 
-    def __init__(self, client: GroupLogClient, book: AssignmentBook) -> None:
+    def __init__(self, client: GroupLogClient, book: HoldingsBook) -> None:
         self._client = client
         self._book = book  # what the member holds, and the batches it handed to Spark
         self._lock = book.lock
@@ -65,7 +74,7 @@ class MemberCommits:
         self._listener_merged: tuple[str, int] | None = None
         #: Offsets and releases waiting to be written to the log directly (the final offsets
         #: of partitions being revoked; every commit without commit objects).
-        self.pending_offsets: dict[TopicPartition, int] = {}
+        self.pending_offsets: dict[TopicPartition, RecordedOffset] = {}
         self.pending_release: set[TopicPartition] = set()
         #: Earlier incarnations of this query (from its checkpoint) whose batches it resumes:
         #: their commits are accepted as this member's.
@@ -83,7 +92,7 @@ class MemberCommits:
 
     def record(
         self,
-        assignment: MemberAssignment,
+        holdings: Holdings,
         offsets: Mapping[TopicPartition, int],
         *,
         member_id: str,
@@ -95,43 +104,43 @@ class MemberCommits:
         generation, of a batch of this member or of an incarnation it adopted) and the
         releases of revoked partitions it finished."""
         with self._lock:
-            accepted = {}
+            accepted: dict[TopicPartition, int] = {}
             if batch_member == member_id or batch_member in self.adopted:
-                accepted = {
-                    tp: offset
-                    for tp, offset in offsets.items()
-                    if held_throughout(assignment.held_since, tp, batch_generation)
-                }
-            committed = self._client.coordinator.group.offsets
+                accepted = fence(holdings.held_since, offsets, batch_generation)
+            # A reset by policy (failOnDataLoss=false) is written directly: a fold only moves
+            # offsets forward.
+            back = rewinds(accepted, self._client.coordinator.group.offsets)
             for tp, offset in accepted.items():
-                # A member's own commits come in batch order, so one below the log's offset is
-                # a reset by policy (failOnDataLoss=false): written directly, as the fold only
-                # moves offsets forward (a successor must not start at the old, higher offset).
-                rewinds = tp in committed and offset < committed[tp].offset
-                if self._objects is None or tp in assignment.revoking or rewinds:
-                    self.pending_offsets[tp] = offset
+                recorded = RecordedOffset(offset, holdings.generation)
+                if self._objects is None or tp in holdings.revoking or tp in back:
+                    self.pending_offsets[tp] = recorded
                 if self._objects is not None:
-                    self._recorded[tp] = RecordedOffset(offset, assignment.generation)
-            released = set(release) & assignment.revoking
+                    self._recorded[tp] = recorded
+            released = set(release) & holdings.revoking
             self.pending_release.update(released)
             # Its last batch was committed earlier, in the commit object: its release must
             # come with that offset in the log (the new owner starts there).
             self._write_recorded(released)
 
-    def pending_work(self, assignment: MemberAssignment, in_flight: BatchesInFlight) -> PendingWork:
+    def lost(self) -> None:
+        """The member lost its partitions (fenced, expired): nothing waits to be written."""
+        with self._lock:
+            self.pending_offsets.clear()
+
+    def pending_work(self, holdings: Holdings, in_flight: BatchesInFlight) -> PendingWork:
         """What the step must write (call under the lock: a snapshot of the pending work)."""
         return PendingWork(
             offsets=dict(self.pending_offsets),
             release=frozenset(self.pending_release),
             in_flight=in_flight,
-            held=assignment.held,
-            had_generation=assignment.generation >= 0,
+            held=holdings.held,
+            had_generation=holdings.generation >= 0,
         )
 
     def step(
         self,
         now: int,
-        assignment: MemberAssignment,
+        holdings: Holdings,
         *,
         member_id: str,
         closing: bool,
@@ -146,10 +155,10 @@ class MemberCommits:
             return {}, frozenset()
         # Its last batch completed and the progress listener committed it in its object: the
         # release needs that offset in the log, so it is taken into the recorded commits.
-        self.uncommitted(assignment.revoking)
+        self.uncommitted(holdings.revoking)
         # Recorded before its revocation began: its final offset goes to the log now, directly
         # (its release waits for exactly that offset).
-        self._write_recorded(assignment.revoking)
+        self._write_recorded(holdings.revoking)
         committed = self._client.coordinator.group.offsets
         with self._lock:
             recorded = dict(self._recorded)
@@ -262,7 +271,7 @@ class MemberCommits:
         if not self._recorded:
             return
         committed = self._client.coordinator.group.offsets
-        held = self._book.assignment.held
+        held = self._book.holdings.held
         last_ends = self._book.in_flight.ends
         for tp, recorded in list(self._recorded.items()):
             current = None if tp not in committed else committed[tp].offset
@@ -308,7 +317,7 @@ class MemberCommits:
         newer commit). Best effort: unreadable, it is left to the fold."""
         if self._objects is None:
             return
-        key = object_key(self._book.assignment.member_id, LISTENER)
+        key = object_key(self._book.holdings.member_id, LISTENER)
         try:
             seq = self._objects.list().get(key)
             if seq is None or self._listener_merged == (key, seq):
@@ -321,18 +330,14 @@ class MemberCommits:
             return  # replaced since the listing: the next call reads the newer one
         self._listener_merged = (key, seq)
         with self._lock:  # the reader records commits meanwhile
-            assignment = self._book.assignment
-            committed = self._client.coordinator.group.offsets
-            for tp, r in obj.offsets.items():
-                if tp not in assignment.held or not held_throughout(
-                    assignment.held_since, tp, r.generation
-                ):
-                    continue  # a batch from before the member (re)acquired it: not its commit
-                have = [committed[tp].offset] if tp in committed else []
-                if tp in self._recorded:
-                    have.append(self._recorded[tp].offset)
-                if all(r.offset > o for o in have):
-                    self._recorded[tp] = r
+            self._recorded.update(
+                listener_offsets_to_take(
+                    self._book.holdings.held_since,
+                    obj,
+                    self._client.coordinator.group.offsets,
+                    self._recorded,
+                )
+            )
 
     def _write_recorded(self, partitions: Iterable[TopicPartition]) -> None:
         """Write the recorded commits of ``partitions`` to the log directly at the next step.
@@ -341,7 +346,7 @@ class MemberCommits:
         with self._lock:
             self._settle()
             for tp in set(partitions) & set(self._recorded):
-                self.pending_offsets[tp] = self._recorded[tp].offset
+                self.pending_offsets[tp] = self._recorded[tp]
 
     def committed_with_recorded(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """The log's committed offsets, with this member's commits that are not in it yet
@@ -352,8 +357,8 @@ class MemberCommits:
             committed = dict(self._client.coordinator.group.offsets)
             for tp, recorded in self._recorded.items():
                 committed[tp] = OffsetAndMetadata(recorded.offset)
-            for tp, offset in self.pending_offsets.items():
-                committed[tp] = OffsetAndMetadata(offset)
+            for tp, pending in self.pending_offsets.items():
+                committed[tp] = OffsetAndMetadata(pending.offset)
             return committed
 
     def report_durable(

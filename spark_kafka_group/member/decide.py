@@ -24,14 +24,21 @@ from spark_kafka_group.group import (
     GroupState,
     JoinRequest,
     RebalanceProtocol,
+    RecordKind,
     TopicPartition,
 )
 from spark_kafka_group.group.clocks import Sightings, SingleClock, rebalance_deadline_ms
 from spark_kafka_group.group.messages import CommitResponse
 from spark_kafka_group.group.metadata import LEASES
-from spark_kafka_group.member.commit_fold import fold_commit_objects
-from spark_kafka_group.member.in_flight import BatchesInFlight, offsets_to_write
-from spark_kafka_group.store.commit_objects import CommitObject, owner
+from spark_kafka_group.group.offsets import (
+    CommitObject,
+    RecordedOffset,
+    Source,
+    commit_batch,
+    fold_commit_objects,
+    owner,
+)
+from spark_kafka_group.member.in_flight import BatchesInFlight
 
 #: How often a member compares topic metadata with the group's assignment snapshot (new
 #: partitions, topics matching a pattern), in heartbeat intervals.
@@ -45,8 +52,9 @@ LOG_HEARTBEATS_PER_SESSION = 3
 class PendingWork:
     """What the member's reader has to say."""
 
-    #: End offsets of completed batches, to commit.
-    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    #: End offsets of completed batches, to commit (each with the member's generation when
+    #: it recorded it).
+    offsets: Mapping[TopicPartition, RecordedOffset] = field(default_factory=dict)
     #: Revoked partitions whose last batch completed, to release.
     release: frozenset[TopicPartition] = frozenset()
     #: The batches handed to Spark: a partition being revoked is released once a commit
@@ -73,7 +81,7 @@ class Decision:
     timers: Timers
     commit: CommitResponse | None = None
     join_error: GroupError = GroupError.NONE
-    #: Keys of the commit objects this step folded completely (see ``commit_fold``).
+    #: Keys of the commit objects this step folded completely (``offsets.fold_commit_objects``).
     folded: frozenset[str] = frozenset()
     #: Decide again with these members' commit objects: the step would remove them from the
     #: group (EXPIRE) and their last commits must land first, in the same append.
@@ -123,7 +131,7 @@ def decide_step(
     commit = _commit_and_release(work, now, ctx, pending, out)
     ticked = work.tick(now, ctx.seen)
     if ctx.uses_commit_objects:
-        expiring = {r.member_id for r in ticked if r.kind == "EXPIRE" and r.member_id}
+        expiring = {r.member_id for r in ticked if r.kind == RecordKind.EXPIRE and r.member_id}
         have = {owner(key) for key in ctx.commit_objects}
         missing = expiring - have - ctx.objects_looked_up
         if missing:  # a crashed member's recorded commits are not lost: fold them first
@@ -132,7 +140,7 @@ def decide_step(
     out.extend(ticked)
     join_error, metadata_checked = _protocol_step(work, now, ctx, pending, timers, out)
     me = ctx.member_id
-    wrote = any(r.member_id == me and r.kind != "EXPIRE" for r in out)
+    wrote = any(r.member_id == me and r.kind != RecordKind.EXPIRE for r in out)
     return Decision(
         records=out,
         timers=Timers(
@@ -156,16 +164,10 @@ def _commit_and_release(
     view = work.member_view(me)
     if not view.known or view.fenced:
         return None
-    held = set(view.assignment) | set(view.revoking)
-    mine = {tp: off for tp, off in pending.offsets.items() if tp in held}
-    fresh = offsets_to_write(mine, work.group.offsets, in_order=True)
-    response = None
-    if fresh:
-        records, response = work.commit_offsets(
-            me, view.group_generation, fresh, now, instance_id=ctx.instance_id
-        )
-        work.apply_all(records)
-        out.extend(records)
+    records, response = commit_batch(
+        work, me, pending.offsets, now, source=Source.MEMBER, newest=pending.in_flight.ends
+    )
+    out.extend(records)
     revoking = frozenset(view.revoking)
     # Whose last batch is committed (this write's commit included): released too.
     finished = {tp for tp in revoking if pending.in_flight.finished(tp, work.group.offsets)}
@@ -226,7 +228,7 @@ def _protocol_step(
         return response
 
     def wrote() -> bool:  # any record of a member counts as its heartbeat
-        return any(r.member_id == me and r.kind != "EXPIRE" for r in out)
+        return any(r.member_id == me and r.kind != RecordKind.EXPIRE for r in out)
 
     view = work.member_view(me)
     if view.fenced or (not view.known and pending.had_generation):

@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterable, Mapping
 from spark_kafka_group.errors import CommitRejectedError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
 from spark_kafka_group.group.metadata import MemberMetadata, TopicPartition
-from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch, offsets_to_write
+from spark_kafka_group.group.offsets import Source, offsets_to_write
+from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.member import new_member_id
-from spark_kafka_group.member.view import MemberAssignment
+from spark_kafka_group.member.view import Holdings
 from spark_kafka_group.options import GroupSettings
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ class FixedAssignmentMember:
             settings.store, settings.group_id, storage_options=settings.storage_options
         )
         held = frozenset(partitions)
-        self._assignment = MemberAssignment(
+        self._assignment = Holdings(
             generation=0,
             member_id=self.member_id,
             held=held,
@@ -43,17 +44,15 @@ class FixedAssignmentMember:
         self._in_flight = BatchesInFlight()
         self.on_durable: Callable[[dict[TopicPartition, int]], None] | None = None
 
-    def start(
-        self, *, replacing: str | None = None, must_complete_join: bool = False
-    ) -> MemberAssignment:
+    def start(self, *, replacing: str | None = None, must_complete_join: bool = False) -> Holdings:
         """Nothing to join: the partitions are fixed (the arguments are the group member's)."""
         self._client.fold()
         return self._assignment
 
-    def poll(self) -> MemberAssignment:
+    def poll(self) -> Holdings:
         return self._assignment
 
-    def current_assignment(self) -> MemberAssignment:
+    def current_holdings(self) -> Holdings:
         return self._assignment
 
     def group_metadata(self) -> Mapping[str, int] | None:
@@ -61,7 +60,7 @@ class FixedAssignmentMember:
         return None
 
     @property
-    def assignment(self) -> MemberAssignment:
+    def holdings(self) -> Holdings:
         return self._assignment
 
     def adopt(
@@ -96,7 +95,7 @@ class FixedAssignmentMember:
         batch_generation: int,
         batch_member: str,
         release: Iterable[TopicPartition] = (),
-    ) -> MemberAssignment:
+    ) -> Holdings:
         mine = {tp: o for tp, o in offsets.items() if tp in self._assignment.held}
 
         written: dict[TopicPartition, int] = {}
@@ -104,7 +103,7 @@ class FixedAssignmentMember:
         def decide(
             work: GroupCoordinator, now: int
         ) -> tuple[list[GroupRecord], tuple[GroupError, list[str]]]:
-            fresh = offsets_to_write(mine, work.group.offsets, in_order=True)
+            fresh = offsets_to_write(mine, work.group.offsets, source=Source.MEMBER)
             written.clear()
             written.update(fresh)
             if not fresh:

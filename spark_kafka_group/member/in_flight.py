@@ -1,22 +1,17 @@
-"""Batches in flight, and which offsets of a commit are worth writing.
+"""Batches in flight.
 
 A query's member hands batches to Spark (``begin_batch``) and learns of their completion by a
 commit: its own at the next trigger, or the progress listener's on its behalf, usually much
-sooner (:func:`spark_kafka_group.admin.commit_batch_for_member`, in its own commit object for
-the member). Between the two the batch is in flight. That decides when a partition being
+sooner (:func:`spark_kafka_group.listener_writes.commit_batch_for_member`, in its own commit
+object for the member). Between the two the batch is in flight. That decides when a partition being
 revoked may be released (once a commit reaches the end of its last batch; the pure step,
 :mod:`.decide`), whether a closing member may leave yet (``GroupMember.close``) and which
 revoked partitions the reader may release with a commit (no batch planned after the completed
 one reads them).
 
 It lives under ``member/`` because the member owns it (under its lock) and hands a frozen
-copy to the pure step; the reader only asks it questions, through the member.
-
-The second rule here is the commit filter shared by every writer of committed offsets (the
-member, the fixed-assignment member, the progress listener): a commit that changes nothing
-is not written, and a commit that may arrive after a newer one (the listener's, from a late
-progress event) never moves a committed offset backwards, unless the batch itself started
-that partition below the committed offset (a reset by policy, ``failOnDataLoss=false``).
+copy to the pure step; the reader only asks it questions, through the member. Which commits
+are written is the protocol's rule (:mod:`spark_kafka_group.group.offsets`).
 """
 
 from __future__ import annotations
@@ -24,10 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
-
-#: The group's committed offsets, as folded (``GroupMetadata.offsets``).
-Committed = Mapping[TopicPartition, OffsetAndMetadata]
+from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.offsets import Committed
 
 
 @dataclass(frozen=True)
@@ -80,33 +73,3 @@ class BatchesInFlight:
     def reads_last(self, tp: TopicPartition) -> bool:
         """The last batch handed to Spark reads ``tp`` (it may still be running)."""
         return self.last is not None and tp in self.last.ends
-
-
-def offsets_to_write(
-    offsets: Mapping[TopicPartition, int],
-    committed: Committed,
-    *,
-    in_order: bool,
-    starts: Mapping[TopicPartition, int] | None = None,
-) -> dict[TopicPartition, int]:
-    """The offsets of a commit worth writing, given what the group has committed.
-
-    ``in_order``: the writer commits its batches in the order they ran (a member's own
-    commits): any offset that differs from the committed one is news, a lower one included
-    (the batch was reset by policy). Otherwise (the progress listener, whose events may come
-    after a newer commit) an offset is written only if it moves the committed offset forward,
-    or, for a partition the batch started below the committed offset (``starts``: the batch's
-    start offsets where it did not continue from the previous batch), if it differs.
-    """
-    starts = starts or {}
-    out: dict[TopicPartition, int] = {}
-    for tp, offset in offsets.items():
-        current = committed.get(tp)
-        if current is None:
-            out[tp] = offset
-        elif in_order or ((start := starts.get(tp)) is not None and start < current.offset):
-            if offset != current.offset:
-                out[tp] = offset
-        elif offset > current.offset:
-            out[tp] = offset
-    return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from spark_kafka_group.group import JoinRequest
 from spark_kafka_group.group.timer import Clock
-from spark_kafka_group.member.view import MemberAssignment
+from spark_kafka_group.member.view import Holdings
 from spark_kafka_group.options import GroupSettings
 
 #: While the group rebalances, the member reads the log this often instead of every heartbeat
@@ -79,30 +79,30 @@ def join_wait_ms(settings: GroupSettings, *, must_complete_join: bool) -> int:
     return 2 * settings.heartbeat_interval_ms + 2000 + settings.initial_rebalance_delay_ms
 
 
-def has_assignment(assignment: MemberAssignment) -> bool:
+def has_assignment(holdings: Holdings) -> bool:
     """The join is complete: the rebalance settled, or the member holds partitions in a
     stable generation."""
-    return assignment.settled or (assignment.stable and bool(assignment.held))
+    return holdings.settled or (holdings.stable and bool(holdings.held))
 
 
 def wait_for_assignment(
-    first: MemberAssignment,
-    poll: Callable[[], MemberAssignment],
+    first: Holdings,
+    poll: Callable[[], Holdings],
     *,
     clock: Clock,
     deadline_ms: int,
     poll_s: Callable[[], float],
     closing: threading.Event,
-) -> tuple[MemberAssignment, bool]:
+) -> tuple[Holdings, bool]:
     """Poll every ``poll_s()`` until the member has an assignment (:func:`has_assignment`) or
-    ``deadline_ms`` (on ``clock``'s monotonic time) has passed. Returns the last assignment and
+    ``deadline_ms`` (on ``clock``'s monotonic time) has passed. Returns the last holdings and
     whether ``closing`` was set meanwhile (the query stopped: the wait ends at once)."""
-    assignment = first
-    while not has_assignment(assignment) and clock.monotonic_ms() < deadline_ms:
+    holdings = first
+    while not has_assignment(holdings) and clock.monotonic_ms() < deadline_ms:
         if pause(clock, poll_s(), until=closing):
-            return assignment, True
-        assignment = poll()
-    return assignment, False
+            return holdings, True
+        holdings = poll()
+    return holdings, False
 
 
 def pause(clock: Clock, seconds: float, *, until: threading.Event) -> bool:

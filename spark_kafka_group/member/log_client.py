@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from spark_kafka_group.errors import GroupStoreError
-from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
+from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord, RecordKind
 from spark_kafka_group.group.clocks import LocalSightings, Watch
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.retry import Backoff
@@ -142,7 +142,7 @@ class GroupLogClient:
             # A SNAPSHOT is the state folded up to the version before it (its writer appended
             # it on top of exactly that version), which this fold already holds: parsing it
             # again would cost every member the whole group's size at every snapshot.
-            self.coordinator.apply_all(r for _, r in piece.records if r.kind != "SNAPSHOT")
+            self.coordinator.apply_all(r for _, r in piece.records if r.kind != RecordKind.SNAPSHOT)
             self._records_since_snapshot += len(piece.records)
         self.version = piece.version
         self.watch.saw_log(self.coordinator.group, self.clock.monotonic_ms())

@@ -5,10 +5,10 @@ the sequence) over the group log: join, wait for the others, sync (the leader as
 heartbeat, commit, release revoked partitions, rejoin when fenced. A background thread
 (:mod:`.heartbeat`) steps it every heartbeat interval, and at once when the reader asks (a
 ``commit``, or a ``latestOffset`` during a rebalance). The reader itself never waits on the
-group log: it reads the assignment as last stepped, and its calls take only the assignment
+group log: it reads the holdings as last stepped, and its calls take only the holdings
 book's small lock, which no step holds across a read or write of the store.
 
-What the reader sees is a :class:`MemberAssignment`: the partitions it may plan (``held``
+What the reader sees is a :class:`Holdings`: the partitions it may plan (``held``
 minus ``revoking``), the ones it must finish and release (``revoking``), and for each partition
 the generation since which this member holds it continuously (``held_since``): a batch
 planned before that generation must neither supply a position nor commit for it.
@@ -45,7 +45,7 @@ from spark_kafka_group.member.join import (
     wait_for_assignment,
 )
 from spark_kafka_group.member.membership import Membership
-from spark_kafka_group.member.view import MemberAssignment
+from spark_kafka_group.member.view import Holdings
 from spark_kafka_group.options import SourceOptions
 
 if TYPE_CHECKING:
@@ -75,9 +75,7 @@ class GroupMember(Membership):
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(
-        self, *, replacing: str | None = None, must_complete_join: bool = False
-    ) -> MemberAssignment:
+    def start(self, *, replacing: str | None = None, must_complete_join: bool = False) -> Holdings:
         """Join and wait for the first assignment; then heartbeat in the background.
 
         ``replacing``: the member id of this query's previous incarnation (from its
@@ -100,7 +98,7 @@ class GroupMember(Membership):
         deadline = self._clock.monotonic_ms() + wait_ms
         self._metadata.refresh()  # a clear error now if the cluster cannot be reached
         self._metadata.start()
-        assignment, closed = wait_for_assignment(
+        holdings, closed = wait_for_assignment(
             self.poll(),
             self.poll,
             clock=self._clock,
@@ -109,8 +107,8 @@ class GroupMember(Membership):
             closing=self._closing,
         )
         if closed:
-            return assignment  # the query stopped while it waited
-        if must_complete_join and not has_assignment(assignment):
+            return holdings  # the query stopped while it waited
+        if must_complete_join and not has_assignment(holdings):
             self._heartbeat.stop()
             self._metadata.stop()
             seen = self._client.sightings()
@@ -119,7 +117,7 @@ class GroupMember(Membership):
                 error_text.join_timeout(self.settings, self.member_id, group, seen, wait_ms)
             )
         self._heartbeat.start()
-        return assignment
+        return holdings
 
     def group_metadata(self) -> Mapping[str, int] | None:
         """The partition count of each subscribed topic in the group's last assignment or
@@ -184,23 +182,23 @@ class GroupMember(Membership):
 
     # -- what the reader calls ---------------------------------------------------------------
 
-    def poll(self) -> MemberAssignment:
-        """One protocol step (fold, tick, join/sync/heartbeat as needed); the assignment.
-        For the join and the first plan: a trigger calls :meth:`current_assignment`."""
+    def poll(self) -> Holdings:
+        """One protocol step (fold, tick, join/sync/heartbeat as needed); the holdings.
+        For the join and the first plan: a trigger calls :meth:`current_holdings`."""
         with self._lock:
             self._raise_if_fatal()
             if self._closing.is_set():
-                return self._book.assignment
+                return self._book.holdings
             try:
                 self._step()
             except GroupStoreError as exc:
                 # Keep consuming what we own; the heartbeat thread retries with backoff.
                 log.warning("group %s: group log unavailable: %s", self.settings.group_id, exc)
             self._raise_if_fatal()
-            return self._book.assignment
+            return self._book.holdings
 
-    def current_assignment(self) -> MemberAssignment:
-        """The assignment as the background step last folded it, without reading the group
+    def current_holdings(self) -> Holdings:
+        """The holdings as the background step last folded them, without reading the group
         log (a trigger never waits on the store). While a rebalance is under way it asks that
         step to run now (the rebalance's next round may wait on this member); otherwise the
         member hears of a new rebalance at its next step, within a heartbeat interval, as a
@@ -208,10 +206,10 @@ class GroupMember(Membership):
         in the way of the one a commit wakes, delaying its commit object. Raises if the
         member was fenced."""
         self._raise_if_fatal()
-        assignment = self._book.assignment
-        if not assignment.settled:
+        holdings = self._book.holdings
+        if not holdings.settled:
             self.wake()
-        return assignment
+        return holdings
 
     def adopt(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
@@ -225,8 +223,11 @@ class GroupMember(Membership):
         """
         if not previous_member or previous_member == self.member_id:
             return frozenset()  # every trigger but a restart's first: nothing to wait for
-        with self._lock:
-            committed = self._client.coordinator.group.offsets
+        # Not under the step lock (a step holds it across store I/O): the folded offsets are
+        # copied (the step may be folding), and the book's lock orders this with the step's
+        # updates of the holdings.
+        committed = dict(self._client.coordinator.group.offsets)
+        with self._book.lock:
             adopted = self._book.adopt(previous_member, generation, positions, committed)
             if adopted:
                 self._commits.adopted.add(previous_member)
@@ -270,9 +271,9 @@ class GroupMember(Membership):
         batch_generation: int,
         batch_member: str,
         release: Iterable[TopicPartition] = (),
-    ) -> MemberAssignment:
+    ) -> Holdings:
         """Commit a completed batch's end offsets and release revoked partitions it finished;
-        the assignment as last stepped.
+        the holdings as last stepped.
 
         Partitions the batch planned under another incarnation of the member, or before the
         member (re)acquired them, are left out: their committed offset belongs to whoever
@@ -289,7 +290,7 @@ class GroupMember(Membership):
             offsets, batch_generation=batch_generation, batch_member=batch_member, release=release
         )
         self.wake()
-        return self._book.assignment
+        return self._book.holdings
 
     def record_commit(
         self,
@@ -304,7 +305,7 @@ class GroupMember(Membership):
         release, or every commit without commit objects). Takes only the book's lock."""
         with self._book.lock:
             self._commits.record(
-                self._book.assignment,
+                self._book.holdings,
                 offsets,
                 member_id=self.member_id,
                 batch_generation=batch_generation,

@@ -6,7 +6,7 @@ As kafka-python's ``coordinator/base.py`` keeps generic membership apart from th
 ``coordinator/consumer.py``, this is the membership half of
 :class:`~spark_kafka_group.member.member.GroupMember`; the query's side (start, close, batches,
 commits) is in :mod:`.member`. Each further job has its own module: the join (:mod:`.join`),
-the lease (:mod:`.lease_keeper`), the commits (:mod:`.commits`), the assignment and the
+the lease (:mod:`.lease_keeper`), the commits (:mod:`.commits`), the holdings and the
 rebalance listener (:mod:`.assignments`), the error text (:mod:`.error_text`), and what a step
 writes (:mod:`.decide`, pure).
 """
@@ -19,11 +19,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from spark_kafka_group.errors import MemberFencedError, OptionError
-from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupError, GroupRecord
+from spark_kafka_group.group import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupError,
+    GroupRecord,
+    RecordKind,
+)
 from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, TopicPartition
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member import error_text
-from spark_kafka_group.member.assignments import AssignmentBook
 from spark_kafka_group.member.commits import MemberCommits
 from spark_kafka_group.member.decide import (
     METADATA_CHECK_EVERY_HEARTBEATS,
@@ -34,6 +39,7 @@ from spark_kafka_group.member.decide import (
     decide_step,
 )
 from spark_kafka_group.member.heartbeat import HeartbeatThread
+from spark_kafka_group.member.holdings import HoldingsBook
 from spark_kafka_group.member.join import (
     REBALANCE_POLL_MS,
     SubscriptionSpec,
@@ -45,7 +51,7 @@ from spark_kafka_group.member.lease_keeper import LeaseKeeper
 from spark_kafka_group.member.listener import RebalanceListenerRunner
 from spark_kafka_group.member.log_client import Attempt, GroupLogClient
 from spark_kafka_group.member.topic_metadata import TopicMetadataCache
-from spark_kafka_group.member.view import MemberAssignment
+from spark_kafka_group.member.view import Holdings
 from spark_kafka_group.options import GroupSettings
 from spark_kafka_group.store.commit_objects import CommitObjectStore
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
@@ -115,7 +121,7 @@ class Membership:
         self._lock = threading.RLock()
         self.member_id = member_id or new_member_id(client_id)
         listener = RebalanceListenerRunner.load(settings.rebalance_listener)
-        self._book = AssignmentBook(self.member_id, listener, settings.group_id)
+        self._book = HoldingsBook(self.member_id, listener, settings.group_id)
         self._commits = MemberCommits(self._client, self._book)
         self._timers = Timers()
         #: Called with offsets of this member that became durable in the log, whoever wrote
@@ -146,9 +152,9 @@ class Membership:
         return self._client
 
     @property
-    def assignment(self) -> MemberAssignment:
-        """The assignment after the last step (without stepping, unlike :meth:`poll`)."""
-        return self._book.assignment
+    def holdings(self) -> Holdings:
+        """The holdings after the last step (without stepping, unlike :meth:`poll`)."""
+        return self._book.holdings
 
     @property
     def failure(self) -> Exception | None:
@@ -164,7 +170,7 @@ class Membership:
 
             def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
                 with self._book.lock:  # no batch may claim what the LEAVE gives up
-                    self._book.releasing = self._book.assignment.held
+                    self._book.releasing = self._book.holdings.held
                 if work.group.member(self.member_id) is None:
                     return [], None
                 records, _ = work.leave(
@@ -195,7 +201,7 @@ class Membership:
         """How long until the member's next step (the heartbeat thread's timer)."""
         # Poll fast until a cooperative rebalance has finished for every member, not only
         # this one: the follow-up round starts when another member releases its partitions.
-        if not self._book.assignment.settled:
+        if not self._book.holdings.settled:
             return self._rebalance_poll_s()
         interval = min(self.settings.heartbeat_interval_ms, self._until_next_expiry_ms())
         now = self._clock.monotonic_ms()
@@ -233,12 +239,12 @@ class Membership:
             interval = self.settings.heartbeat_interval_ms
             self._leases.renew(self.member_id, interval)
             self._leases.watch(self.member_id, interval)
-            assignment = self._book.assignment
+            holdings = self._book.holdings
             replaced = self._replaced()
             if commit_objects:  # commit-object timing on this process's monotonic clock
                 objects, looked_up = self._commits.step(
                     self._clock.monotonic_ms(),
-                    assignment,
+                    holdings,
                     member_id=self.member_id,
                     closing=self._closing.is_set(),
                     replaced=replaced,
@@ -289,7 +295,7 @@ class Membership:
 
     def _pending_work(self) -> PendingWork:
         with self._book.lock:
-            return self._commits.pending_work(self._book.assignment, self._book.in_flight)
+            return self._commits.pending_work(self._book.holdings, self._book.in_flight)
 
     def _reserve_releases(self, decided: GroupCoordinator, pending: PendingWork) -> bool:
         """Before a step's records are appended: the partitions they take from this member
@@ -301,7 +307,7 @@ class Membership:
                 return False
             after = decided.member_view(self.member_id)
             keeps = set(after.assignment) | set(after.revoking) if after.known else set()
-            self._book.releasing = frozenset(self._book.assignment.held - keeps)
+            self._book.releasing = frozenset(self._book.holdings.held - keeps)
             return True
 
     def end_step(self, attempt: Step) -> bool:
@@ -318,7 +324,9 @@ class Membership:
         self._timers = decision.timers
         self._commits.appended(decision, pending, self.member_id)
         self._check_join_error(decision.join_error)
-        expired = [r.member_id for r in decision.records if r.kind == "EXPIRE" and r.member_id]
+        expired = [
+            r.member_id for r in decision.records if r.kind == RecordKind.EXPIRE and r.member_id
+        ]
         for member_id in expired if self._leases.enabled else ():
             self._leases.drop(member_id)
         for member_id in expired:
@@ -331,7 +339,7 @@ class Membership:
         """Before its first join, the incarnations this member replaces that are still in the
         group (a restart on its checkpoint, or a static member's previous incarnation): their
         commit objects are folded before they are fenced."""
-        if self._book.assignment.generation >= 0:
+        if self._book.holdings.generation >= 0:
             return frozenset()
         group = self._client.coordinator.group
         previous = {self._replacing} if self._replacing else set()
@@ -346,7 +354,7 @@ class Membership:
 
     def _update_view(self, coordinator: GroupCoordinator) -> None:
         view = coordinator.member_view(self.member_id)
-        previous = self._book.assignment
+        previous = self._book.holdings
         if view.fenced:
             why, message = error_text.fenced(
                 self.member_id, self.settings.group_id, self.settings.instance_id
@@ -369,8 +377,7 @@ class Membership:
 
     def _lose(self, partitions: Iterable[TopicPartition], why: str) -> None:
         if self._book.lose(partitions, why):
-            with self._book.lock:
-                self._commits.pending_offsets.clear()
+            self._commits.lost()
 
     def _check_join_error(self, error: GroupError) -> None:
         group_id = self.settings.group_id

@@ -1,11 +1,12 @@
-"""What the reader sees of its member: the :class:`MemberAssignment` and the :class:`Member`
+"""What the reader sees of its member: the :class:`Holdings` and the :class:`Member`
 protocol, which both the group member (:class:`~spark_kafka_group.member.GroupMember`) and
 the fixed ``assign`` member (:class:`~spark_kafka_group.member.FixedAssignmentMember`) follow.
 
-One vocabulary with the group core (:class:`~spark_kafka_group.group.MemberMetadata`): a
-member *holds* its assignment and the partitions it is *revoking*, each *held since* a
-generation. (An assignor's output, the leader's plan for every member, is
-:data:`spark_kafka_group.group.assignors.Assignment`.)
+One vocabulary with the group core (:class:`~spark_kafka_group.group.MemberMetadata`): an
+*assignment* is what the assignor decides (the leader's plan,
+:data:`spark_kafka_group.group.assignors.Assignment`, and each member's share of it,
+``MemberMetadata.assignment``); a member's *holdings* are what it holds now: its assignment
+and the partitions it is *revoking*, each *held since* a generation.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from spark_kafka_group.member.in_flight import BatchesInFlight
 
 
 @dataclass(frozen=True)
-class MemberAssignment:
+class Holdings:
     """One member's view of what it holds, as of its last step."""
 
     generation: int
@@ -38,18 +39,16 @@ class MemberAssignment:
 class Member(Protocol):
     """What the streaming reader needs from its member."""
 
-    def start(
-        self, *, replacing: str | None = None, must_complete_join: bool = False
-    ) -> MemberAssignment:
-        """Join (or not, for fixed partitions) and return the first assignment."""
+    def start(self, *, replacing: str | None = None, must_complete_join: bool = False) -> Holdings:
+        """Join (or not, for fixed partitions) and return the first holdings."""
         ...
 
-    def poll(self) -> MemberAssignment:
-        """Step the protocol; the assignment after it (the join and the first plan)."""
+    def poll(self) -> Holdings:
+        """Step the protocol; the holdings after it (the join and the first plan)."""
         ...
 
-    def current_assignment(self) -> MemberAssignment:
-        """The assignment as last stepped, without reading the group log (every trigger)."""
+    def current_holdings(self) -> Holdings:
+        """The holdings as last stepped, without reading the group log (every trigger)."""
         ...
 
     def group_metadata(self) -> Mapping[str, int] | None:
@@ -70,8 +69,8 @@ class Member(Protocol):
         ...
 
     @property
-    def assignment(self) -> MemberAssignment:
-        """The assignment after the last step (without stepping, unlike ``poll``)."""
+    def holdings(self) -> Holdings:
+        """The holdings after the last step (without stepping, unlike ``poll``)."""
         ...
 
     @property
@@ -94,7 +93,7 @@ class Member(Protocol):
         batch_generation: int,
         batch_member: str,
         release: Iterable[TopicPartition] = (),
-    ) -> MemberAssignment:
+    ) -> Holdings:
         """Commit a completed batch's end offsets and release revoked partitions."""
         ...
 

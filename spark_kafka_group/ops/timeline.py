@@ -347,7 +347,7 @@ def render_png(
             va="bottom",
         )
     for e in tl.events:
-        if e.kind in ("LEAVE", "EXPIRE"):
+        if e.kind in (RecordKind.LEAVE, RecordKind.EXPIRE):
             ax.plot(
                 x(e.timestamp_ms),
                 -0.55,

@@ -11,7 +11,7 @@ Per trigger (``latestOffset``):
    partitions being revoked whose last batch is now complete (cooperative rebalancing). The
    member's heartbeat thread releases them earlier when the progress listener already
    committed that batch (``GroupMember.begin_batch``).
-2. Ask the member for the current assignment (this also ticks the protocol).
+2. Ask the member for the current holdings (this also ticks the protocol).
 3. Positions: partitions continuously owned since ``start`` keep Spark's position; others
    start from the group's committed offset, else ``startingOffsets``
    (:mod:`spark_kafka_group.source.positions`).
@@ -31,7 +31,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from spark_kafka_group.errors import TopicNotFoundError
 from spark_kafka_group.fetcher import fetch
-from spark_kafka_group.group.metadata import TopicPartition, held_throughout, partition_name
+from spark_kafka_group.group.metadata import TopicPartition, partition_name
+from spark_kafka_group.group.offsets import fence
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
@@ -65,7 +66,7 @@ from spark_kafka_group.source.timestamps import offsets_for_timestamps
 if TYPE_CHECKING:  # the member is imported only where the driver starts it
     from spark_kafka_group.kafka.cluster import KafkaCluster
     from spark_kafka_group.kafka.consumer_group_offsets import KafkaOffsetMirror
-    from spark_kafka_group.member import Member, MemberAssignment
+    from spark_kafka_group.member import Holdings, Member
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +136,14 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             # first. pyspark < 4.2 does not tell the source it runs AvailableNow (it runs one
             # batch from the first latestOffset), so there every query completes its join.
             must_complete_join = self._targets is not None or not HAS_ADMISSION_CONTROL
-            assignment = member.start(
+            holdings = member.start(
                 replacing=previous_member, must_complete_join=must_complete_join
             )
-            if must_complete_join and assignment.settled and not assignment.held:
+            if must_complete_join and holdings.settled and not holdings.held:
                 log.info(
                     "group %s: member %s holds no partition: the group's other live members "
                     "hold every subscribed partition, so this run reads nothing",
-                    self._opts.group.group_id, assignment.member_id,
+                    self._opts.group.group_id, holdings.member_id,
                 )  # fmt: skip
             if self._opts.commit_to_kafka:
                 from spark_kafka_group.kafka.consumer_group_offsets import KafkaOffsetMirror
@@ -160,13 +161,13 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def initialOffset(self) -> dict:
         with self._lock:
             member = self._ensure_started()
-            assignment = member.poll()
-            positions = self._positions_for_new(member, assignment.held, bounds=None)
+            holdings = member.poll()
+            positions = self._positions_for_new(member, holdings.held, bounds=None)
             offset = SourceOffset(
                 group=self._opts.group.group_id,
                 store=self._opts.group.store,
-                generation=assignment.generation,
-                member=assignment.member_id,
+                generation=holdings.generation,
+                member=holdings.member_id,
                 offsets=positions,
             )
             self._last_planned = offset
@@ -177,17 +178,17 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             done = SourceOffset.from_json(start) if start is not None else None
             member = self._ensure_started(previous_member=done.member if done else None)
             # As folded by the member's background step: a trigger never reads the group log.
-            assignment = member.current_assignment()
+            holdings = member.current_holdings()
             if done is not None:
                 # A restarted query: keep its checkpointed positions where still valid.
                 member.adopt(done.member, done.generation, done.offsets)
                 # pyspark >= 4.2: ``start`` is the end of the last completed batch and no other
                 # batch is in flight, so every partition being revoked can be released now.
-                assignment = self._commit_completed(
-                    member, done, batch_running=False, revoking=assignment.revoking
+                holdings = self._commit_completed(
+                    member, done, batch_running=False, revoking=holdings.revoking
                 )
             previous = done if done is not None else self._last_planned
-            planned = sorted(assignment.held - assignment.revoking)
+            planned = sorted(holdings.held - holdings.revoking)
             bounds = self._bounds(planned)
             planned = [tp for tp in planned if tp in bounds.latest]  # see skip_vanished
             if previous is not None and (dropped := set(previous.offsets) - set(planned)):
@@ -197,17 +198,14 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                     fail_on_data_loss=self._opts.fail_on_data_loss,
                 )
 
-            kept: dict[TopicPartition, int] = {}
-            new: list[TopicPartition] = []
-            for tp in planned:
-                if (
-                    previous is not None
-                    and tp in previous.offsets
-                    and held_throughout(assignment.held_since, tp, previous.generation)
-                ):
-                    kept[tp] = previous.offsets[tp]
-                else:
-                    new.append(tp)
+            # A partition held since the previous batch's generation continues from its end.
+            continued = (
+                {}
+                if previous is None
+                else fence(holdings.held_since, previous.offsets, previous.generation)
+            )
+            kept = {tp: continued[tp] for tp in planned if tp in continued}
+            new = [tp for tp in planned if tp not in continued]
             checked = check_in_range(
                 kept,
                 bounds=bounds,
@@ -234,14 +232,14 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             # Claim the batch's partitions: from now on a revocation waits for this batch's
             # commit. One released since the poll above (by the heartbeat thread, its last
             # batch committed) is left out: its new owner may already be reading it.
-            ours = member.begin_batch(ends, batch_generation=assignment.generation)
+            ours = member.begin_batch(ends, batch_generation=holdings.generation)
             ends = {tp: e for tp, e in ends.items() if tp in ours}
             starts = {tp: s for tp, s in starts.items() if tp in ours}
             end = SourceOffset(
                 group=self._opts.group.group_id,
                 store=self._opts.group.store,
-                generation=assignment.generation,
-                member=assignment.member_id,
+                generation=holdings.generation,
+                member=holdings.member_id,
                 offsets=ends,
                 starts=starts,
             )
@@ -305,13 +303,13 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         with self._lock:
             member = self._member
             if member is not None:
-                # The assignment as last stepped (latestOffset and the background thread step
+                # The holdings as last stepped (latestOffset and the background thread step
                 # the protocol): commit() records the batch and does not wait on the group log.
                 self._commit_completed(
                     member,
                     SourceOffset.from_json(end),
                     batch_running=True,
-                    revoking=member.assignment.revoking,
+                    revoking=member.holdings.revoking,
                 )
 
     def stop(self) -> None:
@@ -338,21 +336,21 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         *,
         batch_running: bool,
         revoking: frozenset[TopicPartition],
-    ) -> MemberAssignment:
+    ) -> Holdings:
         """Commit a completed batch's end offsets (idempotent) and release the partitions being
-        revoked (``revoking``, from the caller's fresh assignment) that no batch still in
+        revoked (``revoking``, from the caller's fresh holdings) that no batch still in
         flight reads: their final offsets are committed now. ``batch_running``: the last
         batch handed to Spark may still run (Spark's ``commit`` of the batch before it).
-        The assignment after it."""
+        The holdings after it."""
         in_flight = member.in_flight
         release = {tp for tp in revoking if not (batch_running and in_flight.reads_last(tp))}
-        assignment = member.commit(
+        holdings = member.commit(
             done.offsets,
             batch_generation=done.generation,
             batch_member=done.member,
             release=release,
         )
-        return assignment
+        return holdings
 
     def _partitions_still_ours(
         self, previous: SourceOffset, batch: SourceOffset

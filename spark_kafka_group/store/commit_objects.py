@@ -5,8 +5,8 @@ object, ``_offsets/<member id>@<sequence number>``, in the group log's directory
 no compare-and-swap, so commits never race each other), then deletes its previous object. One
 listing tells which members have something new (the sequence number grew) without reading
 every object; the group's folder (its leader) reads those and folds them into the log in one
-append per interval (:mod:`spark_kafka_group.member.commit_fold`). Delta ignores directories
-whose name starts with ``_``: vacuum leaves the objects alone.
+append per interval (:func:`spark_kafka_group.group.offsets.fold_commit_objects`). Delta
+ignores directories whose name starts with ``_``: vacuum leaves the objects alone.
 
 An object holds offsets the member recorded, each with the member's generation when it
 recorded it: the fold applies an offset only to a partition the member has held without
@@ -16,85 +16,24 @@ never applied (fencing, as for the log's own COMMIT records).
 The progress listener (in the query's driver, another process) commits each completed batch
 for the member in an object of its own, ``_offsets/<member id>~listener@<batch id + 1>``
 (``writer="listener"``): the same fold brings it in, so the listener never appends to the log
-either. An object's :attr:`CommitObject.key` names its file; :func:`owner` maps a key back to
-its member: whatever lists objects for members (the fold, a LEAVE, an EXPIRE) filters by owner.
+either. An object's ``key`` names its file; ``owner`` maps a key back to its member: whatever lists
+objects for members (the fold, a LEAVE, an EXPIRE) filters by owner. The types, and what the
+fold accepts, are the protocol's (:mod:`spark_kafka_group.group.offsets`); this module only
+stores them.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Protocol
 
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.offsets import LISTENER, CommitObject, object_key, owner
 from spark_kafka_group.store.member_files import MemberFiles
 
 OFFSETS_DIR = "_offsets"
-#: The writer of the progress listener's objects (``CommitObject.writer``).
-LISTENER = "listener"
-_WRITER_SEP = "~"
 #: Objects read at once by a folder (object stores answer GETs in parallel).
 READ_THREADS = 16
-
-
-@dataclass(frozen=True)
-class RecordedOffset:
-    """One partition's offset as a member recorded it, and its generation then."""
-
-    offset: int
-    generation: int
-
-
-def object_key(member_id: str, writer: str = "") -> str:
-    """The key (file name) of ``writer``'s object for ``member_id`` ("": the member's own)."""
-    return f"{member_id}{_WRITER_SEP}{writer}" if writer else member_id
-
-
-def owner(key: str) -> str:
-    """The member whose offsets the object ``key`` holds."""
-    suffix = _WRITER_SEP + LISTENER
-    return key[: -len(suffix)] if key.endswith(suffix) else key
-
-
-@dataclass(frozen=True)
-class CommitObject:
-    """A member's newest recorded offsets (``seq`` grows with every object it writes), written
-    by the member itself (``writer`` "") or by its query's progress listener (:data:`LISTENER`)."""
-
-    member_id: str
-    seq: int
-    offsets: Mapping[TopicPartition, RecordedOffset] = field(default_factory=dict)
-    writer: str = ""
-
-    @property
-    def key(self) -> str:
-        """The object's name in its store: one newest object per key."""
-        return object_key(self.member_id, self.writer)
-
-    def to_bytes(self) -> bytes:
-        body: dict[str, object] = {"member_id": self.member_id, "seq": self.seq}
-        if self.writer:  # left out for the member's own: the format before listener objects
-            body["writer"] = self.writer
-        body["offsets"] = [
-            [tp.topic, tp.partition, r.offset, r.generation]
-            for tp, r in sorted(self.offsets.items())
-        ]
-        return json.dumps(body, separators=(",", ":")).encode()
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> CommitObject:
-        d = json.loads(data)
-        return cls(
-            member_id=str(d["member_id"]),
-            seq=int(d["seq"]),
-            offsets={
-                TopicPartition(str(t), int(p)): RecordedOffset(int(o), int(g))
-                for t, p, o, g in d["offsets"]
-            },
-            writer=str(d.get("writer", "")),
-        )
 
 
 class CommitObjectStore(Protocol):

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.store import append as _append
 from spark_kafka_group.store import maintenance as _maintenance
@@ -121,7 +122,7 @@ class GroupLog:
         *,
         after_version: int = -1,
         from_latest_snapshot: bool = False,
-        snapshot_kind: str = "SNAPSHOT",
+        snapshot_kind: str = RecordKind.SNAPSHOT,
     ) -> list[tuple[int, GroupRecord]]:
         """Records of versions ``> after_version`` as ``(version, record)``, in log order.
 
@@ -139,7 +140,7 @@ class GroupLog:
         *,
         after_version: int = -1,
         from_latest_snapshot: bool = False,
-        snapshot_kind: str = "SNAPSHOT",
+        snapshot_kind: str = RecordKind.SNAPSHOT,
     ) -> LogSlice:
         """Like :meth:`read`, plus the version read: all records up to it were selected.
 

@@ -13,6 +13,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.group.timer import ManualClock
 from spark_kafka_group.store.errors import AppendConflict
@@ -71,7 +72,7 @@ class InMemoryLog:
         start, snapshot_at = after_version + 1, None
         if from_latest_snapshot:
             for v in range(self.version, -1, -1):
-                if any(r.kind == "SNAPSHOT" for r in self._versions[v]):
+                if any(r.kind == RecordKind.SNAPSHOT for r in self._versions[v]):
                     start = snapshot_at = v
                     break
         rows: list[tuple[int, GroupRecord]] = []
@@ -79,7 +80,7 @@ class InMemoryLog:
             records = self._versions[v]
             if v == snapshot_at:
                 kinds = [r.kind for r in records]
-                records = records[len(kinds) - 1 - kinds[::-1].index("SNAPSHOT") :]
+                records = records[len(kinds) - 1 - kinds[::-1].index(RecordKind.SNAPSHOT) :]
             rows.extend((v, r) for r in records)
         return LogSlice(self.version, rows)
 

@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_kafka_group.admin import commit_batch_for_member, commit_decision
 from spark_kafka_group.errors import MemberFencedError
 from spark_kafka_group.group import (
     GroupConfig,
@@ -24,10 +23,12 @@ from spark_kafka_group.group import (
     GroupRecord,
     GroupState,
     ManualClock,
+    RecordKind,
     TopicPartition,
 )
 from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.group.metadata import IMPLICIT_REJOIN, LEASES
+from spark_kafka_group.listener_writes import commit_batch_for_member, commit_decision
 from spark_kafka_group.member import GroupLogClient, GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 from spark_kafka_group.store.commit_objects import CommitObjectStore, InMemoryCommitObjects
@@ -187,7 +188,7 @@ class SimMember:
             return
         self.member.refresh_metadata()
         self._attempt = self.member.begin_step()
-        assignment = self.member.assignment
+        assignment = self.member.holdings
         for t, p in assignment.held - assignment.revoking:  # "consume" a little
             tp = TopicPartition(t, p)
             self.position[tp] = self.position.get(tp, 0) + 1
@@ -432,7 +433,7 @@ class _Simulation:
             return
         assert self.commit_every_ms is not None
         self.at(self.clock.now_ms() + self.commit_every_ms, lambda: self.commit(m))
-        assignment = m.member.assignment
+        assignment = m.member.holdings
         plannable = assignment.held - assignment.revoking
         if assignment.generation < 0 or not assignment.held:
             return
@@ -536,10 +537,10 @@ class _Simulation:
         now = self.clock.now_ms()
         moved = False
         for _, r in piece.records:
-            moved = moved or r.kind not in ("COMMIT", "HEARTBEAT")
-            if r.kind == "EXPIRE" and r.member_id in self.alive:
+            moved = moved or r.kind not in (RecordKind.COMMIT, RecordKind.HEARTBEAT)
+            if r.kind == RecordKind.EXPIRE and r.member_id in self.alive:
                 self.expired_alive += 1
-            if r.kind == "COMMIT" and r.topic is not None and r.offset is not None:
+            if r.kind == RecordKind.COMMIT and r.topic is not None and r.offset is not None:
                 tp = TopicPartition(r.topic, int(r.partition or 0))
                 waiting = self.awaiting.get(tp, [])
                 while waiting and waiting[0][0] <= r.offset:

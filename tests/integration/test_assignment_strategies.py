@@ -13,6 +13,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 import spark_kafka_group
 from spark_kafka_group.group import GroupMetadata, GroupRecord, TopicPartition, apply
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.payloads import GenerationPayload
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.group_log import group_records
@@ -103,7 +104,7 @@ def revocations(records: Sequence[GroupRecord]) -> tuple[Counter[str], int, list
                 previous = dropped.pop(tp, None)
                 if previous is not None and previous[0] == mid:
                     needless[str(previous[1])] += 1
-        if record.kind == "GENERATION" and group.members:
+        if record.kind == RecordKind.GENERATION and group.members:
             protocols.append(str(group.protocol))
             everyone_cooperative = all(CS in m.protocol_names for m in group.members.values())
             assert (group.protocol == CS) == everyone_cooperative, (
@@ -185,7 +186,7 @@ def test_rolling_upgrade_from_range_to_cooperative_sticky(
     # checked above); once the group is cooperative, nothing is read twice.
     cooperative_since = min(
         r.timestamp_ms / 1000 for r in records
-        if r.kind == "GENERATION" and GenerationPayload.of(r).protocol == CS
+        if r.kind == RecordKind.GENERATION and GenerationPayload.of(r).protocol == CS
     )  # fmt: skip
     reads: dict[tuple[int, int], list[float]] = {}
     for b in batches:

@@ -30,6 +30,7 @@ import pytest
 
 import spark_kafka_group
 from spark_kafka_group.group import GroupCoordinator, GroupError
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import JoinPayload, RevokePayload, SyncPayload
 from spark_kafka_group.member import GroupLogClient
@@ -111,9 +112,9 @@ def rejoined_after_expiry(records) -> list[str]:
     its late commits under the old id would be accepted again (a bug these tests found)."""
     expired, again = set(), []
     for r in records:
-        if r.kind == "EXPIRE":
+        if r.kind == RecordKind.EXPIRE:
             expired.add(r.member_id)
-        elif r.kind == "JOIN" and r.member_id in expired and r.member_id not in again:
+        elif r.kind == RecordKind.JOIN and r.member_id in expired and r.member_id not in again:
             again.append(r.member_id)
     return again
 
@@ -249,24 +250,28 @@ def test_static_bounce(tmp_path, bootstrap_servers, topic_name, group_store) -> 
     result.assert_ok()
     after = [r for r in records if r.timestamp_ms >= stable_ms]
     # Each restart joins as its instance's new incarnation (``replaces`` the old member id).
-    joins = [(r, JoinPayload.of(r)) for r in after if r.kind == "JOIN"]
+    joins = [(r, JoinPayload.of(r)) for r in after if r.kind == RecordKind.JOIN]
     restarts = [(r.member_id, join.replaces) for r, join in joins if join.replaces]
     assert len(restarts) == 2, restarts
     # Any other JOIN is a known member rejoining a rebalance (a restarted leader starts one),
     # never a new member: no static instance ever lost its place in the group.
-    known = {r.member_id for r in records if r.kind == "JOIN" and r.timestamp_ms < stable_ms}
+    known = {
+        r.member_id for r in records if r.kind == RecordKind.JOIN and r.timestamp_ms < stable_ms
+    }
     known |= {mid for mid, _ in restarts}
     newcomers = [r.member_id for r, join in joins if not join.replaces and r.member_id not in known]
     assert newcomers == [], f"static restarts joined as new members: {newcomers}"
     # No revocation at all (a restarted leader's rejoin starts a rebalance, KIP-345, but
     # cooperative-sticky gives everyone the same partitions back).
-    revokes = [(r.member_id, RevokePayload.of(r).partitions) for r in after if r.kind == "REVOKE"]
+    revokes = [
+        (r.member_id, RevokePayload.of(r).partitions) for r in after if r.kind == RecordKind.REVOKE
+    ]
     assert revokes == [], f"static restarts revoked partitions: {revokes}"
-    expired = [r.member_id for r in after if r.kind in ("EXPIRE", "LEAVE")]
+    expired = [r.member_id for r in after if r.kind in (RecordKind.EXPIRE, RecordKind.LEAVE)]
     assert expired == []
-    before = [r for r in records if r.kind == "SYNC" and r.timestamp_ms < stable_ms][-1:]
-    syncs = [SyncPayload.of(r).assignment for r in before + after if r.kind == "SYNC"]
-    by_instance = {r.member_id: r.instance_id for r in records if r.kind == "JOIN"}
+    before = [r for r in records if r.kind == RecordKind.SYNC and r.timestamp_ms < stable_ms][-1:]
+    syncs = [SyncPayload.of(r).assignment for r in before + after if r.kind == RecordKind.SYNC]
+    by_instance = {r.member_id: r.instance_id for r in records if r.kind == RecordKind.JOIN}
     shapes = {
         frozenset((by_instance[m], tuple(sorted(a))) for m, a in sync.items()) for sync in syncs
     }
@@ -346,7 +351,7 @@ def test_store_unwritable_for_a_while(
     result = check_delivery(final, query_batches(queries), records, topic=topic_name)
     result.assert_ok()
     assert result.duplicated == 0
-    assert [r for r in records if r.kind == "EXPIRE"] == [], "nobody expired meanwhile"
+    assert [r for r in records if r.kind == RecordKind.EXPIRE] == [], "nobody expired meanwhile"
 
 
 def test_commit_conflict_storm(tmp_path: Path) -> None:
@@ -387,7 +392,7 @@ def test_commit_conflict_storm(tmp_path: Path) -> None:
     assert not errors, errors
     log = GroupLog.open(group_log_uri(store, group), create=False)
     rows = log.read()
-    commit_rows = [(v, r) for v, r in rows if r.kind == "COMMIT"]
+    commit_rows = [(v, r) for v, r in rows if r.kind == RecordKind.COMMIT]
     landed = sorted((r.partition, r.offset) for _, r in commit_rows)
     assert landed == sorted((p, o) for p, os_ in outcomes.items() for o in os_), "lost updates"
     assert len(landed) == writers * commits
@@ -444,7 +449,7 @@ def test_broker_paused(spark, topic_name, group_store, tmp_path) -> None:
     result.assert_ok()
     # The member kept heartbeating through the outage: topic metadata comes from a cache
     # refreshed on its own thread, never fetched under the member lock (a bug this found).
-    expired = [r.member_id for r in records if r.kind == "EXPIRE"]
+    expired = [r.member_id for r in records if r.kind == RecordKind.EXPIRE]
     assert expired == [], f"a broker outage expired a healthy member: {expired}"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import spark_kafka_group
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.progress import group_offsets
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.group_log import group_records
@@ -106,7 +107,9 @@ def test_a_third_query_joins_and_only_moved_partitions_pause(
     # From the newcomer's JOIN record in the group log to its first record in the sink.
     newcomer = next(group_offsets(qc.lastProgress)).member
     log = group_records(group_store, "g-three")
-    joined_ms = min(r.timestamp_ms for r in log if r.kind == "JOIN" and r.member_id == newcomer)
+    joined_ms = min(
+        r.timestamp_ms for r in log if r.kind == RecordKind.JOIN and r.member_id == newcomer
+    )
     first_time = c.first_record_time()
     assert first_time is not None
     first_ms = first_time * 1000.0
@@ -117,7 +120,8 @@ def test_a_third_query_joins_and_only_moved_partitions_pause(
     steps = [
         f"{(r.timestamp_ms - joined_ms) / 1000:+.2f}s {r.kind} {names.get(r.member_id or '', '?')}"
         for r in log
-        if joined_ms <= r.timestamp_ms <= first_ms and r.kind in ("JOIN", "SYNC", "REVOKE")
+        if joined_ms <= r.timestamp_ms <= first_ms
+        and r.kind in (RecordKind.JOIN, RecordKind.SYNC, RecordKind.REVOKE)
     ]
     print("rebalance:", ", ".join(steps), f", {join_to_first_record_s:+.2f}s first record c")
 

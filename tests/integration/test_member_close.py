@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import pytest
 
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.testing.group_log import group_records
 from tests.members import group_member
@@ -57,8 +58,10 @@ def test_a_member_that_closes_logs_that_it_left_not_an_expiry_or_a_rejoin(
     kinds = [str(r.kind) for r in group_records(store, "g")]
     # JOIN, GENERATION, SYNC, LEAVE (and the GENERATION of the now empty group): no expiry,
     # no second JOIN.
-    assert kinds.count("LEAVE") == 1 and kinds.count("JOIN") == 1, kinds
-    assert "EXPIRE" not in kinds and kinds.index("LEAVE") > kinds.index("SYNC"), kinds
+    assert kinds.count(RecordKind.LEAVE) == 1 and kinds.count(RecordKind.JOIN) == 1, kinds
+    assert RecordKind.EXPIRE not in kinds and kinds.index(RecordKind.LEAVE) > kinds.index(
+        RecordKind.SYNC
+    ), kinds
     messages = [r.getMessage() for r in caplog.records]
     assert not [m for m in messages if "lost" in m or "expired" in m or "Rejoining" in m], messages
     names = ", ".join(f"{TOPIC}-{p}" for p in range(12))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.member import GroupMember
 from spark_kafka_group.store import group_log_uri
@@ -39,14 +40,16 @@ def test_members_stay_alive_on_leases_and_the_cli_sees_them(tmp_path: Path) -> N
         settled_at = len(group_records(store, "g"))
         time.sleep(SESSION_MS / 1000 + 2)  # longer than a session: nothing written, no expiry
         records = group_records(store, "g")[settled_at:]
-        assert [r.kind for r in records if r.kind in ("HEARTBEAT", "EXPIRE")] == []
+        assert [
+            r.kind for r in records if r.kind in (RecordKind.HEARTBEAT, RecordKind.EXPIRE)
+        ] == []
         info = describe_group(store, "g")
         now = time.time() * 1000
         assert {m.member_id for m in info.members} == {a.member_id, b.member_id}
         assert all(now - m.last_seen_ms < SESSION_MS for m in info.members)
         with pytest.raises(GroupNotEmptyError, match="has live members"):
             reset_offsets(store, "g", {TopicPartition("t", 0): 0}, execute=True)
-        assert not any(r.kind == "EXPIRE" for r in group_records(store, "g"))
+        assert not any(r.kind == RecordKind.EXPIRE for r in group_records(store, "g"))
         renewed = LeaseFiles(group_log_uri(store, "g")).read()
         assert set(renewed) == {a.member_id, b.member_id}
     finally:
@@ -72,7 +75,10 @@ def test_reset_offsets_expires_stopped_members_only_after_watching_them(tmp_path
     reset_offsets(store, "stopped", {TopicPartition("t", 0): 0}, execute=True)
     assert time.monotonic() - started >= SESSION_MS / 1000
     kinds = [r.kind for r in group_records(store, "stopped")]
-    assert kinds[-2:] == ["EXPIRE", "COMMIT"] or kinds[-3:-1] == ["EXPIRE", "GENERATION"], kinds
+    assert kinds[-2:] == [RecordKind.EXPIRE, RecordKind.COMMIT] or kinds[-3:-1] == [
+        RecordKind.EXPIRE,
+        RecordKind.GENERATION,
+    ], kinds
     assert GroupLogClient(store, "stopped").fold().group.offsets[TopicPartition("t", 0)].offset == 0
 
     behind = GroupDriver(store, "behind", {"t": 2}, session_timeout_ms=SESSION_MS)
@@ -95,4 +101,4 @@ def test_reset_offsets_expires_stopped_members_only_after_watching_them(tmp_path
     finally:
         renewing = False
         renewer.join()
-    assert not any(r.kind == "EXPIRE" for r in group_records(store, "behind"))
+    assert not any(r.kind == RecordKind.EXPIRE for r in group_records(store, "behind"))

@@ -19,6 +19,7 @@ from pyspark.errors import StreamingQueryException
 
 import spark_kafka_group
 from spark_kafka_group.errors import GroupJoinTimeoutError
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.waiting import wait_until
@@ -44,7 +45,11 @@ DEFAULT_TIMEOUTS = {
 
 def leaves(store: str, group: str) -> dict[str | None, int]:
     """Member id -> time (ms) of its LEAVE record."""
-    return {r.member_id: r.timestamp_ms for r in group_records(store, group) if r.kind == "LEAVE"}
+    return {
+        r.member_id: r.timestamp_ms
+        for r in group_records(store, group)
+        if r.kind == RecordKind.LEAVE
+    }
 
 
 @pytest.fixture
@@ -152,7 +157,9 @@ def test_a_restarted_query_reads_new_records_at_once(
     # failed) incarnation left or was replaced, so nobody waited for its session timeout to
     # expire it.
     print(f"restart ({restart}): first new record {figure:.2f}s after the restart")
-    expired = [r.member_id for r in group_records(group_store, group) if r.kind == "EXPIRE"]
+    expired = [
+        r.member_id for r in group_records(group_store, group) if r.kind == RecordKind.EXPIRE
+    ]
     assert expired == [], f"the restart waited for the session timeout to expire {expired}"
     expected = sorted(
         (p, o) for p in range(PARTITIONS) for o in range(first_counts[p] + more[p])
@@ -277,5 +284,6 @@ def test_available_now_after_a_sigkill_waits_for_the_stale_member(
     )  # fmt: skip
     assert sorted(collected.records) == expected
     assert any(
-        r.kind == "EXPIRE" and r.member_id == stale for r in group_records(group_store, group)
+        r.kind == RecordKind.EXPIRE and r.member_id == stale
+        for r in group_records(group_store, group)
     )

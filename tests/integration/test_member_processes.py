@@ -16,6 +16,7 @@ import pytest
 
 import spark_kafka_group
 from spark_kafka_group.group import GroupError, replay
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import JoinPayload, payload_of
 from spark_kafka_group.member import GroupLogClient
@@ -162,7 +163,7 @@ def test_static_member_restarted_within_session_timeout_keeps_its_partitions(
         [
             (r.kind, r.member_id, r.instance_id, r.generation, payload_of(r))
             for r in group_records(group_store, group)
-            if r.kind not in ("COMMIT", "HEARTBEAT", "SNAPSHOT")
+            if r.kind not in (RecordKind.COMMIT, RecordKind.HEARTBEAT, RecordKind.SNAPSHOT)
         ],
         victim.output()[-3000:],
     )
@@ -173,7 +174,7 @@ def test_static_member_restarted_within_session_timeout_keeps_its_partitions(
     assert survivor_after.assignment == survivor_before.assignment
     revokes = [
         r for r in group_records(group_store, group)
-        if r.kind == "REVOKE" and r.member_id == survivor_before.member_id
+        if r.kind == RecordKind.REVOKE and r.member_id == survivor_before.member_id
         and r.timestamp_ms >= killed_at_ms
     ]  # fmt: skip
     assert revokes == [], "the survivor saw no revocation"
@@ -218,7 +219,7 @@ def test_paused_member_is_fenced_and_rejoins(setup, group_store) -> None:
     assert old_id not in ids_after, "the zombie rejoined as a new member"
     records = group_records(group_store, group)
     expired_at = next(
-        i for i, r in enumerate(records) if r.kind == "EXPIRE" and r.member_id == old_id
+        i for i, r in enumerate(records) if r.kind == RecordKind.EXPIRE and r.member_id == old_id
     )
     late = [r for r in records[expired_at + 1 :] if r.member_id == old_id]
     assert late == [], f"no record of the expired member was accepted after its expiry: {late}"
@@ -258,8 +259,10 @@ def test_restart_from_checkpoint_after_sigkill_takes_over_and_replays_only_the_i
     # It replaced its previous incarnation (named in the checkpoint) instead of waiting for its
     # session timeout to expire it, and that incarnation's late commits are refused.
     records = group_records(group_store, group)
-    assert any(r.kind == "JOIN" and JoinPayload.of(r).replaces == old for r in records)
-    assert not any(r.kind == "EXPIRE" for r in records), "it waited for the session timeout"
+    assert any(r.kind == RecordKind.JOIN and JoinPayload.of(r).replaces == old for r in records)
+    assert not any(r.kind == RecordKind.EXPIRE for r in records), (
+        "it waited for the session timeout"
+    )
     work = GroupLogClient(group_store, group, create=False).fold().fork()
     _, response = work.commit_offsets(
         old, work.group.generation, {TopicPartition(topic_name, 0): 0}, 0
@@ -309,5 +312,9 @@ def test_restart_after_a_sigkill_between_batches_replaces_the_crashed_member_at_
     print(f"SIGKILL between batches + restart ({version}): reading {took - killed_at:.1f}s "
           f"after the kill (session timeout {session_s} s)")  # fmt: skip
     records = group_records(group_store, group)
-    assert any(r.kind == "JOIN" and JoinPayload.of(r).replaces == old for r in records), records
-    assert not any(r.kind == "EXPIRE" for r in records), "the restart waited for the expiry"
+    assert any(r.kind == RecordKind.JOIN and JoinPayload.of(r).replaces == old for r in records), (
+        records
+    )
+    assert not any(r.kind == RecordKind.EXPIRE for r in records), (
+        "the restart waited for the expiry"
+    )

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from deltalake._internal import DeltaFileSystemHandler
 
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import AppendConflict, GroupLog
@@ -31,7 +32,11 @@ def store(request: pytest.FixtureRequest) -> ObjectStore:
 
 
 def _record(i: int) -> list[GroupRecord]:
-    return [GroupRecord(kind="COMMIT", timestamp_ms=i, member_id="m", offset=i, payload={})]
+    return [
+        GroupRecord(
+            kind=RecordKind.COMMIT.value, timestamp_ms=i, member_id="m", offset=i, payload={}
+        )
+    ]
 
 
 def test_a_stale_append_is_refused_by_the_store(store: ObjectStore) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import spark_kafka_group
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.waiting import wait_until
@@ -57,7 +58,7 @@ def test_the_source_through_spark_connect(
         ends = {(topic_name, p): n for p, n in counts.items()}
 
         def commits() -> list:
-            return [r for r in group_records(group_store, group) if r.kind == "COMMIT"]
+            return [r for r in group_records(group_store, group) if r.kind == RecordKind.COMMIT]
 
         wait_until(
             lambda: (
@@ -75,7 +76,7 @@ def test_the_source_through_spark_connect(
         app.expect("stopped", timeout_s=120)
         wait_until(
             lambda: any(
-                r.kind == "LEAVE" and r.member_id == member
+                r.kind == RecordKind.LEAVE and r.member_id == member
                 for r in group_records(group_store, group)
             ),
             30,

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.store import AppendConflict, GroupLog
 from spark_kafka_group.store.paths import list_dir
@@ -39,7 +40,13 @@ def _write(
     landed: list[tuple[int, int]] = []
     for i in range(APPENDS):
         records = [
-            GroupRecord(kind="COMMIT", timestamp_ms=i, member_id=name, offset=i, payload={"k": k})
+            GroupRecord(
+                kind=RecordKind.COMMIT.value,
+                timestamp_ms=i,
+                member_id=name,
+                offset=i,
+                payload={"k": k},
+            )
             for k in range(PER_APPEND)
         ]
         while True:

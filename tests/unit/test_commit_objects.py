@@ -11,19 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from spark_kafka_group.admin import commit_batch_for_member
 from spark_kafka_group.group import GroupRecord, ManualClock, TopicPartition
-from spark_kafka_group.member.commit_fold import (
-    COMMIT_FOLD_INTERVAL_MS,
-    FOLD_FALLBACK_INTERVALS,
-    fold_commit_objects,
-)
+from spark_kafka_group.group.kinds import RecordKind
+from spark_kafka_group.group.offsets import CommitObject, RecordedOffset, fold_commit_objects
+from spark_kafka_group.listener_writes import commit_batch_for_member
+from spark_kafka_group.member.commits import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
 from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.store.commit_objects import (
-    CommitObject,
-    InMemoryCommitObjects,
-    RecordedOffset,
-)
+from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
 from spark_kafka_group.testing.simulation import SimMember, converged
 
@@ -67,8 +61,8 @@ class Group:
         """Step (10 ms at a time) until ``m`` is giving partitions up; those partitions."""
         for _ in range(100):
             self.step(ms=10)
-            if m.member.assignment.revoking:
-                return m.member.assignment.revoking
+            if m.member.holdings.revoking:
+                return m.member.holdings.revoking
         raise AssertionError(f"{m.member_id} gives nothing up")
 
     def committed(self) -> dict[TopicPartition, int]:
@@ -82,7 +76,7 @@ class Group:
 
 def commit(m: SimMember, offsets: dict[TopicPartition, int], *, release: bool = True) -> None:
     """A batch reads ``offsets``' partitions up to there and completes; the reader commits."""
-    a = m.member.assignment
+    a = m.member.holdings
     m.member.begin_batch(offsets, batch_generation=a.generation)
     m.member.commit(
         offsets,
@@ -98,13 +92,13 @@ def test_a_commit_is_recorded_at_once_and_folded_by_the_leader_in_one_append() -
     g.settle()
     appends = g.log.appends
     for m in (a, b):
-        commit(m, {tp: 10 for tp in m.member.assignment.held})
+        commit(m, {tp: 10 for tp in m.member.holdings.held})
     assert g.log.appends == appends  # commit() wrote nothing to the log
     g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)  # each writes its object; the leader folds
     g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)
     assert g.committed() == {TopicPartition("t", p): 10 for p in range(4)}
     assert g.log.appends - appends == 1  # both members' commits: one append
-    assert {r.member_id for r in g.records("COMMIT")} == {"a", "b"}
+    assert {r.member_id for r in g.records(RecordKind.COMMIT)} == {"a", "b"}
 
 
 def test_a_revoked_partition_is_released_with_its_last_commit_in_the_log() -> None:
@@ -120,13 +114,13 @@ def test_a_revoked_partition_is_released_with_its_last_commit_in_the_log() -> No
     revoking = g.until_revoking(a)
     assert all(g.committed().get(tp) != 7 for tp in revoking)  # not folded yet
     # The next batch does not read them; its commit releases them (as the reader does).
-    commit(a, {tp: 8 for tp in a.member.assignment.held - revoking})
+    commit(a, {tp: 8 for tp in a.member.holdings.held - revoking})
     a.step()  # the background step commit() woke: it writes the release
-    [revoke] = [r for r in g.records("REVOKE") if r.member_id == "a"]
+    [revoke] = [r for r in g.records(RecordKind.REVOKE) if r.member_id == "a"]
     assert g.committed() == {**{tp: 7 for tp in revoking}, **g.committed()}
     before = g.log.records[: g.log.records.index(revoke)]
     landed = {TopicPartition(r.topic or "", r.partition or 0): r.offset for r in before
-              if r.kind == "COMMIT"}  # fmt: skip
+              if r.kind == RecordKind.COMMIT}  # fmt: skip
     assert all(landed.get(tp) == 7 for tp in revoking), landed
     g.settle()
 
@@ -140,7 +134,7 @@ def test_a_crashed_members_recorded_commits_land_before_its_expiry() -> None:
     assert a.coord.group.leader == "b"
     g.clock.advance(COMMIT_FOLD_INTERVAL_MS)
     g.step(ms=10)  # b has just folded: the next fold is an interval away
-    theirs = {tp: 42 for tp in b.member.assignment.held}
+    theirs = {tp: 42 for tp in b.member.holdings.held}
     commit(b, theirs)
     g.step([b], ms=0)  # b writes its object, then crashes before it folds it
     assert all(g.committed().get(tp) != 42 for tp in theirs)
@@ -150,11 +144,11 @@ def test_a_crashed_members_recorded_commits_land_before_its_expiry() -> None:
         if "b" not in a.coord.group.members:
             break
     assert "b" not in a.coord.group.members
-    [expire] = g.records("EXPIRE")
+    [expire] = g.records(RecordKind.EXPIRE)
     landed = {
         TopicPartition(r.topic or "", r.partition or 0): r.offset
         for r in g.log.records[: g.log.records.index(expire)]
-        if r.kind == "COMMIT" and r.member_id == "b"
+        if r.kind == RecordKind.COMMIT and r.member_id == "b"
     }
     assert landed == theirs
     assert g.objects.list() == {}  # its object is gone with it
@@ -164,14 +158,14 @@ def test_a_member_leaving_commits_what_it_recorded_first() -> None:
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    theirs = {tp: 5 for tp in b.member.assignment.held}
+    theirs = {tp: 5 for tp in b.member.holdings.held}
     commit(b, theirs)
     b.member.leave()
-    [leave] = g.records("LEAVE")
+    [leave] = g.records(RecordKind.LEAVE)
     landed = {
         TopicPartition(r.topic or "", r.partition or 0): r.offset
         for r in g.log.records[: g.log.records.index(leave)]
-        if r.kind == "COMMIT" and r.member_id == "b"
+        if r.kind == RecordKind.COMMIT and r.member_id == "b"
     }
     assert landed == theirs
     assert "b" not in g.objects.list()
@@ -186,25 +180,25 @@ def test_a_member_leaving_never_moves_back_what_the_progress_listener_committed(
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    held = b.member.assignment.held
+    held = b.member.holdings.held
     commit(b, {tp: 5 for tp in held})  # recorded only: the fold is an interval away
     last = {tp: 9 for tp in held}
-    b.member.begin_batch(last, batch_generation=b.member.assignment.generation)
+    b.member.begin_batch(last, batch_generation=b.member.holdings.generation)
     listener = GroupLogClient(
         "memory", b.member.settings.group_id, log=g.log, clock=g.clock, commit_objects=g.objects
     )
     written = commit_batch_for_member(
         "memory", b.member.settings.group_id, b.member_id,
-        b.member.assignment.generation, last, batch_id=1, client=listener,
+        b.member.holdings.generation, last, batch_id=1, client=listener,
     )  # fmt: skip
     assert "b~listener" in g.objects.list()  # the listener's own commit object, no append
     assert written == len(held)
     b.member.close(grace_s=0.0)
-    [leave] = g.records("LEAVE")
+    [leave] = g.records(RecordKind.LEAVE)
     commits = [
         (TopicPartition(r.topic or "", r.partition or 0), r.offset)
         for r in g.log.records[: g.log.records.index(leave)]
-        if r.kind == "COMMIT" and r.member_id == "b"
+        if r.kind == RecordKind.COMMIT and r.member_id == "b"
     ]
     assert dict(commits) == last, commits  # the newest commit of each partition
     assert g.committed() == {**g.committed(), **last}
@@ -214,18 +208,18 @@ def test_a_replaced_incarnations_recorded_commits_are_folded_before_it_is_fenced
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    theirs = {tp: 9 for tp in b.member.assignment.held}
+    theirs = {tp: 9 for tp in b.member.holdings.held}
     commit(b, theirs)
     g.step([b], ms=0)  # the object is written; the process dies before the fold
     g.members.remove(b)
     b2 = g.add("b2", replaces="b")
     b2.member.refresh_metadata()
     b2.member.poll()  # the reader's first step joins (no commit objects of its own written)
-    [join] = [r for r in g.records("JOIN") if r.member_id == "b2"]
+    [join] = [r for r in g.records(RecordKind.JOIN) if r.member_id == "b2"]
     landed = {
         TopicPartition(r.topic or "", r.partition or 0): r.offset
         for r in g.log.records[: g.log.records.index(join)]
-        if r.kind == "COMMIT" and r.member_id == "b"
+        if r.kind == RecordKind.COMMIT and r.member_id == "b"
     }
     assert landed == theirs
 
@@ -239,7 +233,7 @@ def test_stale_objects_are_never_applied() -> None:
     work = a.coord.fork()
     now = g.clock.now_ms()
     gone = CommitObject("ghost", 1, {TopicPartition("t", 0): RecordedOffset(99, 0)})
-    a_tp = sorted(a.member.assignment.held)[0]
+    a_tp = sorted(a.member.holdings.held)[0]
     since = a.coord.group.members["a"].held_since[a_tp]
     stale = CommitObject("a", 1, {a_tp: RecordedOffset(99, since - 1)})
     records, done = fold_commit_objects(work, [gone, stale], now)
@@ -259,7 +253,7 @@ def test_a_member_folds_itself_when_the_leader_is_gone() -> None:
     g.settle()
     leader = a if a.coord.group.leader == "a" else b
     other = b if leader is a else a
-    theirs = {tp: 3 for tp in other.member.assignment.held}
+    theirs = {tp: 3 for tp in other.member.holdings.held}
     commit(other, theirs)
     start = g.clock.now_ms()
     while not all(g.committed().get(tp) == 3 for tp in theirs):
@@ -276,7 +270,7 @@ def test_every_durable_commit_is_reported_once_whoever_wrote_it() -> None:
     g.settle()
     copied: list[dict[TopicPartition, int]] = []
     b.member.on_durable = copied.append
-    theirs = {tp: 11 for tp in b.member.assignment.held}
+    theirs = {tp: 11 for tp in b.member.holdings.held}
     commit(b, theirs)
     assert copied == []  # recorded, not durable yet
     for _ in range(4):
@@ -295,7 +289,7 @@ def test_a_reset_by_policy_reaches_the_log_at_once() -> None:
     g = Group()
     a = g.add("a")
     g.settle()
-    held = a.member.assignment.held
+    held = a.member.holdings.held
     commit(a, {tp: 10 for tp in held})
     g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
     g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)

@@ -28,6 +28,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from spark_kafka_group.group.kinds import RecordKind
+
 USERS = "spark_kafka_group/store/member_files.py, store/files.py and ops/delete.py"
 
 
@@ -119,7 +121,7 @@ def test_recursive_listing_of_a_group_directory(tmp_path: Path) -> None:
 
 def test_from_table_reads_a_data_file_by_its_add_action_path(tmp_path: Path) -> None:
     uri = str(tmp_path / "table")
-    rows = pa.table({"kind": ["JOIN", "SYNC"], "offset": [1, 2]})
+    rows = pa.table({"kind": [RecordKind.JOIN.value, RecordKind.SYNC.value], "offset": [1, 2]})
     write_deltalake(uri, rows)
     table = DeltaTable(uri)
     with contract("from_table(DeltaTable._table, storage_options)"):

@@ -8,6 +8,7 @@ the protocol)."""
 from __future__ import annotations
 
 from spark_kafka_group.group import GroupConfig, TopicPartition
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.timer import ManualClock
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import parse_options
@@ -61,18 +62,20 @@ class Group:
             if all(m.poll().settled for m in members):
                 return
             self.clock.advance(100)
-        raise AssertionError(f"not settled: {[m.assignment for m in members]}")
+        raise AssertionError(f"not settled: {[m.holdings for m in members]}")
 
     def joins_of(self, member_id: str) -> int:
-        return sum(1 for r in self.log.records if r.kind == "JOIN" and r.member_id == member_id)
+        return sum(
+            1 for r in self.log.records if r.kind == RecordKind.JOIN and r.member_id == member_id
+        )
 
 
 def test_an_eager_rejoin_waits_for_the_batch_in_flight_to_commit() -> None:
     group = Group()
     a = group.member("a")
     group.settle(a)
-    generation = a.assignment.generation
-    assert a.assignment.held == {T0, T1}
+    generation = a.holdings.generation
+    assert a.holdings.held == {T0, T1}
     assert a.begin_batch({T0: 10, T1: 10}, batch_generation=generation) == {T0, T1}
 
     b = group.member("b")
@@ -81,7 +84,7 @@ def test_an_eager_rejoin_waits_for_the_batch_in_flight_to_commit() -> None:
         a.poll()
         group.clock.advance(100)
     assert group.joins_of("a") == 1  # not rejoined: its batch has not committed
-    revoking = a.current_assignment()
+    revoking = a.current_holdings()
     assert revoking.revoking == revoking.held == {T0, T1}  # the reader plans nothing
 
     a.commit({T0: 10, T1: 10}, batch_generation=generation, batch_member="a")
@@ -90,14 +93,14 @@ def test_an_eager_rejoin_waits_for_the_batch_in_flight_to_commit() -> None:
     assert a.committed_offsets() == {T0: 10, T1: 10}
     group.settle(a, b)
     assert a.committed_offsets() == {T0: 10, T1: 10}  # where the new owners start
-    assert a.assignment.held | b.assignment.held == {T0, T1}
+    assert a.holdings.held | b.holdings.held == {T0, T1}
 
 
 def test_an_eager_rejoin_waits_at_most_half_its_rebalance_timeout() -> None:
     group = Group()
     a = group.member("a")
     group.settle(a)
-    generation = a.assignment.generation
+    generation = a.holdings.generation
     a.begin_batch({T0: 10, T1: 10}, batch_generation=generation)
     b = group.member("b")
     b.poll()

@@ -14,6 +14,7 @@ from spark_kafka_group.group import (
     GroupState,
     IllegalStateTransitionError,
     JoinRequest,
+    OffsetAndMetadata,
     RecordKind,
     TopicPartition,
     replay,
@@ -129,7 +130,9 @@ def test_commits_only_from_the_owner_in_the_current_generation() -> None:
     c = grp.coord
     mine = sorted(c.group.members["a"].assignment)
     theirs = sorted(c.group.members["b"].assignment)
-    resp = grp.do(c.commit_offsets("a", gen, {mine[0]: (10, "m"), theirs[0]: 5}, 1))
+    resp = grp.do(
+        c.commit_offsets("a", gen, {mine[0]: OffsetAndMetadata(10, "m"), theirs[0]: 5}, 1)
+    )
     assert resp.partition_errors == {mine[0]: E.NONE, theirs[0]: E.ILLEGAL_GENERATION}
     committed = c.describe(1).offsets
     assert theirs[0] not in committed
@@ -180,7 +183,7 @@ def test_last_member_leaving_goes_through_preparing_to_empty() -> None:
     g = grp.coord.group
     assert g.state == GroupState.EMPTY and g.generation == gen + 1 and not g.members
     kinds = [r.kind for r in grp.log[-2:]]
-    assert kinds == ["LEAVE", "GENERATION"]
+    assert kinds == [RecordKind.LEAVE, RecordKind.GENERATION]
 
 
 def test_session_expiry_and_rebalance_timeout_are_records() -> None:
@@ -191,7 +194,7 @@ def test_session_expiry_and_rebalance_timeout_are_records() -> None:
     grp.do(c.heartbeat("a", gen, 9_000))
     grp.do(c.heartbeat("b", gen, 9_000))
     records = grp.do((c.tick(10_001), None)) or grp.log[-1:]
-    assert grp.log[-1].kind == "EXPIRE" and grp.log[-1].member_id == "c"
+    assert grp.log[-1].kind == RecordKind.EXPIRE and grp.log[-1].member_id == "c"
     assert ExpirePayload.of(grp.log[-1]).reason == "session_timeout"
     del records
     # a rejoins, b never does: b is dropped at the rebalance timeout
@@ -202,7 +205,7 @@ def test_session_expiry_and_rebalance_timeout_are_records() -> None:
         assert grp.do(c.heartbeat("b", gen, t)).error is E.REBALANCE_IN_PROGRESS
     assert grp.coord.tick(deadline - 1) == []
     grp.do((c.tick(deadline), None))
-    assert [r.kind for r in grp.log[-2:]] == ["EXPIRE", "GENERATION"]
+    assert [r.kind for r in grp.log[-2:]] == [RecordKind.EXPIRE, RecordKind.GENERATION]
     assert ExpirePayload.of(grp.log[-2]).reason == "rebalance_timeout"
     assert list(c.group.members) == ["a"] and c.group.state == GroupState.COMPLETING_REBALANCE
 

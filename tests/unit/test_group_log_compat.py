@@ -116,7 +116,7 @@ def test_an_old_log_replays_to_the_state_it_was_written_with() -> None:
 def test_an_old_log_replays_from_its_snapshot_to_the_same_state() -> None:
     records = fixture_records()[:STABLE_END]
     start = latest_snapshot_index(records)
-    assert records[start].kind == "SNAPSHOT"
+    assert records[start].kind == RecordKind.SNAPSHOT
     assert replay(records[start:], "orders") == replay(records, "orders")
 
 

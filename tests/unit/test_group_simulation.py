@@ -9,6 +9,7 @@ import random
 import pytest
 
 from spark_kafka_group.group import GroupConfig, GroupRecord, ManualClock, apply, replay
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import SyncPayload
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
@@ -130,7 +131,7 @@ def test_cooperative_members_never_stop_unmoved_partitions() -> None:
     revoked_at: dict[TopicPartition, int] = {}
     for r in log.records[len(before_log) :]:
         apply(state, r)
-        if r.kind == "SYNC":
+        if r.kind == RecordKind.SYNC:
             assert r.generation is not None
             sync = SyncPayload.of(r)
             for parts in sync.revoking.values():
@@ -179,8 +180,8 @@ def test_static_members_restart_without_rebalance_in_the_loop() -> None:
 
 def test_shared_log_rejects_a_stale_append() -> None:
     log = InMemoryLog()
-    assert append(log, [GroupRecord("HEARTBEAT", 1)], -1)
-    assert not append(log, [GroupRecord("HEARTBEAT", 2)], -1)
+    assert append(log, [GroupRecord(RecordKind.HEARTBEAT.value, 1)], -1)
+    assert not append(log, [GroupRecord(RecordKind.HEARTBEAT.value, 2)], -1)
     assert log.conflicts == 1 and log.version == 0
 
 

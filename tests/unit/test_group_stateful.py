@@ -1,15 +1,19 @@
 """Hypothesis drives a whole group of production members
 (:class:`spark_kafka_group.testing.simulation.SimMember`) over a shared in-memory log, with
 liveness in leases or in the log: random joins, leaves, crashes (silence), static restarts,
-clock advances, metadata changes, revocation acks (inside the member loop), commits (as a
-handler call, through the member's ``commit()``: with commit objects, recorded and folded by
-the leader, and by its query's progress listener, in the listener's own commit object), zombie
-commits (in the log, and stale commit objects, the members' and their listeners') and
-snapshots. Every member's wall clock is off by a random amount (up to hours either way), as on
+clock advances, metadata changes, revocation acks (inside the member loop) and snapshots. Every
+commit goes through the one offsets module (:mod:`spark_kafka_group.group.offsets`): the
+member's own (its handler, ``commit_batch``, and through the member's ``commit()``: with commit
+objects, recorded and folded by the leader), its query's progress listener's (in the listener's
+own commit object, or appended), rewinds (a reset by policy, by the member and by the listener),
+an operator's reset, and zombie commits (in the log, by a dead member and its listener, and
+stale commit objects, the members' and their listeners'), while ownership moves with every
+rebalance. Every member's wall clock is off by a random amount (up to hours either way), as on
 machines without NTP. Invariants are checked after every step on the log folded record by
-record: among them, that a commit is applied only from the partition's owner, that committed
-offsets of member commits never go back, and that a partition is released only once the log
-holds its owner's last commit.
+record: among them, that a commit is applied only from the partition's owner, that an operator's
+reset is applied only to an empty group, that committed offsets of member commits never go back
+except by a rewind, and that a partition is released only once the log holds its owner's last
+commit (a rewind included).
 
 ``GROUP_STATEFUL_EXAMPLES`` / ``GROUP_STATEFUL_STEPS`` raise the budget for a deep run.
 """
@@ -22,26 +26,30 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from spark_kafka_group.admin import commit_batch_for_member
 from spark_kafka_group.group import (
     GroupConfig,
     GroupCoordinator,
     GroupMetadata,
     GroupState,
     ManualClock,
+    RecordKind,
     TopicPartition,
     apply,
     latest_snapshot_index,
     replay,
 )
-from spark_kafka_group.group.payloads import JoinPayload, RevokePayload
-from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.store.commit_objects import (
+from spark_kafka_group.group.offsets import (
     LISTENER,
     CommitObject,
-    InMemoryCommitObjects,
     RecordedOffset,
+    Source,
+    commit_batch,
+    reset,
 )
+from spark_kafka_group.group.payloads import JoinPayload, RevokePayload
+from spark_kafka_group.listener_writes import commit_batch_for_member, commit_decision
+from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
 from spark_kafka_group.testing.simulation import (
     Bystander,
@@ -62,6 +70,9 @@ LEGAL = {  # Kafka's ClassicGroupState, written out independently of state.py
 SESSION = 6_000
 #: Offsets of commits through the member (the handler-level rules commit smaller ones).
 MEMBER_COMMITS = 10_000
+#: Offsets of rewinds (resets by policy) lie in [REWINDS, MEMBER_COMMITS): below every member
+#: commit, above every handler-level commit.
+REWINDS = 5_000
 MAX_MEMBERS = 5
 #: How far a member's wall clock may be off, either way.
 MAX_CLOCK_OFFSET_MS = 4 * 3600_000
@@ -91,6 +102,11 @@ class GroupMachine(RuleBasedStateMachine):
         self.counter: dict[TopicPartition, int] = {}
         self.last_commit: dict[tuple[str, TopicPartition], int] = {}
         self.batch_ids: dict[str, int] = {}
+        # Every batch planned through a member: the generation it was planned in, by the
+        # (partition, end offset) it reached (ends are unique), and each member's batches.
+        self.planned: dict[tuple[TopicPartition, int], int] = {}
+        self.batches: dict[str, list[tuple[int, dict[TopicPartition, int]]]] = {}
+        self.rewound = REWINDS
 
     @initialize(
         protocol=st.sampled_from(["cooperative-sticky", "range", "roundrobin", "sticky"]),
@@ -157,6 +173,13 @@ class GroupMachine(RuleBasedStateMachine):
             clock = OffsetClock(self.clock, -MAX_CLOCK_OFFSET_MS // 3, 1_000)
             self.bystander = Bystander(self.log, clock, self.leases, self.config)
         self.bystander.tick()
+
+    def plan(self, d: SimMember, ends: dict[TopicPartition, int], generation: int) -> None:
+        """``d``'s query hands a batch planned in ``generation`` to Spark."""
+        d.member.begin_batch(ends, batch_generation=generation)
+        self.batches.setdefault(d.member_id, []).append((generation, dict(ends)))
+        for tp, end in ends.items():
+            self.planned[(tp, end)] = generation
 
     def race(self) -> None:
         for d in self.live:
@@ -231,15 +254,22 @@ class GroupMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.live)
     @rule(i=st.integers(0, MAX_MEMBERS - 1))
     def commit(self, i: int) -> None:
+        """The member's own commit of its current positions, decided by the offsets handler."""
         d = self.live[i % len(self.live)]
         d.fold()
         view = d.coord.member_view(d.member_id)
-        offsets = {tp: d.position.get(tp, 0) + 1 for tp in view.assignment}
-        records, resp = d.coord.commit_offsets(
-            d.member_id, view.member_generation, offsets, d.clock.now_ms()
+        gen = view.member_generation
+        offsets = {tp: RecordedOffset(d.position.get(tp, 0) + 1, gen) for tp in view.assignment}
+        work = d.coord.fork()
+        records, _ = commit_batch(
+            work, d.member_id, offsets, d.clock.now_ms(), source=Source.MEMBER
         )
-        if view.known and view.member_generation == d.coord.group.generation:
-            assert resp.accepted == set(offsets)
+        if view.known and gen == d.coord.group.generation:
+            # Held since at most its generation: every offset is accepted (the same one is
+            # not written again).
+            assert {tp: work.group.offsets[tp].offset for tp in offsets} == {
+                tp: r.offset for tp, r in offsets.items()
+            }
         assert append(self.log, records, d.version)
 
     @precondition(lambda self: self.live)
@@ -249,7 +279,7 @@ class GroupMachine(RuleBasedStateMachine):
         ``commit()`` (recorded in the member's commit object, or appended to the log), and
         release what it is revoking, as the reader does."""
         d = self.live[i % len(self.live)]
-        assignment = d.member.assignment
+        assignment = d.member.holdings
         if assignment.generation < 0 or not assignment.held:
             return
         ends = {}
@@ -257,7 +287,7 @@ class GroupMachine(RuleBasedStateMachine):
             if tp in assignment.revoking and not d.member.in_flight.reads_last(tp):
                 continue  # not planned any more: the member only finishes its last batch
             ends[tp] = self.counter[tp] = self.counter.get(tp, MEMBER_COMMITS) + 1
-        d.member.begin_batch(ends, batch_generation=assignment.generation)
+        self.plan(d, ends, assignment.generation)
         d.member.commit(
             ends,
             batch_generation=assignment.generation,
@@ -267,14 +297,14 @@ class GroupMachine(RuleBasedStateMachine):
         for tp, offset in ends.items():
             self.last_commit[(d.member_id, tp)] = offset
 
-    @precondition(lambda self: self.live and self.objects is not None)
+    @precondition(lambda self: self.live)
     @rule(i=st.integers(0, MAX_MEMBERS - 1))
     def listener_commit(self, i: int) -> None:
         """The member's query plans a batch and completes it; its progress listener commits it
         on the member's behalf, in the listener's own commit object (the member's own
         ``commit()`` comes at the next trigger, or never after ``query.stop()``)."""
         d = self.live[i % len(self.live)]
-        assignment = d.member.assignment
+        assignment = d.member.holdings
         if assignment.generation < 0 or not assignment.held:
             return
         ends = {}
@@ -282,7 +312,7 @@ class GroupMachine(RuleBasedStateMachine):
             if tp in assignment.revoking and not d.member.in_flight.reads_last(tp):
                 continue  # not planned any more: the member only finishes its last batch
             ends[tp] = self.counter[tp] = self.counter.get(tp, MEMBER_COMMITS) + 1
-        d.member.begin_batch(ends, batch_generation=assignment.generation)
+        self.plan(d, ends, assignment.generation)
         batch_id = self.batch_ids[d.member_id] = self.batch_ids.get(d.member_id, -1) + 1
         client = GroupLogClient("memory", "g", log=self.log, clock=d.clock,
                                 commit_objects=self.objects)  # fmt: skip
@@ -318,12 +348,114 @@ class GroupMachine(RuleBasedStateMachine):
         parts = known or {TopicPartition("t", 0)}
         if other:
             parts = {TopicPartition("t", p) for p in range(4)}
-        records, _ = z.coord.commit_offsets(
-            z.member_id, gen, {tp: 999 for tp in parts}, self.clock.now_ms()
-        )
+        offsets = {tp: RecordedOffset(999, gen) for tp in parts}
+        now = self.clock.now_ms()
+        records, _ = commit_batch(z.coord.fork(), z.member_id, offsets, now, source=Source.MEMBER)
         if z.member_id not in z.coord.group.members:
             assert records == []
         assert append(self.log, records, z.version)
+
+    @precondition(lambda self: self.dead)
+    @rule(i=st.integers(0, 20))
+    def zombie_listener_commit(self, i: int) -> None:
+        """A dead member's progress listener appends a late commit of what it last knew."""
+        z = self.dead[i % len(self.dead)]
+        gen = z.coord.group.generation
+        parts = set(z.coord.member_view(z.member_id).assignment) | {TopicPartition("t", 1)}
+        z.fold()
+        work = z.coord.fork()
+        decide = commit_decision(z.member_id, gen, {tp: 998 for tp in parts})
+        records, _ = decide(work, self.clock.now_ms())
+        if z.member_id not in z.coord.group.members:
+            assert records == []
+        assert append(self.log, records, z.version)
+
+    @precondition(lambda self: self.live)
+    @rule(i=st.integers(0, MAX_MEMBERS - 1), listener=st.booleans())
+    def rewind(self, i: int, listener: bool) -> None:
+        """A batch of the member started a partition below its committed offset (a reset by
+        policy, ``failOnDataLoss=false``): committed by the member's ``commit()`` or by its
+        progress listener (with the batch's start), it moves the committed offset back."""
+        d = self.live[i % len(self.live)]
+        holdings = d.member.holdings
+        planned = sorted(holdings.held - holdings.revoking)
+        if holdings.generation < 0 or not planned:
+            return
+        tp = planned[0]
+        self.rewound += 1
+        start, end = self.rewound, self.rewound + 1
+        self.rewound += 1
+        ends = {tp: end}
+        self.plan(d, ends, holdings.generation)
+        if listener:
+            batch_id = self.batch_ids[d.member_id] = self.batch_ids.get(d.member_id, -1) + 1
+            client = GroupLogClient("memory", "g", log=self.log, clock=d.clock,
+                                    commit_objects=self.objects)  # fmt: skip
+            commit_batch_for_member(
+                "memory", "g", d.member_id, holdings.generation, ends, batch_id=batch_id,
+                starts={tp: start}, client=client,
+            )  # fmt: skip
+        else:
+            d.member.commit(ends, batch_generation=holdings.generation, batch_member=d.member_id)
+        self.last_commit[(d.member_id, tp)] = end
+
+    @precondition(lambda self: self.live)
+    @rule(i=st.integers(0, MAX_MEMBERS - 1), k=st.integers(0, 50))
+    def late_listener_commit(self, i: int, k: int) -> None:
+        """A progress event that comes late (or a restarted driver's): the listener commits an
+        older batch of the member again, planned maybe before a partition moved away and back
+        since: applied only where held since its generation, and never moving back."""
+        d = self.live[i % len(self.live)]
+        batches = self.batches.get(d.member_id)
+        if not batches:
+            return
+        generation, ends = batches[k % len(batches)]
+        batch_id = self.batch_ids[d.member_id] = self.batch_ids.get(d.member_id, -1) + 1
+        client = GroupLogClient("memory", "g", log=self.log, clock=d.clock,
+                                commit_objects=self.objects)  # fmt: skip
+        commit_batch_for_member(
+            "memory", "g", d.member_id, generation, ends, batch_id=batch_id, client=client
+        )
+
+    @precondition(lambda self: self.live)
+    @rule(i=st.integers(0, MAX_MEMBERS - 1), listener=st.booleans())
+    def stale_batch_commit(self, i: int, listener: bool) -> None:
+        """A commit of a batch planned before the member last (re)acquired a partition (a late
+        progress event, or a ``commit()`` Spark calls for a batch of an earlier generation),
+        reaching past the committed offset: never applied (the fence)."""
+        d = self.live[i % len(self.live)]
+        holdings = d.member.holdings
+        again = sorted(tp for tp, since in holdings.held_since.items() if since > 0)
+        if not again:
+            return
+        tp = again[0]
+        generation = holdings.held_since[tp] - 1
+        end = self.counter[tp] = self.counter.get(tp, MEMBER_COMMITS) + 1
+        self.planned[(tp, end)] = generation
+        if listener:
+            batch_id = self.batch_ids[d.member_id] = self.batch_ids.get(d.member_id, -1) + 1
+            client = GroupLogClient("memory", "g", log=self.log, clock=d.clock,
+                                    commit_objects=self.objects)  # fmt: skip
+            commit_batch_for_member(
+                "memory", "g", d.member_id, generation, {tp: end}, batch_id=batch_id,
+                client=client,
+            )  # fmt: skip
+        else:
+            d.member.commit({tp: end}, batch_generation=generation, batch_member=d.member_id)
+
+    @rule(i=st.integers(0, 3), offset=st.integers(0, 100))
+    def admin_reset(self, i: int, offset: int) -> None:
+        """An operator resets an offset: applied only while the group has no members."""
+        coord = GroupCoordinator("g", self.config)
+        coord.apply_all(self.log.records)
+        work = coord.fork()
+        tp = TopicPartition("t", i)
+        records, response = reset(work, {tp: offset}, self.clock.now_ms())
+        if coord.group.state == S.EMPTY:
+            assert response.accepted == {tp} and work.group.offsets[tp].offset == offset
+        else:
+            assert records == []
+        assert append(self.log, records, self.log.version)
 
     @rule()
     def snapshot(self) -> None:
@@ -360,20 +492,27 @@ class GroupMachine(RuleBasedStateMachine):
     def fold_checks_every_record(self) -> None:
         for r in self.log.records[self.checked :]:
             before = self.checker.state
-            if r.kind == "COMMIT" and r.member_id is not None:
+            if r.kind == RecordKind.COMMIT and r.member_id is None:
+                assert before == S.EMPTY, f"an operator's reset applied in {before}"
+            if r.kind == RecordKind.COMMIT and r.member_id is not None:
                 m = self.checker.members.get(r.member_id)
                 assert m is not None, f"commit accepted from non-member {r.member_id}"
                 assert r.generation == self.checker.generation
                 assert r.topic is not None and r.partition is not None
                 tp = TopicPartition(r.topic, r.partition)
                 assert tp in m.held, f"commit of {tp} accepted from non-owner {r.member_id}"
+                planned = self.planned.get((tp, r.offset)) if r.offset is not None else None
+                if planned is not None:
+                    # The fence: a batch's offset only from a member that held the partition
+                    # without interruption since the batch was planned.
+                    assert m.held_since[tp] <= planned, (tp, r.offset, m.held_since[tp], planned)
                 current = self.checker.offsets.get(tp)
                 if r.offset is not None and r.offset >= MEMBER_COMMITS and current is not None:
                     # Member commits only grow: a stale commit object never undoes a newer one.
                     assert current.offset < MEMBER_COMMITS or r.offset >= current.offset, (
                         tp, current, r.offset,
                     )  # fmt: skip
-            if r.kind == "REVOKE" and r.member_id is not None:
+            if r.kind == RecordKind.REVOKE and r.member_id is not None:
                 # A released partition's committed offset is its owner's last member commit.
                 for t, p in RevokePayload.of(r).partitions:
                     tp = TopicPartition(t, p)
@@ -389,17 +528,17 @@ class GroupMachine(RuleBasedStateMachine):
                 assert set(m.held_since) == m.held
                 for tp, since in m.held_since.items():
                     previous = since_before.get(mid, {}).get(tp)
-                    if r.kind == "SNAPSHOT":
+                    if r.kind == RecordKind.SNAPSHOT:
                         continue
                     if previous is not None:
                         assert since == previous, (mid, tp, previous, since)
-                    elif r.kind == "JOIN" and JoinPayload.of(r).replaces:
+                    elif r.kind == RecordKind.JOIN and JoinPayload.of(r).replaces:
                         old = since_before[str(JoinPayload.of(r).replaces)]
                         assert since == old[tp]  # a static member's new incarnation inherits
                     else:
                         assert since == self.checker.generation, (r.kind, mid, tp, since)
             after = self.checker.state
-            if r.kind != "SNAPSHOT" and after != before:
+            if r.kind != RecordKind.SNAPSHOT and after != before:
                 # one record may pass through PreparingRebalance (e.g. JOIN in Stable)
                 assert before in LEGAL[after] or (
                     before in LEGAL[S.PREPARING_REBALANCE] and S.PREPARING_REBALANCE in LEGAL[after]

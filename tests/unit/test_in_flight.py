@@ -1,12 +1,9 @@
-"""Batches in flight and the commit filter (:mod:`spark_kafka_group.member.in_flight`)."""
+"""Batches in flight (:mod:`spark_kafka_group.member.in_flight`)."""
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
-
 from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
-from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch, offsets_to_write
+from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -61,46 +58,3 @@ def test_retain_forgets_partitions_no_longer_held_but_not_the_last_batch() -> No
 
 def test_nothing_reads_the_last_batch_before_the_first() -> None:
     assert not BatchesInFlight().reads_last(A)
-
-
-def test_in_order_writes_every_change_backwards_included() -> None:
-    offsets = {A: 5, B: 7}
-    assert offsets_to_write(offsets, committed(), in_order=True) == offsets
-    assert offsets_to_write(offsets, committed(p0=5, p1=7), in_order=True) == {}
-    assert offsets_to_write(offsets, committed(p0=9, p1=3), in_order=True) == offsets
-
-
-def test_a_late_commit_only_moves_forward() -> None:
-    offsets = {A: 5, B: 7}
-    assert offsets_to_write(offsets, committed(), in_order=False) == offsets
-    assert offsets_to_write(offsets, committed(p0=9, p1=3), in_order=False) == {B: 7}
-    assert offsets_to_write(offsets, committed(p0=5, p1=7), in_order=False) == {}
-
-
-def test_a_late_commit_of_a_batch_reset_below_the_committed_offset_moves_it_back() -> None:
-    # The batch started partition 0 at 2, below the committed 9 (a reset by policy): its end
-    # is written; partition 1 continued from the previous batch (no start): forward only.
-    got = offsets_to_write({A: 5, B: 1}, committed(p0=9, p1=3), in_order=False, starts={A: 2, B: 3})
-    assert got == {A: 5}
-    # Started at (not below) the committed offset: an ordinary late commit.
-    assert offsets_to_write({A: 5}, committed(p0=9), in_order=False, starts={A: 9}) == {}
-    # Even a reset batch is not written when it changes nothing.
-    assert offsets_to_write({A: 9}, committed(p0=9), in_order=False, starts={A: 2}) == {}
-
-
-offsets_st = st.dictionaries(st.sampled_from([A, B]), st.integers(0, 50))
-
-
-@given(offsets=offsets_st, current=offsets_st, starts=offsets_st, in_order=st.booleans())
-def test_what_is_written_changes_the_committed_offset(
-    offsets: dict, current: dict, starts: dict, in_order: bool
-) -> None:
-    group = {TopicPartition(*tp): OffsetAndMetadata(o) for tp, o in current.items()}
-    written = offsets_to_write(offsets, group, in_order=in_order, starts=starts)
-    assert written.items() <= offsets.items()
-    for tp, offset in written.items():
-        assert current.get(tp) != offset
-        if not in_order and tp in current and offset < current[tp]:
-            assert starts[tp] < current[tp]  # backwards only for a batch reset below it
-    if in_order:
-        assert written == {tp: o for tp, o in offsets.items() if current.get(tp) != o}

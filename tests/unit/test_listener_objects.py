@@ -9,17 +9,18 @@ injected clock (the helpers of ``test_commit_objects``).
 
 from __future__ import annotations
 
-from spark_kafka_group.admin import commit_batch_for_member, leave_for_member
 from spark_kafka_group.group import TopicPartition
-from spark_kafka_group.member.commit_fold import COMMIT_FOLD_INTERVAL_MS
-from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.store.commit_objects import (
+from spark_kafka_group.group.kinds import RecordKind
+from spark_kafka_group.group.offsets import (
     LISTENER,
     CommitObject,
     RecordedOffset,
     object_key,
     owner,
 )
+from spark_kafka_group.listener_writes import commit_batch_for_member, leave_for_member
+from spark_kafka_group.member.commits import COMMIT_FOLD_INTERVAL_MS
+from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.testing.simulation import SimMember
 from tests.unit.test_commit_objects import Group, commit
 
@@ -39,7 +40,7 @@ def listener_commit(
 ) -> int:
     """What ``GroupProgressListener`` does when the batch ``batch_id`` completes (its own client
     of the log, in the query's driver)."""
-    gen = m.member.assignment.generation if generation is None else generation
+    gen = m.member.holdings.generation if generation is None else generation
     return commit_batch_for_member(
         "memory", "g", m.member_id, gen, offsets, batch_id=batch_id, starts=starts,
         client=listener_client(g),
@@ -48,7 +49,7 @@ def listener_commit(
 
 def planned(m: SimMember, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
     """The member hands a batch reading ``offsets``' partitions up to there to Spark."""
-    m.member.begin_batch(offsets, batch_generation=m.member.assignment.generation)
+    m.member.begin_batch(offsets, batch_generation=m.member.holdings.generation)
     return offsets
 
 
@@ -58,7 +59,7 @@ def commits_before(g: Group, kind: str, member_id: str) -> dict[TopicPartition, 
     return {
         TopicPartition(r.topic or "", r.partition or 0): r.offset or 0
         for r in g.log.records[: g.log.records.index(mark)]
-        if r.kind == "COMMIT" and r.member_id == member_id
+        if r.kind == RecordKind.COMMIT and r.member_id == member_id
     }
 
 
@@ -75,7 +76,7 @@ def test_the_listeners_commit_is_an_object_and_the_log_gets_no_append() -> None:
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    ends = planned(b, {tp: 9 for tp in b.member.assignment.held})
+    ends = planned(b, {tp: 9 for tp in b.member.holdings.held})
     version = g.log.version
     assert listener_commit(g, b, ends, batch_id=3) == len(ends)
     assert g.log.version == version  # no append
@@ -86,14 +87,14 @@ def test_the_leaders_fold_brings_the_listeners_commit_into_the_log() -> None:
     g = Group()
     a, b = g.add("a"), g.add("b")
     g.settle()
-    ends = planned(b, {tp: 9 for tp in b.member.assignment.held})
+    ends = planned(b, {tp: 9 for tp in b.member.holdings.held})
     listener_commit(g, b, ends, batch_id=0)
     appends = g.log.appends
     for _ in range(3):
         g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)
     assert {tp: o for tp, o in g.committed().items() if tp in ends} == ends
     assert g.log.appends - appends == 1  # one fold
-    assert {r.member_id for r in g.records("COMMIT")} == {"b"}  # in the member's name
+    assert {r.member_id for r in g.records(RecordKind.COMMIT)} == {"b"}  # in the member's name
 
 
 def test_a_listener_object_of_a_partition_that_moved_since_its_batch_is_never_applied() -> None:
@@ -102,25 +103,25 @@ def test_a_listener_object_of_a_partition_that_moved_since_its_batch_is_never_ap
     g = Group()
     a, b = g.add("a"), g.add("b")
     g.settle()
-    tp = sorted(b.member.assignment.held)[0]
+    tp = sorted(b.member.holdings.held)[0]
     since = b.coord.group.members["b"].held_since[tp]
     assert listener_commit(g, b, {tp: 99}, batch_id=0, generation=since - 1) == 0
     # Written by a listener that did not check (another release): the fold still refuses it.
     g.objects.put(CommitObject("b", 5, {tp: RecordedOffset(99, since - 1)}, writer=LISTENER))
-    moved = sorted(a.member.assignment.held)[0]  # and one for a partition b never held
+    moved = sorted(a.member.holdings.held)[0]  # and one for a partition b never held
     g.objects.put(CommitObject("b", 6, {moved: RecordedOffset(77, since)}, writer=LISTENER))
     for _ in range(4):
         g.step([a, b], ms=COMMIT_FOLD_INTERVAL_MS)
     assert g.committed().get(tp) != 99
     assert g.committed().get(moved) != 77
-    assert g.records("COMMIT") == []
+    assert g.records(RecordKind.COMMIT) == []
 
 
 def test_a_closing_member_waits_for_the_listeners_object_not_for_the_grace_period() -> None:
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    last = planned(b, {tp: 9 for tp in b.member.assignment.held})
+    last = planned(b, {tp: 9 for tp in b.member.holdings.held})
     assert b.member._uncommitted() == frozenset(last)  # the batch is still running
     listener_commit(g, b, last, batch_id=1)
     assert b.member._uncommitted() == frozenset()  # counts as committed: the LEAVE writes it
@@ -131,12 +132,12 @@ def test_a_member_leaving_writes_the_listeners_newer_offsets_before_its_leave() 
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    held = b.member.assignment.held
+    held = b.member.holdings.held
     commit(b, {tp: 5 for tp in held})
     last = planned(b, {tp: 9 for tp in held})
     listener_commit(g, b, last, batch_id=1)
     b.member.leave()
-    assert commits_before(g, "LEAVE", "b") == last
+    assert commits_before(g, RecordKind.LEAVE, "b") == last
     assert g.objects.list() == {}  # both of its objects are gone with it
 
 
@@ -146,11 +147,11 @@ def test_the_listeners_leave_at_query_termination_folds_its_object_first() -> No
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
-    last = planned(b, {tp: 9 for tp in b.member.assignment.held})
+    last = planned(b, {tp: 9 for tp in b.member.holdings.held})
     listener_commit(g, b, last, batch_id=1)
     g.members.remove(b)
     assert leave_for_member("memory", "g", "b", client=listener_client(g))
-    assert commits_before(g, "LEAVE", "b") == last
+    assert commits_before(g, RecordKind.LEAVE, "b") == last
     assert g.objects.list() == {}
 
 
@@ -163,10 +164,10 @@ def test_a_revoked_partition_is_released_once_the_listeners_object_covers_its_la
     revoking = g.until_revoking(a)
     for _ in range(5):
         g.step([a], ms=10)
-    assert not [r for r in g.records("REVOKE") if r.member_id == "a"]  # its batch runs
+    assert not [r for r in g.records(RecordKind.REVOKE) if r.member_id == "a"]  # its batch runs
     listener_commit(g, a, ends, batch_id=0)  # the batch completed
     g.step([a], ms=10)  # the background step reads the object: commit and release
-    released = commits_before(g, "REVOKE", "a")
+    released = commits_before(g, RecordKind.REVOKE, "a")
     assert {tp: released.get(tp) for tp in revoking} == {tp: 7 for tp in revoking}
     g.settle()
     assert {tp: g.committed()[tp] for tp in revoking} == {tp: 7 for tp in revoking}
@@ -181,17 +182,19 @@ def test_an_expiring_members_listener_object_is_folded_in_the_append_of_its_expi
     assert a.coord.group.leader == "b"
     g.clock.advance(COMMIT_FOLD_INTERVAL_MS)
     g.step(ms=10)  # b has just folded: the next fold is an interval away
-    theirs = planned(b, {tp: 42 for tp in b.member.assignment.held})
+    theirs = planned(b, {tp: 42 for tp in b.member.holdings.held})
     g.members.remove(b)  # b's process is gone; its query's last batch had completed
     listener_commit(g, b, theirs, batch_id=8)
     for _ in range(200):
         g.step([a], ms=500)
         if "b" not in a.coord.group.members:
             break
-    assert commits_before(g, "EXPIRE", "b") == theirs
-    [(version, _)] = [(v, r) for v, r in g.log.read_slice().records if r.kind == "EXPIRE"]
+    assert commits_before(g, RecordKind.EXPIRE, "b") == theirs
+    [(version, _)] = [(v, r) for v, r in g.log.read_slice().records if r.kind == RecordKind.EXPIRE]
     same_append = g.log.read_slice(after_version=version - 1).records
-    assert {r.offset for v, r in same_append if v == version and r.kind == "COMMIT"} == {42}
+    assert {r.offset for v, r in same_append if v == version and r.kind == RecordKind.COMMIT} == {
+        42
+    }
     assert g.objects.list() == {}  # both of its objects are gone with it
 
 
@@ -201,7 +204,7 @@ def test_a_rewind_by_policy_still_goes_to_the_log_directly() -> None:
     g = Group()
     a = g.add("a")
     g.settle()
-    held = a.member.assignment.held
+    held = a.member.holdings.held
     commit(a, {tp: 10 for tp in held})
     g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
     g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)

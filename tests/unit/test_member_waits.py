@@ -12,6 +12,7 @@ import pytest
 from spark_kafka_group.admin import describe_group, reset_offsets
 from spark_kafka_group.errors import GroupJoinTimeoutError, OptionError
 from spark_kafka_group.group import GroupConfig, TopicPartition
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.timer import ManualClock
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings, parse_options
@@ -57,7 +58,7 @@ def _settle(member: GroupMember, clock: ManualClock) -> None:
         if member.poll().settled:
             return
         clock.advance(100)
-    raise AssertionError(f"the member did not settle: {member.assignment}")
+    raise AssertionError(f"the member did not settle: {member.holdings}")
 
 
 def test_close_waits_exactly_its_grace_period_for_the_last_commit() -> None:
@@ -65,13 +66,13 @@ def test_close_waits_exactly_its_grace_period_for_the_last_commit() -> None:
     log = InMemoryLog()
     member = _member(log, clock, _settings())
     _settle(member, clock)
-    generation = member.assignment.generation
+    generation = member.holdings.generation
     assert member.begin_batch({T0: 10}, batch_generation=generation) == {T0}
     # The batch never completes: close waits its grace period for the commit, then leaves.
     before = clock.monotonic_ms()
     member.close(grace_s=2.5)
     assert clock.monotonic_ms() - before == 2_500
-    assert [r.kind for r in log.records].count("LEAVE") == 1
+    assert [r.kind for r in log.records].count(RecordKind.LEAVE) == 1
     assert member.committed_offsets() == {}
 
 
@@ -80,7 +81,7 @@ def test_close_does_not_wait_once_the_last_batch_is_committed() -> None:
     log = InMemoryLog()
     member = _member(log, clock, _settings())
     _settle(member, clock)
-    generation = member.assignment.generation
+    generation = member.holdings.generation
     member.begin_batch({T0: 10}, batch_generation=generation)
     member.commit({T0: 10}, batch_generation=generation, batch_member=member.member_id)
     before = clock.monotonic_ms()

@@ -13,6 +13,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from spark_kafka_group.errors import GroupStoreError, IncompatibleGroupStoreError, OptionError
+from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.records import RECORD_SCHEMA_VERSION, GroupRecord
 from spark_kafka_group.store import (
     AppendConflict,
@@ -28,12 +29,12 @@ from spark_kafka_group.store.table_properties import retention_properties
 
 
 def hb(member: str = "m1", ts: int = 0) -> GroupRecord:
-    return GroupRecord(kind="HEARTBEAT", timestamp_ms=ts, member_id=member)
+    return GroupRecord(kind=RecordKind.HEARTBEAT.value, timestamp_ms=ts, member_id=member)
 
 
 def commit_rec(offset: int, member: str = "m1") -> GroupRecord:
     return GroupRecord(
-        kind="COMMIT",
+        kind=RecordKind.COMMIT.value,
         timestamp_ms=offset,
         member_id=member,
         generation=3,
@@ -92,14 +93,20 @@ def test_round_trip(tmp_path: Path) -> None:
     log = GroupLog.open(str(tmp_path / "g"))
     first = [
         GroupRecord(
-            kind="JOIN",
+            kind=RecordKind.JOIN.value,
             timestamp_ms=1_700_000_000_000,
             member_id="m-1",
             instance_id="static-1",
             generation=None,
             payload={"topics": ["a", "b"], "session_timeout_ms": 45000, "nested": {"x": None}},
         ),
-        GroupRecord(kind="SYNC", timestamp_ms=2, member_id="m-1", generation=1, payload={"é": 1}),
+        GroupRecord(
+            kind=RecordKind.SYNC.value,
+            timestamp_ms=2,
+            member_id="m-1",
+            generation=1,
+            payload={"é": 1},
+        ),
     ]
     assert log.append(first, expected_version=-1) == 0
     second = [commit_rec(2**40), hb("m-2", 7)]
@@ -299,10 +306,10 @@ def test_read_from_latest_snapshot(tmp_path: Path) -> None:
     assert log.read(from_latest_snapshot=True) == []
     fill(log, 5)  # versions 0..4
     assert len(log.read(from_latest_snapshot=True)) == 10  # no snapshot yet: everything
-    snap1 = GroupRecord(kind="SNAPSHOT", timestamp_ms=1, payload={"state": 1})
+    snap1 = GroupRecord(kind=RecordKind.SNAPSHOT.value, timestamp_ms=1, payload={"state": 1})
     log.append([snap1], expected_version=4)  # 5
     fill(log, 3)  # 6..8
-    snap2 = GroupRecord(kind="SNAPSHOT", timestamp_ms=2, payload={"state": 2})
+    snap2 = GroupRecord(kind=RecordKind.SNAPSHOT.value, timestamp_ms=2, payload={"state": 2})
     log.append([commit_rec(99), snap2, commit_rec(100)], expected_version=8)  # 9
     fill(log, 2)  # 10..11
     expected = [(9, snap2), (9, commit_rec(100))] + [(v, r) for v, r in log.read() if v >= 10]

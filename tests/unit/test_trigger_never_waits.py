@@ -1,6 +1,6 @@
 """A trigger never waits on the group log: while the member's background step is inside a read
 or a write of the store (held there by a gate), what the reader calls at every trigger
-(``current_assignment``, ``begin_batch``, ``commit``, ``committed_offsets``) returns at once;
+(``current_holdings``, ``begin_batch``, ``commit``, ``committed_offsets``) returns at once;
 and a partition whose release the step is appending cannot be claimed by a batch meanwhile."""
 
 from __future__ import annotations
@@ -83,10 +83,10 @@ def settle(members: Sequence[GroupMember], clock: ManualClock) -> None:
     for _ in range(100):
         for m in members:
             m.poll()
-        if all(m.assignment.settled for m in members):
+        if all(m.holdings.settled for m in members):
             return
         clock.advance(100)
-    raise AssertionError([m.assignment for m in members])
+    raise AssertionError([m.holdings for m in members])
 
 
 def returns_at_once(call: Callable[[], Any]) -> Any:
@@ -114,11 +114,14 @@ def test_what_a_trigger_calls_returns_while_the_background_step_waits_on_the_sto
     clock, log = ManualClock(), GatedLog()
     a = member("a", log, clock, InMemoryCommitObjects(), InMemoryLeases())
     settle([a], clock)
-    generation = a.assignment.generation
+    generation = a.holdings.generation
     step = stopped_in_a_step(a, log)  # inside its fold: a read of the log
 
-    assignment = returns_at_once(a.current_assignment)
+    assignment = returns_at_once(a.current_holdings)
     assert assignment.held == {T0, T1}
+    # A restarted query's first trigger resumes its previous incarnation's checkpoint.
+    resumed = returns_at_once(lambda: a.adopt("a-before", generation, {T0: 0, T1: 0}))
+    assert resumed == {T0, T1}
     ours = returns_at_once(lambda: a.begin_batch({T0: 5, T1: 7}, batch_generation=generation))
     assert ours == {T0, T1}
     returns_at_once(lambda: a.commit({T0: 5, T1: 7}, batch_generation=generation, batch_member="a"))
@@ -138,16 +141,16 @@ def test_a_partition_being_released_cannot_be_claimed_by_a_batch_meanwhile() -> 
     objects, leases = InMemoryCommitObjects(), InMemoryLeases()
     a = member("a", log, clock, objects, leases)
     settle([a], clock)
-    generation = a.assignment.generation
+    generation = a.holdings.generation
     a.begin_batch({T0: 3, T1: 3}, batch_generation=generation)  # a batch runs: a keeps both
     b = member("b", log, clock, objects, leases)
     for _ in range(100):  # until the group takes one partition from a for b
         for m in (a, b):
             m.poll()
-        if a.assignment.revoking:
+        if a.holdings.revoking:
             break
         clock.advance(100)
-    (moving,) = a.assignment.revoking
+    (moving,) = a.holdings.revoking
     # The batch completes; a's next step writes its final offset and the release in one
     # append: stop that step there, after it decided the release.
     a.commit({T0: 3, T1: 3}, batch_generation=generation, batch_member="a", release={moving})
@@ -162,6 +165,6 @@ def test_a_partition_being_released_cannot_be_claimed_by_a_batch_meanwhile() -> 
 
     log.gate.set()
     step.join(BLOCKED_S)
-    assert moving not in a.assignment.held
+    assert moving not in a.holdings.held
     b.poll()
     assert b.committed_offsets()[moving] == 3  # its new owner starts where a's batch ended

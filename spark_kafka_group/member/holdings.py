@@ -1,4 +1,4 @@
-"""The member's assignment bookkeeping (as the consumer side of kafka-python's coordinator):
+"""The member's holdings bookkeeping (as the consumer side of kafka-python's coordinator):
 what it holds after each step, since which generation, the batches it handed to Spark, and
 what the user's rebalance listener hears (assigned, revoked, lost)."""
 
@@ -11,17 +11,18 @@ from dataclasses import replace
 
 from spark_kafka_group.group import GroupMetadata, GroupState, TopicPartition
 from spark_kafka_group.group.messages import MemberView
-from spark_kafka_group.group.metadata import OffsetAndMetadata, held_throughout
+from spark_kafka_group.group.metadata import OffsetAndMetadata
+from spark_kafka_group.group.offsets import fence
 from spark_kafka_group.member.error_text import names
 from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
 from spark_kafka_group.member.listener import RebalanceListenerRunner
-from spark_kafka_group.member.view import MemberAssignment
+from spark_kafka_group.member.view import Holdings
 
 log = logging.getLogger(__name__)
 
 
-class AssignmentBook:
-    """One member's assignment and batches in flight.
+class HoldingsBook:
+    """One member's holdings and batches in flight.
 
     Thread-safe under :attr:`lock`, a small lock never held while the group log is read or
     written: the reader's calls (``begin_batch``, a commit's bookkeeping) take only this lock,
@@ -34,7 +35,7 @@ class AssignmentBook:
         #: Held for bookkeeping only, never across a read or write of the store (re-entrant:
         #: the member's commits share it).
         self.lock = threading.RLock()
-        self.assignment = MemberAssignment(generation=-1, member_id=member_id)
+        self.holdings = Holdings(generation=-1, member_id=member_id)
         #: The batches handed to Spark: a partition being revoked is released once a commit
         #: reaches the end of its last batch (decide.py).
         self.in_flight = BatchesInFlight()
@@ -45,7 +46,7 @@ class AssignmentBook:
     def reset(self, member_id: str) -> None:
         """Not a member of any generation (yet, or any more)."""
         with self.lock:
-            self.assignment = MemberAssignment(generation=-1, member_id=member_id)
+            self.holdings = Holdings(generation=-1, member_id=member_id)
             self.releasing = frozenset()
 
     def lose(self, partitions: Iterable[TopicPartition], why: str) -> bool:
@@ -55,7 +56,7 @@ class AssignmentBook:
         if not lost:
             return False
         log.warning(
-            "Member %s of group %s lost %s: %s", self.assignment.member_id, self._group_id,
+            "Member %s of group %s lost %s: %s", self.holdings.member_id, self._group_id,
             names(lost), why,
         )  # fmt: skip
         with self.lock:
@@ -64,10 +65,10 @@ class AssignmentBook:
         return True
 
     def update(self, view: MemberView, group: GroupMetadata) -> None:
-        """The assignment of a member the group knows, after a step; the listener hears what
+        """The holdings of a member the group knows, after a step; the listener hears what
         was assigned and revoked (outside the lock: the user's code may take its time)."""
         with self.lock:
-            previous = self.assignment
+            previous = self.holdings
             member_id = previous.member_id
             held = frozenset(view.assignment) | frozenset(view.revoking)
             self.in_flight = self.in_flight.retain(held)
@@ -80,7 +81,7 @@ class AssignmentBook:
                 tp: previous.held_since.get(tp, group_since.get(tp, generation)) for tp in held
             }
             stable = view.state == GroupState.STABLE and generation == view.group_generation
-            self.assignment = MemberAssignment(
+            self.holdings = Holdings(
                 generation=generation,
                 member_id=member_id,
                 held=held,
@@ -106,7 +107,7 @@ class AssignmentBook:
         if new:
             log.info("Newly assigned to %s: %s", member_id, names(new))
             self._listener.assigned(sorted(new))
-        newly_revoking = self.assignment.revoking - previous.revoking
+        newly_revoking = self.holdings.revoking - previous.revoking
         if newly_revoking:
             log.info("Revoking from %s: %s (finishing the in-flight batch)", member_id,
                      names(newly_revoking))  # fmt: skip
@@ -114,14 +115,14 @@ class AssignmentBook:
     def left(self) -> None:
         """The member left the group: it holds nothing, and, as Kafka's onLeavePrepare, the
         listener hears "revoked", not "lost"."""
-        given_up = sorted(self.assignment.held)
+        given_up = sorted(self.holdings.held)
         log.info(
-            "Left group %s as member %s%s", self._group_id, self.assignment.member_id,
+            "Left group %s as member %s%s", self._group_id, self.holdings.member_id,
             f", giving up {names(given_up)}" if given_up else "",
         )  # fmt: skip
         with self.lock:
             self.in_flight = BatchesInFlight()
-            self.reset(self.assignment.member_id)
+            self.reset(self.holdings.member_id)
         if given_up:
             self._listener.revoked(given_up)
 
@@ -132,15 +133,10 @@ class AssignmentBook:
         interruption since ``batch_generation``, and not being released right now); they
         count as in flight from now."""
         with self.lock:
-            assignment = self.assignment
-            ours = frozenset(
-                tp
-                for tp in ends
-                if held_throughout(assignment.held_since, tp, batch_generation)
-                and tp not in self.releasing
-            )
+            holdings = self.holdings
+            ours = frozenset(fence(holdings.held_since, ends, batch_generation)) - self.releasing
             batch = PlannedBatch(
-                {tp: ends[tp] for tp in ours}, batch_generation, assignment.member_id
+                {tp: ends[tp] for tp in ours}, batch_generation, holdings.member_id
             )
             self.in_flight = self.in_flight.begin(batch)
             return ours
@@ -159,7 +155,7 @@ class AssignmentBook:
             adopted = frozenset(
                 tp
                 for tp, position in positions.items()
-                if tp in self.assignment.held
+                if tp in self.holdings.held
                 and (
                     tp not in committed
                     or (
@@ -169,8 +165,8 @@ class AssignmentBook:
                 )
             )
             if adopted:
-                since = dict(self.assignment.held_since)
+                since = dict(self.holdings.held_since)
                 for tp in adopted:
                     since[tp] = min(since.get(tp, generation), generation)
-                self.assignment = replace(self.assignment, held_since=since)
+                self.holdings = replace(self.holdings, held_since=since)
             return adopted

@@ -1,0 +1,318 @@
+"""Committed offsets: which commits the group accepts, and what they write (the counterpart of
+Kafka's ``OffsetMetadataManager``).
+
+Everything that writes a committed offset decides here, so each rule exists once:
+
+* **The fence** (:func:`fence`): an offset reached by a batch planned in generation G may be
+  committed, and a position of that batch continued, only for a partition held without
+  interruption since G (a partition that moved away, and maybe back, since is never committed
+  from the stale batch). The coordinator's ``commit_offsets`` then checks, as Kafka's
+  ``validateOffsetCommit`` does, that the writer is a member of the current generation and
+  holds the partition now.
+* **Forward or back** (:func:`offsets_to_write`): an offset equal to the committed one is
+  never written. Which other offsets are written depends on who commits (:class:`Source`): the
+  member's own commits come in batch order, so any other value is news (a lower one is a reset
+  by policy, ``failOnDataLoss=false``), except below the end of its newest batch when the log
+  holds exactly that (its progress listener committed that batch first); the progress
+  listener's may come after a newer commit, so it only moves an offset forward, unless its
+  batch started that partition below the committed offset (its reset by policy); a commit
+  object folded into the log only moves an offset forward (its writer wrote a reset by policy
+  directly); an operator's reset sets every offset it names (the group has no members then).
+* **The handlers** (:func:`commit_batch`, :func:`fold_commit_objects`, :func:`reset`,
+  :func:`listener_commit`): pure, as the coordinator's are: the folded group, the request and
+  the time in, records and a result out; they apply their records to ``work`` (a fork).
+
+Two offset types, for two different things: a committed offset is the group's
+:class:`~spark_kafka_group.group.metadata.OffsetAndMetadata` (with its commit's metadata,
+time, generation and member); a commit not yet in the log is a :class:`RecordedOffset`, the
+offset and the generation of the member when it recorded it (what the fence needs), as the
+members' commit objects (:class:`CommitObject`) hold them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TypeVar
+
+from spark_kafka_group.group.coordinator import GroupCoordinator
+from spark_kafka_group.group.errors import GroupError
+from spark_kafka_group.group.messages import CommitResponse
+from spark_kafka_group.group.metadata import GroupMetadata, OffsetAndMetadata, TopicPartition
+from spark_kafka_group.group.records import GroupRecord
+
+V = TypeVar("V")
+
+#: The group's committed offsets, as folded (``GroupMetadata.offsets``).
+Committed = Mapping[TopicPartition, OffsetAndMetadata]
+
+#: The writer of the progress listener's commit objects (``CommitObject.writer``).
+LISTENER = "listener"
+_WRITER_SEP = "~"
+
+
+class Source(Enum):
+    """Who commits, which decides which offsets are worth writing (:func:`offsets_to_write`)."""
+
+    #: The member's own commit of its completed batches, in batch order.
+    MEMBER = "member"
+    #: The progress listener's commit of a completed batch, in the member's name; may come late.
+    LISTENER = "listener"
+    #: A commit object (the member's or its listener's) folded into the log.
+    FOLD = "fold"
+    #: An operator's offset reset (the group has no members).
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True)
+class RecordedOffset:
+    """One partition's offset as a member recorded it, and the member's generation then (a
+    commit not in the log yet; the fence needs the generation)."""
+
+    offset: int
+    generation: int
+
+
+def object_key(member_id: str, writer: str = "") -> str:
+    """The key (file name) of ``writer``'s object for ``member_id`` ("": the member's own)."""
+    return f"{member_id}{_WRITER_SEP}{writer}" if writer else member_id
+
+
+def owner(key: str) -> str:
+    """The member whose offsets the object ``key`` holds."""
+    suffix = _WRITER_SEP + LISTENER
+    return key[: -len(suffix)] if key.endswith(suffix) else key
+
+
+@dataclass(frozen=True)
+class CommitObject:
+    """A member's newest recorded offsets (``seq`` grows with every object it writes), written
+    by the member itself (``writer`` "") or by its query's progress listener (:data:`LISTENER`)."""
+
+    member_id: str
+    seq: int
+    offsets: Mapping[TopicPartition, RecordedOffset] = field(default_factory=dict)
+    writer: str = ""
+
+    @property
+    def key(self) -> str:
+        """The object's name in its store: one newest object per key."""
+        return object_key(self.member_id, self.writer)
+
+    def to_bytes(self) -> bytes:
+        body: dict[str, object] = {"member_id": self.member_id, "seq": self.seq}
+        if self.writer:  # left out for the member's own: the format before listener objects
+            body["writer"] = self.writer
+        body["offsets"] = [
+            [tp.topic, tp.partition, r.offset, r.generation]
+            for tp, r in sorted(self.offsets.items())
+        ]
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CommitObject:
+        d = json.loads(data)
+        return cls(
+            member_id=str(d["member_id"]),
+            seq=int(d["seq"]),
+            offsets={
+                TopicPartition(str(t), int(p)): RecordedOffset(int(o), int(g))
+                for t, p, o, g in d["offsets"]
+            },
+            writer=str(d.get("writer", "")),
+        )
+
+
+# ---------------------------------------------------------------------------------- the rules
+
+
+def held_throughout(
+    held_since: Mapping[TopicPartition, int], tp: TopicPartition, generation: int
+) -> bool:
+    """Held now (in ``held_since``: since when each held partition has been held without
+    interruption), and since ``generation``."""
+    return held_since.get(tp, generation + 1) <= generation
+
+
+def fence(
+    held_since: Mapping[TopicPartition, int], offsets: Mapping[TopicPartition, V], generation: int
+) -> dict[TopicPartition, V]:
+    """The part of ``offsets`` (of a batch planned in ``generation``) that its holder may still
+    commit, continue from or read: the partitions held without interruption since then."""
+    return {tp: v for tp, v in offsets.items() if held_throughout(held_since, tp, generation)}
+
+
+def fence_recorded(
+    held_since: Mapping[TopicPartition, int], offsets: Mapping[TopicPartition, RecordedOffset]
+) -> dict[TopicPartition, int]:
+    """:func:`fence` for recorded offsets, each with its own generation."""
+    return {
+        tp: r.offset for tp, r in offsets.items() if held_throughout(held_since, tp, r.generation)
+    }
+
+
+def offsets_to_write(
+    offsets: Mapping[TopicPartition, int],
+    committed: Committed,
+    *,
+    source: Source,
+    starts: Mapping[TopicPartition, int] | None = None,
+    newest: Mapping[TopicPartition, int] | None = None,
+) -> dict[TopicPartition, int]:
+    """The offsets of a commit by ``source`` worth writing, given what the group has committed
+    (the module docstring says why each source gets its rule). ``starts``: the listener's
+    batch's start offsets where it did not continue from the previous batch. ``newest``: the
+    member's own commits: the end of its newest batch of each partition."""
+    if source is Source.ADMIN:
+        return dict(offsets)
+    starts = starts or {}
+    newest = newest or {}
+    out: dict[TopicPartition, int] = {}
+    for tp, offset in offsets.items():
+        current = committed.get(tp)
+        if current is None:
+            out[tp] = offset
+        elif offset == current.offset:
+            continue
+        elif offset > current.offset:
+            out[tp] = offset
+        elif source is Source.MEMBER and newest.get(tp) != current.offset:
+            out[tp] = offset  # an older batch's commit is newer only than a reset by policy
+        elif source is Source.LISTENER and starts.get(tp, current.offset) < current.offset:
+            out[tp] = offset  # the batch itself started below the commit: a reset by policy
+    return out
+
+
+def rewinds(
+    offsets: Mapping[TopicPartition, int], committed: Committed
+) -> dict[TopicPartition, int]:
+    """The offsets that move a committed offset back (a reset by policy): written to the log
+    directly by their writer, since a fold only moves offsets forward (a successor must not
+    start at the old, higher offset)."""
+    return {tp: o for tp, o in offsets.items() if tp in committed and o < committed[tp].offset}
+
+
+# ---------------------------------------------------------------------------------- handlers
+
+
+def commit_batch(
+    work: GroupCoordinator,
+    member_id: str,
+    offsets: Mapping[TopicPartition, RecordedOffset],
+    now_ms: int,
+    *,
+    source: Source,
+    starts: Mapping[TopicPartition, int] | None = None,
+    newest: Mapping[TopicPartition, int] | None = None,
+) -> tuple[list[GroupRecord], CommitResponse | None]:
+    """A commit in ``member_id``'s name (its own, its listener's, or a folded object): fenced,
+    filtered by the source's rule, then the coordinator's OffsetCommit in the current
+    generation. Applies its records to ``work``. The response is None when nothing was left to
+    write (or the member is not in the group: its commits are never applied any more)."""
+    member = work.group.member(member_id)
+    if member is None:
+        return [], None
+    valid = fence_recorded(member.held_since, offsets)
+    fresh = offsets_to_write(valid, work.group.offsets, source=source, starts=starts, newest=newest)
+    if not fresh:
+        return [], None
+    records, response = work.commit_offsets(
+        member_id, work.group.generation, fresh, now_ms, instance_id=member.instance_id
+    )
+    work.apply_all(records)
+    return records, response
+
+
+def fold_commit_objects(
+    work: GroupCoordinator, objects: Iterable[CommitObject], now_ms: int
+) -> tuple[list[GroupRecord], set[str]]:
+    """The COMMIT records that bring the log up to ``objects`` (applied to ``work``), and the
+    keys of the objects done with (:attr:`CommitObject.key`: a member's own and its progress
+    listener's are two): folded, or holding nothing that may still be applied. An object
+    refused for now (its member's generation is behind a rebalance) is not done. Objects of
+    members no longer in the group are never applied (a reset after they left stays)."""
+    out: list[GroupRecord] = []
+    done: set[str] = set()
+    for obj in sorted(objects, key=lambda o: o.key):
+        records, response = commit_batch(
+            work, obj.member_id, obj.offsets, now_ms, source=Source.FOLD
+        )
+        out.extend(records)
+        if response is None or all(
+            e is GroupError.NONE for e in response.partition_errors.values()
+        ):
+            done.add(obj.key)
+    return out, done
+
+
+def reset(
+    work: GroupCoordinator, offsets: Mapping[TopicPartition, int], now_ms: int
+) -> tuple[list[GroupRecord], CommitResponse]:
+    """An operator's offset reset: every offset named, accepted only while the group is Empty
+    (the coordinator's admin commit). Applies its records to ``work``."""
+    fresh = offsets_to_write(offsets, work.group.offsets, source=Source.ADMIN)
+    records, response = work.commit_offsets(None, -1, fresh, now_ms)
+    work.apply_all(records)
+    return records, response
+
+
+@dataclass(frozen=True)
+class ListenerCommit:
+    """What the progress listener writes for one completed batch of a member."""
+
+    #: The listener's new commit object for the member: every offset of the batch the member
+    #: may still commit, the rewound ones too (it replaces the previous object, whose higher
+    #: offsets a later fold must not bring back).
+    obj: CommitObject
+    #: Offsets that move a committed offset back (the batch was reset by policy): written to
+    #: the log directly, in the member's name.
+    rewinds: Mapping[TopicPartition, RecordedOffset]
+    #: How many offsets it moves.
+    moved: int
+
+
+def listener_commit(
+    group: GroupMetadata,
+    member_id: str,
+    generation: int,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    batch_id: int,
+    starts: Mapping[TopicPartition, int] | None = None,
+) -> ListenerCommit | None:
+    """The progress listener's commit of batch ``batch_id`` (planned in ``generation``) for
+    ``member_id``; None when it moves nothing. Its object's sequence number is ``batch_id + 1``
+    (a restarted driver continues the query's batch ids, so it never goes back)."""
+    member = group.member(member_id)
+    if member is None:
+        return None  # left, expired or replaced: its commits are never applied any more
+    held = fence(member.held_since, offsets, generation)
+    fresh = offsets_to_write(held, group.offsets, source=Source.LISTENER, starts=starts)
+    if not fresh:
+        return None
+    recorded = {tp: RecordedOffset(off, generation) for tp, off in held.items()}
+    back = rewinds(fresh, group.offsets)
+    return ListenerCommit(
+        obj=CommitObject(member_id, batch_id + 1, recorded, writer=LISTENER),
+        rewinds={tp: recorded[tp] for tp in back},
+        moved=len(fresh),
+    )
+
+
+def listener_offsets_to_take(
+    held_since: Mapping[TopicPartition, int],
+    obj: CommitObject,
+    committed: Committed,
+    recorded: Mapping[TopicPartition, RecordedOffset],
+) -> dict[TopicPartition, RecordedOffset]:
+    """The offsets of the listener's object ``obj`` that its member takes into its recorded
+    commits (to write them now: a release, a LEAVE): those it may still commit, and only
+    forward of both the log and what it recorded itself (a late object must not undo a newer
+    commit)."""
+    valid = fence_recorded(held_since, obj.offsets)
+    ahead = offsets_to_write(valid, committed, source=Source.FOLD)
+    mine = {tp: OffsetAndMetadata(r.offset) for tp, r in recorded.items()}
+    ahead = offsets_to_write(ahead, mine, source=Source.FOLD)
+    return {tp: obj.offsets[tp] for tp in ahead}

@@ -1,0 +1,168 @@
+"""The progress listener's writes in a member's name: the commit of a completed batch, and the
+LEAVE when its query terminates (:mod:`spark_kafka_group.progress`; the simulation uses them
+too). What is accepted and written is decided by the protocol's offsets rules
+(:mod:`spark_kafka_group.group.offsets`), as for the member's own commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+
+from spark_kafka_group.errors import GroupStoreError
+from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord, TopicPartition
+from spark_kafka_group.group.offsets import (
+    CommitObject,
+    RecordedOffset,
+    Source,
+    commit_batch,
+    fold_commit_objects,
+    listener_commit,
+    owner,
+)
+from spark_kafka_group.member.log_client import Decide, GroupLogClient
+
+log = logging.getLogger(__name__)
+
+
+def _client(store: str, group_id: str, storage_options: Mapping[str, str] | None) -> GroupLogClient:
+    return GroupLogClient(store, group_id, storage_options=storage_options, create=False)
+
+
+def commit_for_member(
+    store: str,
+    group_id: str,
+    member_id: str,
+    generation: int,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    starts: Mapping[TopicPartition, int] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    client: GroupLogClient | None = None,
+) -> int:
+    """Append a completed batch's offsets (planned in ``generation``) in ``member_id``'s name;
+    how many were written. The listener's rules (:class:`~spark_kafka_group.group.offsets.Source`
+    ``LISTENER``): fenced on the batch's generation, and forward only unless the batch itself
+    started a partition below the committed offset. ``client``: an open client of this group
+    log to reuse (it folds only what is new since its last call)."""
+    if client is None:
+        client = _client(store, group_id, storage_options)
+    return client.transact(commit_decision(member_id, generation, offsets, starts=starts))
+
+
+def commit_decision(
+    member_id: str,
+    generation: int,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    starts: Mapping[TopicPartition, int] | None = None,
+) -> Decide[int]:
+    """What :func:`commit_for_member` decides on the folded group (the simulation appends it
+    itself, racing the members)."""
+    recorded = {tp: RecordedOffset(off, generation) for tp, off in offsets.items()}
+
+    def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], int]:
+        records, response = commit_batch(
+            work, member_id, recorded, now, source=Source.LISTENER, starts=starts
+        )
+        return records, 0 if response is None else len(response.accepted)
+
+    return decide
+
+
+def commit_batch_for_member(
+    store: str,
+    group_id: str,
+    member_id: str,
+    generation: int,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    batch_id: int | None,
+    starts: Mapping[TopicPartition, int] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    client: GroupLogClient | None = None,
+) -> int:
+    """The progress listener's commit of batch ``batch_id`` on behalf of ``member_id``; how
+    many offsets it moves (:func:`~spark_kafka_group.group.offsets.listener_commit`).
+
+    No append: the offsets go into the listener's own commit object for the member, a blind
+    put that the group's folder brings into the log with the members' objects, and that the
+    member itself reads when it needs the offset in the log now (to release a revoked
+    partition, before its LEAVE). A partition the batch started below the committed offset (a
+    reset by policy) is written to the log directly, as a fold only moves offsets forward.
+    Reading the log to decide that is a fold of its tail, never a compare-and-swap. Without
+    commit objects, or without a batch id to number the object by, the commit is an append
+    (:func:`commit_for_member`).
+    """
+    if client is None:
+        client = _client(store, group_id, storage_options)
+    objects = client.commit_objects
+    if objects is None or batch_id is None:
+        return commit_for_member(
+            store, group_id, member_id, generation, offsets, starts=starts, client=client
+        )
+    commit = listener_commit(
+        client.fold().group, member_id, generation, offsets, batch_id=batch_id, starts=starts
+    )
+    if commit is None:
+        return 0
+    if commit.rewinds:
+        rewound = {tp: r.offset for tp, r in commit.rewinds.items()}
+        commit_for_member(
+            store, group_id, member_id, generation, rewound, starts=starts, client=client
+        )
+    objects.put(commit.obj)
+    return commit.moved
+
+
+def leave_for_member(
+    store: str,
+    group_id: str,
+    member_id: str,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+    client: GroupLogClient | None = None,
+    reason: str = "leave_group() after query stop",
+) -> bool:
+    """Write LEAVE for a dynamic member (static members keep their partitions, as in Kafka);
+    whether it left now (False: not a member any more, or static). ``client`` as in
+    :func:`commit_for_member`."""
+    if client is None:
+        client = _client(store, group_id, storage_options)
+    # The commits the member recorded but the group has not folded yet land first.
+    recorded = _commit_objects_of(client, member_id)
+
+    def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], bool]:
+        member = work.group.member(member_id)
+        if member is None or member.instance_id is not None:
+            return [], False
+        commits, _ = fold_commit_objects(work, recorded, now)
+        records, response = work.leave(member_id, now, reason=reason, seen=client.sightings())
+        return commits + records, response.error is GroupError.NONE
+
+    left = client.transact(decide)
+    if left:
+        log.info("Member %s left group %s", member_id, group_id)
+        if client.leases is not None:
+            with contextlib.suppress(GroupStoreError):  # a leftover lease is only a file
+                client.leases.drop(member_id)
+    # Gone (now, or before: it left by itself and the listener wrote an object since).
+    if client.coordinator.group.member(member_id) is None and client.commit_objects is not None:
+        with contextlib.suppress(GroupStoreError):  # never applied: its member is gone
+            client.commit_objects.drop(member_id)
+    return left
+
+
+def _commit_objects_of(client: GroupLogClient, member_id: str) -> list[CommitObject]:
+    """The member's newest commit object and its progress listener's, if it has them (best
+    effort: the store may be unavailable, and then the LEAVE goes without them)."""
+    objects = client.commit_objects
+    if objects is None:
+        return []
+    try:
+        newest = {k: s for k, s in objects.list().items() if owner(k) == member_id}
+        return list(objects.get(newest).values()) if newest else []
+    except GroupStoreError as exc:
+        log.warning("group %s: commit object of %s not read: %s", client.group_id, member_id, exc)
+        return []
