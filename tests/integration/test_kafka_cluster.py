@@ -67,7 +67,7 @@ def test_fetch_offset_retries_bound_an_unreachable_cluster(
     assert 0.7 <= elapsed < 2 * UNREACHABLE_FAST_FAIL_S + 0.7 + 3
     message = str(info.value)
     assert "127.0.0.1:1" in message and "Connection refused" in message
-    assert "tried 2 time(s)" in message
+    assert "ListOffsets: 2 attempt(s)" in message
     assert "fetchOffset.numRetries=2" in message and "fetchOffset.retryIntervalMs=700" in message
     retries = [r.getMessage() for r in caplog.records if "got no answer" in r.getMessage()]
     assert len(retries) == 1 and "attempt 1 of 2" in retries[0], retries
