@@ -138,7 +138,8 @@ class EmbeddedBroker:
 @contextlib.contextmanager
 def bootstrap_or_embedded(bootstrap_servers: str | None) -> Iterator[str]:
     """``bootstrap_servers`` when given (a real cluster), else an embedded broker for the
-    duration of the block. The jobs' and benchmarks' ``--bootstrap-servers`` default."""
+    duration of the block. The quickstart's and the jobs' ``--bootstrap-servers`` default (the
+    benchmarks start Apache Kafka instead: ``benchmarks.harness.bootstrap_or_kafka``)."""
     if bootstrap_servers:
         yield bootstrap_servers
         return

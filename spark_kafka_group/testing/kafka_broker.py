@@ -163,7 +163,7 @@ class KafkaBroker:
         self.ca_pem: Path | None = None
         self._server: ServerProcess | None = None
 
-    def _properties(self, server_pem: Path) -> str:
+    def _properties(self, keystore: Path) -> str:
         data = self.work_dir / "data"
         listeners = {
             "PLAINTEXT": f"127.0.0.1:{self.port}",
@@ -207,16 +207,16 @@ class KafkaBroker:
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             ),
             "ssl.keystore.type": "PKCS12",
-            "ssl.keystore.location": str(server_pem),
+            "ssl.keystore.location": str(keystore),
             "ssl.keystore.password": KEYSTORE_PASSWORD,
             "ssl.client.auth": "none",
         }
         return "".join(f"{key}={value}\n" for key, value in settings.items())
 
     def start(self) -> KafkaBroker:
-        server_pem, self.ca_pem = _self_signed(self.work_dir)
+        keystore, self.ca_pem = _self_signed(self.work_dir)
         config = self.work_dir / "server.properties"
-        config.write_text(self._properties(server_pem))
+        config.write_text(self._properties(keystore))
         kafka_tool(
             "kafka-storage",
             "format",
