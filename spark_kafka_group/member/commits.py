@@ -23,10 +23,14 @@ from spark_kafka_group.group.offsets import (
     fence,
     listener_offsets_to_take,
     object_key,
-    owner,
     rewinds,
 )
 from spark_kafka_group.member.decide import Decision, PendingWork
+from spark_kafka_group.member.folder import (
+    COMMIT_FOLD_INTERVAL_MS,
+    FOLD_FALLBACK_INTERVALS,
+    CommitFolder,
+)
 from spark_kafka_group.member.holdings import HoldingsBook
 from spark_kafka_group.member.in_flight import BatchesInFlight
 from spark_kafka_group.member.join import REBALANCE_POLL_MS
@@ -35,23 +39,16 @@ from spark_kafka_group.member.view import Holdings
 
 log = logging.getLogger(__name__)
 
-#: How often the group's leader folds the members' commit objects into the log.
-COMMIT_FOLD_INTERVAL_MS = 1_000
-#: A member whose own commit is not folded this many intervals after it was recorded folds
-#: every member's objects itself.
-FOLD_FALLBACK_INTERVALS = 5
-
 
 class MemberCommits:
-    """The commits of one member. The reader records commits while the member's step writes
-    and folds them: both change this bookkeeping under the book's small lock, never held
-    across a read or write of the store (the step's puts, listings and reads happen outside
-    it), so recording a commit never waits on the store."""
+    """The commits of one member. Owned by the member's step thread: the reader's commits
+    reach it as commands (:meth:`GroupMember.commit`), which the step records before it
+    writes and folds, so recording a commit never waits on the store and nothing here is
+    shared with another thread."""
 
     def __init__(self, client: GroupLogClient, book: HoldingsBook) -> None:
         self._client = client
         self._book = book  # what the member holds, and the batches it handed to Spark
-        self._lock = book.lock
         self._objects = client.commit_objects
         self._group_id = client.group_id
         # Commits recorded in commit objects: the newest offset per partition not yet seen in
@@ -63,11 +60,8 @@ class MemberCommits:
         self._written: dict[TopicPartition, RecordedOffset] = {}
         self._object_seq = 0
         self._waiting: dict[TopicPartition, tuple[int | None, int]] = {}
-        # As the group's folder: when it last folded, and the objects it has folded (by key).
-        self._folded_ms = -(10**15)
-        self._folded_seq: dict[str, int] = {}
-        self._seen_seq: dict[str, int] = {}
-        self._fold_started_ms: int | None = None
+        #: The folder's role, as this member plays it (None without commit objects).
+        self.folder = None if self._objects is None else CommitFolder(self._objects, self._group_id)
         # The offsets last reported to ``on_durable``.
         self._reported: dict[TopicPartition, int] = {}
         # The key and sequence number of the progress listener's object last merged.
@@ -103,32 +97,30 @@ class MemberCommits:
         """Record a completed batch's end offsets (only for partitions held since the batch's
         generation, of a batch of this member or of an incarnation it adopted) and the
         releases of revoked partitions it finished."""
-        with self._lock:
-            accepted: dict[TopicPartition, int] = {}
-            if batch_member == member_id or batch_member in self.adopted:
-                accepted = fence(holdings.held_since, offsets, batch_generation)
-            # A reset by policy (failOnDataLoss=false) is written directly: a fold only moves
-            # offsets forward.
-            back = rewinds(accepted, self._client.coordinator.group.offsets)
-            for tp, offset in accepted.items():
-                recorded = RecordedOffset(offset, holdings.generation)
-                if self._objects is None or tp in holdings.revoking or tp in back:
-                    self.pending_offsets[tp] = recorded
-                if self._objects is not None:
-                    self._recorded[tp] = recorded
-            released = set(release) & holdings.revoking
-            self.pending_release.update(released)
-            # Its last batch was committed earlier, in the commit object: its release must
-            # come with that offset in the log (the new owner starts there).
-            self._write_recorded(released)
+        accepted: dict[TopicPartition, int] = {}
+        if batch_member == member_id or batch_member in self.adopted:
+            accepted = fence(holdings.held_since, offsets, batch_generation)
+        # A reset by policy (failOnDataLoss=false) is written directly: a fold only moves
+        # offsets forward.
+        back = rewinds(accepted, self._client.coordinator.group.offsets)
+        for tp, offset in accepted.items():
+            recorded = RecordedOffset(offset, holdings.generation)
+            if self._objects is None or tp in holdings.revoking or tp in back:
+                self.pending_offsets[tp] = recorded
+            if self._objects is not None:
+                self._recorded[tp] = recorded
+        released = set(release) & holdings.revoking
+        self.pending_release.update(released)
+        # Its last batch was committed earlier, in the commit object: its release must
+        # come with that offset in the log (the new owner starts there).
+        self._write_recorded(released)
 
     def lost(self) -> None:
         """The member lost its partitions (fenced, expired): nothing waits to be written."""
-        with self._lock:
-            self.pending_offsets.clear()
+        self.pending_offsets.clear()
 
     def pending_work(self, holdings: Holdings, in_flight: BatchesInFlight) -> PendingWork:
-        """What the step must write (call under the lock: a snapshot of the pending work)."""
+        """What the step must write (a snapshot; ``in_flight`` as the book hands it over)."""
         return PendingWork(
             offsets=dict(self.pending_offsets),
             release=frozenset(self.pending_release),
@@ -160,16 +152,14 @@ class MemberCommits:
         # (its release waits for exactly that offset).
         self._write_recorded(holdings.revoking)
         committed = self._client.coordinator.group.offsets
-        with self._lock:
-            recorded = dict(self._recorded)
-            changed = bool(recorded) and recorded != self._written
+        recorded = dict(self._recorded)
+        changed = bool(recorded) and recorded != self._written
         if changed and not closing:
             self._object_seq += 1
             obj = CommitObject(member_id, self._object_seq, recorded)
             try:
-                self._objects.put(obj)  # outside the lock: the reader may record meanwhile
-                with self._lock:
-                    self._written = recorded
+                self._objects.put(obj)
+                self._written = recorded
             except GroupStoreError as exc:  # kept, and written at the next step
                 log.warning("group %s: commit object not written: %s", self._group_id,
                             exc)  # fmt: skip
@@ -179,69 +169,34 @@ class MemberCommits:
                 self._waiting[tp] = (log_offset, now)  # new, or the log moved on: folded
         for tp in set(self._waiting) - set(recorded):
             del self._waiting[tp]
-        interval = COMMIT_FOLD_INTERVAL_MS
         stalled = any(
-            now - since >= FOLD_FALLBACK_INTERVALS * interval for _, since in self._waiting.values()
+            now - since >= FOLD_FALLBACK_INTERVALS * COMMIT_FOLD_INTERVAL_MS
+            for _, since in self._waiting.values()
         )
         leads = self._client.coordinator.group.leader == member_id
-        if not stalled and not (leads and now - self._folded_ms >= interval):
+        assert self.folder is not None  # with commit objects
+        if not self.folder.due(now, leads=leads, stalled=stalled):
             return self.objects_of(replaced), frozenset()
-        # Counted as a fold once its append lands (a lost race folds again at the retry).
-        self._fold_started_ms = now
-        if stalled:
-            self._folded_seq.clear()  # read every object: the folder may have missed some
-        try:
-            listed = self._objects.list()
-        except GroupStoreError as exc:
-            log.warning("group %s: commit objects not listed: %s", self._group_id, exc)
-            return {}, frozenset()
-        members = self._client.coordinator.group.members
-        new = {
-            key: seq
-            for key, seq in listed.items()
-            if owner(key) in members and seq > self._folded_seq.get(key, -1)
-        }
-        self._seen_seq = dict(new)
-        objects = self._get_objects(new)
+        objects = self.folder.read_new(now, self._client.coordinator.group.members, stalled=stalled)
         objects.update(self.objects_of(replaced))
         return objects, frozenset()
 
     def objects_of(self, members: frozenset[str]) -> dict[str, CommitObject]:
-        """The newest commit objects of ``members`` (those that have one; their progress
-        listeners' too), by key."""
-        if self._objects is None or not members:
-            return {}
-        try:
-            listed = self._objects.list()
-        except GroupStoreError as exc:
-            log.warning("group %s: commit objects not listed: %s", self._group_id, exc)
-            return {}
-        return self._get_objects({k: s for k, s in listed.items() if owner(k) in members})
-
-    def _get_objects(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
-        if self._objects is None or not members:
-            return {}
-        try:
-            return self._objects.get(members)
-        except GroupStoreError as exc:
-            log.warning("group %s: commit objects not read: %s", self._group_id, exc)
-            return {}
+        """The newest commit objects of ``members`` (their progress listeners' too), by key."""
+        return {} if self.folder is None else self.folder.objects_of(members)
 
     def appended(self, decision: Decision, pending: PendingWork, member_id: str) -> None:
         """Bookkeeping once a step's records are in the log (or it had none to write)."""
-        if self._fold_started_ms is not None:
-            now = self._fold_started_ms
-            self._folded_ms, self._fold_started_ms = now, None
+        fold_started = None if self.folder is None else self.folder.landed(decision.folded)
+        if fold_started is not None:
             # A fallback fold waits as long again before the next one.
-            self._waiting = {tp: (o, max(since, now)) for tp, (o, since) in self._waiting.items()}
-        for folded in decision.folded:
-            if folded in self._seen_seq:
-                self._folded_seq[folded] = self._seen_seq[folded]
-        with self._lock:
-            for tp, offset in pending.offsets.items():  # not what the reader added meanwhile
-                if self.pending_offsets.get(tp) == offset:
-                    del self.pending_offsets[tp]
-            self.pending_release -= pending.release
+            self._waiting = {
+                tp: (o, max(since, fold_started)) for tp, (o, since) in self._waiting.items()
+            }
+        for tp, offset in pending.offsets.items():  # what this step wrote
+            if self.pending_offsets.get(tp) == offset:
+                del self.pending_offsets[tp]
+        self.pending_release -= pending.release
         commit = decision.commit
         rejected = {
             tp: error
@@ -264,10 +219,6 @@ class MemberCommits:
         name, often before the member hears of it; after ``query.stop()`` the member never
         does). Written later, such a stale offset would move the committed offset back, and
         the partition's next owner would read that batch again."""
-        with self._lock:
-            self._settle()
-
-    def _settle(self) -> None:
         if not self._recorded:
             return
         committed = self._client.coordinator.group.offsets
@@ -329,37 +280,34 @@ class MemberCommits:
         if obj is None:
             return  # replaced since the listing: the next call reads the newer one
         self._listener_merged = (key, seq)
-        with self._lock:  # the reader records commits meanwhile
-            self._recorded.update(
-                listener_offsets_to_take(
-                    self._book.holdings.held_since,
-                    obj,
-                    self._client.coordinator.group.offsets,
-                    self._recorded,
-                )
+        self._recorded.update(
+            listener_offsets_to_take(
+                self._book.holdings.held_since,
+                obj,
+                self._client.coordinator.group.offsets,
+                self._recorded,
             )
+        )
 
     def _write_recorded(self, partitions: Iterable[TopicPartition]) -> None:
         """Write the recorded commits of ``partitions`` to the log directly at the next step.
         Settled first, so what the log holds, or a newer commit superseded, is not written;
         the newest recorded offset wins over an older one still pending."""
-        with self._lock:
-            self._settle()
-            for tp in set(partitions) & set(self._recorded):
-                self.pending_offsets[tp] = self._recorded[tp]
+        self.settle()
+        for tp in set(partitions) & set(self._recorded):
+            self.pending_offsets[tp] = self._recorded[tp]
 
     def committed_with_recorded(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """The log's committed offsets, with this member's commits that are not in it yet
         over them (recorded in its object, or waiting for a direct write): a LEAVE writes
         those first."""
-        with self._lock:
-            self._settle()
-            committed = dict(self._client.coordinator.group.offsets)
-            for tp, recorded in self._recorded.items():
-                committed[tp] = OffsetAndMetadata(recorded.offset)
-            for tp, pending in self.pending_offsets.items():
-                committed[tp] = OffsetAndMetadata(pending.offset)
-            return committed
+        self.settle()
+        committed = dict(self._client.coordinator.group.offsets)
+        for tp, recorded in self._recorded.items():
+            committed[tp] = OffsetAndMetadata(recorded.offset)
+        for tp, pending in self.pending_offsets.items():
+            committed[tp] = OffsetAndMetadata(pending.offset)
+        return committed
 
     def report_durable(
         self, member_id: str, on_durable: Callable[[dict[TopicPartition, int]], None] | None
@@ -383,21 +331,15 @@ class MemberCommits:
 
     def drop_objects(self, member_id: str) -> None:
         """Forget a member that left or expired, and delete its commit objects."""
-        self._folded_seq.pop(member_id, None)
-        self._folded_seq.pop(object_key(member_id, LISTENER), None)
-        try:
-            if self._objects is not None:
-                self._objects.drop(member_id)
-        except GroupStoreError as exc:  # a leftover is never applied (its member is gone)
-            log.debug("group %s: commit objects of %s not dropped: %s", self._group_id,
-                      member_id, exc)  # fmt: skip
+        if self.folder is not None:
+            self.folder.forget(member_id)
 
     def next_step_ms(self, interval_ms: int, *, folder: bool, now: int) -> int:
         """The delay until the member's next step, shortened for the fold: the folder folds
         every interval, counted from the start of its last fold; a member with a recorded
         commit watches it land (and folds itself if the folder is gone)."""
-        if self._objects is not None and folder:
-            due = self._folded_ms + COMMIT_FOLD_INTERVAL_MS - now
+        if self.folder is not None and folder:
+            due = self.folder.until_next_fold_ms(now)
             return max(REBALANCE_POLL_MS // 2, min(interval_ms, due))
         if self._objects is not None and self._recorded:
             return min(interval_ms, COMMIT_FOLD_INTERVAL_MS)

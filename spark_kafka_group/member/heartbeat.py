@@ -38,16 +38,23 @@ class HeartbeatThread:
             )
             self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        """Started and not stopped: this thread steps the member."""
+        return self._thread is not None and not self._stop.is_set()
+
     def wake(self) -> None:
         """Step as soon as possible (a commit was recorded: write it out now)."""
         self._woken.set()
 
-    def stop(self) -> None:
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop stepping. ``wait``: until a step under way has ended, so that the caller owns
+        the member from then on (its close)."""
         self._stop.set()
         self._woken.set()
         thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=10)
+        if wait and thread is not None and thread is not threading.current_thread():
+            thread.join()
 
     def _run(self) -> None:
         while True:

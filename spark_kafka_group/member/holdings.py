@@ -22,19 +22,20 @@ log = logging.getLogger(__name__)
 
 
 class HoldingsBook:
-    """One member's holdings and batches in flight.
+    """One member's holdings and batches in flight: the hand-off between Spark's planning
+    thread and the member's step thread.
 
-    Thread-safe under :attr:`lock`, a small lock never held while the group log is read or
-    written: the reader's calls (``begin_batch``, a commit's bookkeeping) take only this lock,
-    so a trigger never waits on the store, while the member's step (which does the I/O) reads
-    and changes the book under it too."""
+    The step publishes the holdings here after each step; a trigger claims a batch's
+    partitions here (:meth:`begin_batch`) and a restarted query resumes its checkpoint
+    (:meth:`adopt`), both answered at once. A claim and the step's reservation of the
+    partitions it is releasing must not interleave, and the trigger needs the answer now, so
+    a queue cannot serve: this is the member's one lock, held only for a few assignments,
+    never across a read or write of the store or a call of the user's listener."""
 
     def __init__(self, member_id: str, listener: RebalanceListenerRunner, group_id: str) -> None:
         self._listener = listener
         self._group_id = group_id
-        #: Held for bookkeeping only, never across a read or write of the store (re-entrant:
-        #: the member's commits share it).
-        self.lock = threading.RLock()
+        self._lock = threading.Lock()
         self.holdings = Holdings(generation=-1, member_id=member_id)
         #: The batches handed to Spark: a partition being revoked is released once a commit
         #: reaches the end of its last batch (decide.py).
@@ -45,7 +46,7 @@ class HoldingsBook:
 
     def reset(self, member_id: str) -> None:
         """Not a member of any generation (yet, or any more)."""
-        with self.lock:
+        with self._lock:
             self.holdings = Holdings(generation=-1, member_id=member_id)
             self.releasing = frozenset()
 
@@ -59,7 +60,7 @@ class HoldingsBook:
             "Member %s of group %s lost %s: %s", self.holdings.member_id, self._group_id,
             names(lost), why,
         )  # fmt: skip
-        with self.lock:
+        with self._lock:
             self.in_flight = BatchesInFlight()
         self._listener.lost(lost)
         return True
@@ -67,7 +68,7 @@ class HoldingsBook:
     def update(self, view: MemberView, group: GroupMetadata) -> None:
         """The holdings of a member the group knows, after a step; the listener hears what
         was assigned and revoked (outside the lock: the user's code may take its time)."""
-        with self.lock:
+        with self._lock:
             previous = self.holdings
             member_id = previous.member_id
             held = frozenset(view.assignment) | frozenset(view.revoking)
@@ -120,11 +121,30 @@ class HoldingsBook:
             "Left group %s as member %s%s", self._group_id, self.holdings.member_id,
             f", giving up {names(given_up)}" if given_up else "",
         )  # fmt: skip
-        with self.lock:
+        with self._lock:
             self.in_flight = BatchesInFlight()
-            self.reset(self.holdings.member_id)
+            self.holdings = Holdings(generation=-1, member_id=self.holdings.member_id)
+            self.releasing = frozenset()
         if given_up:
             self._listener.revoked(given_up)
+
+    def snapshot(self) -> tuple[Holdings, BatchesInFlight]:
+        """The holdings and the batches in flight, read together (what a step decides on)."""
+        with self._lock:
+            return self.holdings, self.in_flight
+
+    def reserve_releases(
+        self, keeps: frozenset[TopicPartition], *, decided_on: BatchesInFlight | None = None
+    ) -> bool:
+        """Before a step appends records that take partitions from this member (released,
+        given up, lost): everything held but ``keeps`` may no longer be claimed by a batch
+        until the step's outcome is published. False, reserving nothing, if a batch began
+        since the step took ``decided_on`` (its decision did not see it: decide again)."""
+        with self._lock:
+            if decided_on is not None and self.in_flight is not decided_on:
+                return False
+            self.releasing = frozenset(self.holdings.held - keeps)
+            return True
 
     def begin_batch(
         self, ends: Mapping[TopicPartition, int], *, batch_generation: int
@@ -132,7 +152,7 @@ class HoldingsBook:
         """The partitions of a batch about to run that the member may read (held without
         interruption since ``batch_generation``, and not being released right now); they
         count as in flight from now."""
-        with self.lock:
+        with self._lock:
             holdings = self.holdings
             ours = frozenset(fence(holdings.held_since, ends, batch_generation)) - self.releasing
             batch = PlannedBatch(
@@ -151,7 +171,7 @@ class HoldingsBook:
         """The partitions whose checkpointed ``positions`` (of ``previous_member``, planned in
         ``generation``) stay valid: held again, and nobody else committed since. They count
         as held since ``generation``."""
-        with self.lock:
+        with self._lock:
             adopted = frozenset(
                 tp
                 for tp, position in positions.items()

@@ -9,9 +9,10 @@ revoked may be released (once a commit reaches the end of its last batch; the pu
 revoked partitions the reader may release with a commit (no batch planned after the completed
 one reads them).
 
-It lives under ``member/`` because the member owns it (under its lock) and hands a frozen
-copy to the pure step; the reader only asks it questions, through the member. Which commits
-are written is the protocol's rule (:mod:`spark_kafka_group.group.offsets`).
+It lives under ``member/`` because the member's holdings book keeps it (a batch is claimed
+there, under the book's lock) and hands the current, immutable value to the pure step; the
+reader only asks it questions, through the member. Which commits are written is the
+protocol's rule (:mod:`spark_kafka_group.group.offsets`).
 """
 
 from __future__ import annotations

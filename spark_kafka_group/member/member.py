@@ -4,9 +4,11 @@ It drives the pure protocol (:mod:`spark_kafka_group.group`, see its package doc
 the sequence) over the group log: join, wait for the others, sync (the leader assigns),
 heartbeat, commit, release revoked partitions, rejoin when fenced. A background thread
 (:mod:`.heartbeat`) steps it every heartbeat interval, and at once when the reader asks (a
-``commit``, or a ``latestOffset`` during a rebalance). The reader itself never waits on the
-group log: it reads the holdings as last stepped, and its calls take only the holdings
-book's small lock, which no step holds across a read or write of the store.
+``commit``, or a ``latestOffset`` during a rebalance); from then on that thread owns the
+member's state. The reader never waits on the group log: it reads what the last step
+published (the holdings, the committed offsets), sends its commits as commands
+(:mod:`.commands`), and claims a batch's partitions through the holdings book, whose small
+lock no step holds across a read or write of the store.
 
 What the reader sees is a :class:`Holdings`: the partitions it may plan (``held``
 minus ``revoking``), the ones it must finish and release (``revoking``), and for each partition
@@ -29,13 +31,16 @@ counts on the injected clock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import queue
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from spark_kafka_group.errors import GroupJoinTimeoutError, GroupStoreError
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.member import error_text
 from spark_kafka_group.member.close import LEAVE_GRACE_S, await_final_commit
+from spark_kafka_group.member.commands import AcceptCommitsOf, RecordCommit
 from spark_kafka_group.member.in_flight import BatchesInFlight
 from spark_kafka_group.member.join import (
     SubscriptionSpec,
@@ -92,38 +97,51 @@ class GroupMember(Membership):
         ``rebalanceTimeoutMs`` + ``sessionTimeoutMs`` (a member that stopped heartbeating must
         expire first), and raises :class:`GroupJoinTimeoutError` past that bound.
         """
-        if replacing:
-            self.takes_over(replacing)
-        wait_ms = join_wait_ms(self.settings, must_complete_join=must_complete_join)
-        deadline = self._clock.monotonic_ms() + wait_ms
-        self._metadata.refresh()  # a clear error now if the cluster cannot be reached
-        self._metadata.start()
-        holdings, closed = wait_for_assignment(
-            self.poll(),
-            self.poll,
-            clock=self._clock,
-            deadline_ms=deadline,
-            poll_s=self._rebalance_poll_s,
-            closing=self._closing,
-        )
-        if closed:
-            return holdings  # the query stopped while it waited
-        if must_complete_join and not has_assignment(holdings):
-            self._heartbeat.stop()
-            self._metadata.stop()
-            seen = self._client.sightings()
-            group = self._client.coordinator.group
-            raise GroupJoinTimeoutError(
-                error_text.join_timeout(self.settings, self.member_id, group, seen, wait_ms)
+        with self._stepping_here() as open_:
+            if not open_:
+                return self._book.holdings  # closed before it started
+            if replacing:
+                self.takes_over(replacing)
+            wait_ms = join_wait_ms(self.settings, must_complete_join=must_complete_join)
+            deadline = self._clock.monotonic_ms() + wait_ms
+            self._metadata.refresh()  # a clear error now if the cluster cannot be reached
+            self._metadata.start()
+            holdings, closed = wait_for_assignment(
+                self._poll(),
+                self._poll,
+                clock=self._clock,
+                deadline_ms=deadline,
+                poll_s=self._rebalance_poll_s,
+                closing=self._closing,
             )
-        self._heartbeat.start()
-        return holdings
+            if closed:
+                return holdings  # the query stopped while it waited
+            if must_complete_join and not has_assignment(holdings):
+                self._metadata.stop()
+                seen = self._client.sightings()
+                group = self._client.coordinator.group
+                raise GroupJoinTimeoutError(
+                    error_text.join_timeout(self.settings, self.member_id, group, seen, wait_ms)
+                )
+            self._heartbeat.start()  # the heartbeat thread owns the member from here
+            return holdings
+
+    @contextmanager
+    def _stepping_here(self) -> Iterator[bool]:
+        """The calling thread steps the member until the heartbeat thread takes over (the
+        join in :meth:`start`, and what precedes it): a close() on another thread waits for
+        it to end. Yields False if the member is closing already."""
+        self._not_starting.clear()
+        try:
+            yield not self._closing.is_set()
+        finally:
+            self._not_starting.set()
 
     def group_metadata(self) -> Mapping[str, int] | None:
         """The partition count of each subscribed topic in the group's last assignment or
         metadata change, as folded from the log now (call before :meth:`start` to see what
         the group knew before this member)."""
-        with self._lock:
+        with self._stepping_here():
             known = self._client.fold().group.latest_metadata
             return None if known is None else dict(known)
 
@@ -140,62 +158,77 @@ class GroupMember(Membership):
         session timeout.
         """
         self._closing.set()  # first, so that a join wait or a background step stops now
-        with self._close_lock:  # a second caller returns once the first has finished
-            if self._closed:
-                return
-            self._closed = True
+        try:
+            self._close_token.get_nowait()
+        except queue.Empty:  # another thread is closing it: return once it has finished
+            self._closed.wait()
+            return
+        try:
+            # Take the member over: a join under way on the planning thread sees the closing
+            # and returns; the heartbeat thread finishes its step and ends.
+            self._not_starting.wait()
             self._heartbeat.stop()
             self._metadata.stop()
             if self._fatal is not None:
                 return  # fenced or expired: the group gave its partitions to someone else
-            try:
-                if self.settings.instance_id is not None:
-                    with self._lock:
-                        self._commits.flush()
-                        if self._commits.pending:
-                            self._step()
-                    return
-                if await_final_commit(
-                    self._uncommitted,
-                    clock=self._clock,
-                    grace_s=grace_s,
-                    group_id=self.settings.group_id,
-                ):
-                    self.leave()
-                else:
-                    # Gone already: the progress listener committed the last batch and wrote
-                    # the LEAVE first. What the log accepted from this member is still copied.
-                    with self._lock:
-                        self._report_durable()
-            except Exception as exc:  # close() must not fail the query
-                log.warning("group %s: leaving on close failed: %s", self.settings.group_id, exc)
+            self._close_owned(grace_s)
+        finally:
+            self._closed.set()
+
+    def _close_owned(self, grace_s: float) -> None:
+        try:
+            if self.settings.instance_id is not None:
+                self.write_final_commits()
+                return
+            if await_final_commit(
+                self._uncommitted,
+                clock=self._clock,
+                grace_s=grace_s,
+                group_id=self.settings.group_id,
+            ):
+                self.leave()
+            else:
+                # Gone already: the progress listener committed the last batch and wrote the
+                # LEAVE first. What the log accepted from this member is still copied.
+                self._report_durable()
+        except Exception as exc:  # close() must not fail the query
+            log.warning("group %s: leaving on close failed: %s", self.settings.group_id, exc)
 
     def _uncommitted(self) -> frozenset[TopicPartition] | None:
         """The partitions of batches handed to Spark whose commit is not in the log yet; None
         when the member is no longer in the group (left, expired or replaced)."""
-        with self._lock:
-            if self._client.fold().group.member(self.member_id) is None:
-                return None
-            # A recorded commit counts, and the progress listener's object: the LEAVE writes
-            # them first, in the log itself.
-            return frozenset(self._commits.uncommitted())
+        if self._client.fold().group.member(self.member_id) is None:
+            return None
+        self._take_commands()  # a commit Spark sent meanwhile
+        # A recorded commit counts, and the progress listener's object: the LEAVE writes them
+        # first, in the log itself.
+        return frozenset(self._commits.uncommitted())
 
     # -- what the reader calls ---------------------------------------------------------------
 
     def poll(self) -> Holdings:
-        """One protocol step (fold, tick, join/sync/heartbeat as needed); the holdings.
-        For the join and the first plan: a trigger calls :meth:`current_holdings`."""
-        with self._lock:
-            self._raise_if_fatal()
-            if self._closing.is_set():
-                return self._book.holdings
-            try:
-                self._step()
-            except GroupStoreError as exc:
-                # Keep consuming what we own; the heartbeat thread retries with backoff.
-                log.warning("group %s: group log unavailable: %s", self.settings.group_id, exc)
-            self._raise_if_fatal()
+        """One protocol step (fold, tick, join/sync/heartbeat as needed) on the calling
+        thread; the holdings. Only where nothing else steps the member: the join in
+        :meth:`start`, and tests and simulations that step it themselves (a trigger calls
+        :meth:`current_holdings`)."""
+        if self._heartbeat.running:
+            raise RuntimeError(
+                f"poll() of member {self.member_id}: its heartbeat thread steps it since "
+                "start(); call current_holdings() for what that thread last published"
+            )
+        return self._poll()
+
+    def _poll(self) -> Holdings:
+        self._raise_if_fatal()
+        if self._closing.is_set():
             return self._book.holdings
+        try:
+            self._step()
+        except GroupStoreError as exc:
+            # Keep consuming what we own; the heartbeat thread retries with backoff.
+            log.warning("group %s: group log unavailable: %s", self.settings.group_id, exc)
+        self._raise_if_fatal()
+        return self._book.holdings
 
     def current_holdings(self) -> Holdings:
         """The holdings as the background step last folded them, without reading the group
@@ -223,19 +256,17 @@ class GroupMember(Membership):
         """
         if not previous_member or previous_member == self.member_id:
             return frozenset()  # every trigger but a restart's first: nothing to wait for
-        # Not under the step lock (a step holds it across store I/O): the folded offsets are
-        # copied (the step may be folding), and the book's lock orders this with the step's
-        # updates of the holdings.
-        committed = dict(self._client.coordinator.group.offsets)
-        with self._book.lock:
-            adopted = self._book.adopt(previous_member, generation, positions, committed)
-            if adopted:
-                self._commits.adopted.add(previous_member)
-                log.info(
-                    "Member %s resumes the checkpoint of %s for %s",
-                    self.member_id, previous_member, error_text.names(adopted),
-                )  # fmt: skip
-            return adopted
+        # Against the offsets the last step published; the book orders this with the step's
+        # updates of the holdings; the step accepts that incarnation's commits from its next
+        # command on (a commit sent after this one).
+        adopted = self._book.adopt(previous_member, generation, positions, self._committed)
+        if adopted:
+            self._commands.put(AcceptCommitsOf(previous_member))
+            log.info(
+                "Member %s resumes the checkpoint of %s for %s",
+                self.member_id, previous_member, error_text.names(adopted),
+            )  # fmt: skip
+        return adopted
 
     def begin_batch(
         self, ends: Mapping[TopicPartition, int], *, batch_generation: int
@@ -249,8 +280,8 @@ class GroupMember(Membership):
         the next trigger.
         """
         self._raise_if_fatal()
-        # Under the book's lock only: a partition the background step is releasing right now
-        # is refused (it reserved it), and the step never holds that lock across I/O.
+        # Through the book: a partition the step is releasing right now is refused (it
+        # reserved it there), and the step never holds the book's lock across I/O.
         return self._book.begin_batch(ends, batch_generation=batch_generation)
 
     @property
@@ -259,10 +290,9 @@ class GroupMember(Membership):
         return self._book.in_flight
 
     def committed_offsets(self) -> dict[TopicPartition, int]:
-        """The log's committed offsets as last folded (no read of the store). ``dict()``
-        copies atomically while the background step may be folding."""
-        offsets = dict(self._client.coordinator.group.offsets)
-        return {tp: o.offset for tp, o in offsets.items()}
+        """The log's committed offsets as the last step published them (no read of the
+        store)."""
+        return {tp: o.offset for tp, o in self._committed.items()}
 
     def commit(
         self,
@@ -279,39 +309,16 @@ class GroupMember(Membership):
         member (re)acquired them, are left out: their committed offset belongs to whoever
         read them since.
 
-        Nothing is written here, so a trigger never waits on the group log: the commit is
-        recorded and the background step, woken now, writes it. With commit objects (the
-        default) that is this member's commit object, which the group's folder brings into
-        the log within about a fold interval; the final offsets of partitions being revoked,
-        and their releases, go to the log directly in one append, so that their new owner
-        starts exactly there. If the store is unavailable the commit is kept and retried.
+        Nothing is written here, so a trigger never waits on the group log: the commit goes to
+        the member's step as a command, and the step, woken now, records and writes it. With
+        commit objects (the default) that is this member's commit object, which the group's
+        folder brings into the log within about a fold interval; the final offsets of
+        partitions being revoked, and their releases, go to the log directly in one append, so
+        that their new owner starts exactly there. If the store is unavailable the commit is
+        kept and retried.
         """
-        self.record_commit(
-            offsets, batch_generation=batch_generation, batch_member=batch_member, release=release
+        self._commands.put(
+            RecordCommit(dict(offsets), batch_generation, batch_member, frozenset(release))
         )
         self.wake()
         return self._book.holdings
-
-    def record_commit(
-        self,
-        offsets: Mapping[TopicPartition, int],
-        *,
-        batch_generation: int,
-        batch_member: str,
-        release: Iterable[TopicPartition] = (),
-    ) -> bool:
-        """The bookkeeping half of :meth:`commit`: record the offsets (and the releases);
-        whether something must be written to the log directly (a partition being revoked, a
-        release, or every commit without commit objects). Takes only the book's lock."""
-        with self._book.lock:
-            self._commits.record(
-                self._book.holdings,
-                offsets,
-                member_id=self.member_id,
-                batch_generation=batch_generation,
-                batch_member=batch_member,
-                release=release,
-            )
-            if self._closing.is_set():
-                return False  # close() writes what is pending
-            return self._commits.pending

@@ -14,9 +14,11 @@ writes (:mod:`.decide`, pure).
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
 from spark_kafka_group.errors import MemberFencedError, OptionError
 from spark_kafka_group.group import (
@@ -26,9 +28,15 @@ from spark_kafka_group.group import (
     GroupRecord,
     RecordKind,
 )
-from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, TopicPartition
+from spark_kafka_group.group.metadata import (
+    FEATURES,
+    IMPLICIT_REJOIN,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member import error_text
+from spark_kafka_group.member.commands import AcceptCommitsOf, Command, RecordCommit
 from spark_kafka_group.member.commits import MemberCommits
 from spark_kafka_group.member.decide import (
     METADATA_CHECK_EVERY_HEARTBEATS,
@@ -63,7 +71,13 @@ Step = Attempt[tuple[Decision, PendingWork]]
 
 
 class Membership:
-    """One member of a group, stepped over its group log (thread-safe under ``_lock``)."""
+    """One member of a group, stepped over its group log.
+
+    One thread at a time owns the member's state (the folded log, the commits, the timers)
+    and steps it: the thread that starts it, until its first assignment; then the heartbeat
+    thread; then the thread that closes it, once the heartbeat thread has stopped. Other
+    threads send commands (:mod:`.commands`), read what the step publishes (the holdings,
+    the committed offsets, a failure) and claim batches through the holdings book."""
 
     def __init__(
         self,
@@ -118,11 +132,13 @@ class Membership:
             features = FEATURES if self._leases.enabled else (IMPLICIT_REJOIN,)
         self._features = tuple(sorted(features))
         self._clock = self._client.clock
-        self._lock = threading.RLock()
         self.member_id = member_id or new_member_id(client_id)
         listener = RebalanceListenerRunner.load(settings.rebalance_listener)
         self._book = HoldingsBook(self.member_id, listener, settings.group_id)
         self._commits = MemberCommits(self._client, self._book)
+        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        #: The log's committed offsets as of the last step, published for other threads.
+        self._committed: Mapping[TopicPartition, OffsetAndMetadata] = MappingProxyType({})
         self._timers = Timers()
         #: Called with offsets of this member that became durable in the log, whoever wrote
         #: them (commitToKafka copies them).
@@ -133,8 +149,14 @@ class Membership:
         # Set when close() begins: no further protocol step may write (a step after the LEAVE
         # would join the group again under a new id), and a join wait stops.
         self._closing = threading.Event()
-        self._close_lock = threading.Lock()
-        self._closed = False
+        # Whoever takes this token closes the member; a second caller waits for _closed.
+        self._close_token: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._close_token.put(None)
+        self._closed = threading.Event()
+        # Cleared while the thread that starts the member steps it (its join): a close() on
+        # another thread waits for that to end before it takes the member over.
+        self._not_starting = threading.Event()
+        self._not_starting.set()
         self._heartbeat = HeartbeatThread(self._background_step, self.next_step_delay_s)
         #: Asks the background step to run now (the simulation replaces it).
         self.wake: Callable[[], None] = self._heartbeat.wake
@@ -144,7 +166,7 @@ class Membership:
         if it is still in the group, and accept the commits of the batches it planned."""
         if previous_member_id != self.member_id:
             self._replacing = previous_member_id
-            self._commits.adopted.add(previous_member_id)
+            self._commands.put(AcceptCommitsOf(previous_member_id))
 
     @property
     def client(self) -> GroupLogClient:
@@ -162,40 +184,71 @@ class Membership:
         return self._fatal
 
     def leave(self, reason: str = "the query left the group") -> None:
-        """Write LEAVE now, so the group rebalances at once instead of after the timeout."""
-        with self._lock:
-            self._commits.flush()
-            if self._commits.pending:
-                self._step()  # the final commit first
+        """Write LEAVE now, so the group rebalances at once instead of after the timeout
+        (on the thread that owns the member: the one closing it)."""
+        self.write_final_commits()
 
-            def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
-                with self._book.lock:  # no batch may claim what the LEAVE gives up
-                    self._book.releasing = self._book.holdings.held
-                if work.group.member(self.member_id) is None:
-                    return [], None
-                records, _ = work.leave(
-                    self.member_id,
-                    now,
-                    instance_id=self.settings.instance_id,
-                    reason=reason,
-                    seen=self._client.sightings(),
-                )
-                return records, None
+        def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
+            self._book.reserve_releases(frozenset())  # no batch may claim what it gives up
+            if work.group.member(self.member_id) is None:
+                return [], None
+            records, _ = work.leave(
+                self.member_id,
+                now,
+                instance_id=self.settings.instance_id,
+                reason=reason,
+                seen=self._client.sightings(),
+            )
+            return records, None
 
-            self._client.transact(decide)
-            self._report_durable()
-            self._leases.drop(self.member_id)
-            self._commits.drop_objects(self.member_id)
-            # Gone from the group because it left: neither an expiry nor a rejoin (what
-            # _update_view does for a member the group no longer knows).
-            self._book.left()
+        self._client.transact(decide)
+        self._report_durable()
+        self._publish()
+        self._leases.drop(self.member_id)
+        self._commits.drop_objects(self.member_id)
+        # Gone from the group because it left: neither an expiry nor a rejoin (what
+        # _update_view does for a member the group no longer knows).
+        self._book.left()
+
+    def write_final_commits(self) -> None:
+        """Write the recorded commits to the log directly now (before a LEAVE, or when a
+        static member stops), the commands sent so far included."""
+        self._take_commands()
+        self._commits.flush()
+        if self._commits.pending:
+            self._step()
 
     # -- the protocol step -------------------------------------------------------------------
 
     def _background_step(self) -> None:
-        with self._lock:
-            if self._fatal is None and not self._closing.is_set():
-                self._step(commit_objects=True)
+        if self._fatal is None and not self._closing.is_set():
+            self._step(commit_objects=True)
+        if self._fatal is not None:  # fenced, or a refused option: the member stops stepping
+            self._heartbeat.stop(wait=False)
+            self._metadata.stop()
+
+    def _take_commands(self) -> None:
+        """Apply the commands other threads sent, in order (the owner's side of the queue)."""
+        while True:
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(command, RecordCommit):
+                self._commits.record(
+                    self._book.holdings,
+                    command.offsets,
+                    member_id=self.member_id,
+                    batch_generation=command.batch_generation,
+                    batch_member=command.batch_member,
+                    release=command.release,
+                )
+            else:
+                self._commits.adopted.add(command.member_id)
+
+    def _publish(self) -> None:
+        """What other threads read of the folded log: a copy, made by its owner."""
+        self._committed = MappingProxyType(dict(self._client.coordinator.group.offsets))
 
     def next_step_delay_s(self) -> float:
         """How long until the member's next step (the heartbeat thread's timer)."""
@@ -210,13 +263,12 @@ class Membership:
     def _until_next_expiry_ms(self) -> int:
         """How long until another member would be silent past its session timeout, as this
         member saw it (a step then expires it at once rather than up to a heartbeat later)."""
-        with self._lock:
-            seen = self._client.sightings()
-            ends = [
-                seen.heard_ms(m) + m.session_timeout_ms + 1 - seen.now_ms
-                for m in self._client.coordinator.group.members.values()
-                if m.member_id != self.member_id
-            ]
+        seen = self._client.sightings()
+        ends = [
+            seen.heard_ms(m) + m.session_timeout_ms + 1 - seen.now_ms
+            for m in self._client.coordinator.group.members.values()
+            if m.member_id != self.member_id
+        ]
         return max(REBALANCE_POLL_MS, min(ends, default=self.settings.heartbeat_interval_ms))
 
     def _rebalance_poll_s(self) -> float:
@@ -234,90 +286,85 @@ class Membership:
     def begin_step(self, *, commit_objects: bool = True) -> Step:
         """Renew the lease if due, fold the log and decide this step's records. With nothing
         to write the step is over; otherwise :meth:`end_step` appends them."""
-        with self._lock:
-            self._client.fold()  # first: which leases it needs depends on who is in the group
-            interval = self.settings.heartbeat_interval_ms
-            self._leases.renew(self.member_id, interval)
-            self._leases.watch(self.member_id, interval)
-            holdings = self._book.holdings
-            replaced = self._replaced()
-            if commit_objects:  # commit-object timing on this process's monotonic clock
-                objects, looked_up = self._commits.step(
-                    self._clock.monotonic_ms(),
-                    holdings,
-                    member_id=self.member_id,
-                    closing=self._closing.is_set(),
-                    replaced=replaced,
-                )
-            else:  # a join replacing an incarnation folds its objects first
-                objects, looked_up = self._commits.objects_of(replaced), frozenset()
-            ctx = StepContext(
-                request=join_request(
-                    self.settings,
-                    member_id=self.member_id,
-                    subscription=self._subscription,
-                    client_id=self._client_id,
-                    replacing=self._replacing,
-                    features=self._features,
-                ),
-                heartbeat_interval_ms=interval,
-                topics=self._metadata.get(),  # never fetched here: see topic_metadata.py
-                seen=self._client.sightings(),
-                leases=self._leases.enabled,
-                uses_commit_objects=self._commits.uses_objects,
-                commit_objects=objects,
-                objects_looked_up=looked_up,
+        self._client.fold()  # first: which leases it needs depends on who is in the group
+        self._take_commands()  # recorded against the log just folded
+        interval = self.settings.heartbeat_interval_ms
+        self._leases.renew(self.member_id, interval)
+        self._leases.watch(self.member_id, interval)
+        holdings = self._book.holdings
+        replaced = self._replaced()
+        if commit_objects:  # commit-object timing on this process's monotonic clock
+            objects, looked_up = self._commits.step(
+                self._clock.monotonic_ms(),
+                holdings,
+                member_id=self.member_id,
+                closing=self._closing.is_set(),
+                replaced=replaced,
             )
-            timers = self._timers
+        else:  # a join replacing an incarnation folds its objects first
+            objects, looked_up = self._commits.objects_of(replaced), frozenset()
+        ctx = StepContext(
+            request=join_request(
+                self.settings,
+                member_id=self.member_id,
+                subscription=self._subscription,
+                client_id=self._client_id,
+                replacing=self._replacing,
+                features=self._features,
+            ),
+            heartbeat_interval_ms=interval,
+            topics=self._metadata.get(),  # never fetched here: see topic_metadata.py
+            seen=self._client.sightings(),
+            leases=self._leases.enabled,
+            uses_commit_objects=self._commits.uses_objects,
+            commit_objects=objects,
+            objects_looked_up=looked_up,
+        )
+        timers = self._timers
 
-            def decide(
-                work: GroupCoordinator, now: int
-            ) -> tuple[list[GroupRecord], tuple[Decision, PendingWork]]:
-                step_ctx = ctx
-                while True:
-                    pending = self._pending_work()
-                    decision = decide_step(work, now, step_ctx, pending, timers)
-                    if decision.needs_objects:  # members about to expire: their commits first
-                        extra = self._commits.objects_of(decision.needs_objects)
-                        step_ctx = replace(
-                            step_ctx,
-                            commit_objects={**step_ctx.commit_objects, **extra},
-                            objects_looked_up=step_ctx.objects_looked_up | decision.needs_objects,
-                        )
-                    elif self._reserve_releases(work, pending):
-                        return decision.records, (decision, pending)
-                    work = self._client.coordinator.fork()  # decided on a fork: start afresh
+        def decide(
+            work: GroupCoordinator, now: int
+        ) -> tuple[list[GroupRecord], tuple[Decision, PendingWork]]:
+            step_ctx = ctx
+            while True:
+                pending = self._pending_work()
+                decision = decide_step(work, now, step_ctx, pending, timers)
+                if decision.needs_objects:  # members about to expire: their commits first
+                    extra = self._commits.objects_of(decision.needs_objects)
+                    step_ctx = replace(
+                        step_ctx,
+                        commit_objects={**step_ctx.commit_objects, **extra},
+                        objects_looked_up=step_ctx.objects_looked_up | decision.needs_objects,
+                    )
+                elif self._reserve_releases(work, pending):
+                    return decision.records, (decision, pending)
+                work = self._client.coordinator.fork()  # decided on a fork: start afresh
 
-            attempt = self._client.prepare(decide, fold=False)
-            if not attempt.records:
-                self._after_step(attempt)
-            return attempt
+        attempt = self._client.prepare(decide, fold=False)
+        if not attempt.records:
+            self._after_step(attempt)
+        return attempt
 
     def _pending_work(self) -> PendingWork:
-        with self._book.lock:
-            return self._commits.pending_work(self._book.holdings, self._book.in_flight)
+        holdings, in_flight = self._book.snapshot()
+        return self._commits.pending_work(holdings, in_flight)
 
     def _reserve_releases(self, decided: GroupCoordinator, pending: PendingWork) -> bool:
         """Before a step's records are appended: the partitions they take from this member
         (released, given up, lost) may no longer be claimed by a batch (``begin_batch``
         refuses them until the step's outcome is in the book). False if a batch began since
         ``pending`` was taken: the decision did not see it, so decide again."""
-        with self._book.lock:
-            if self._book.in_flight is not pending.in_flight:
-                return False
-            after = decided.member_view(self.member_id)
-            keeps = set(after.assignment) | set(after.revoking) if after.known else set()
-            self._book.releasing = frozenset(self._book.holdings.held - keeps)
-            return True
+        after = decided.member_view(self.member_id)
+        keeps = frozenset(after.assignment) | frozenset(after.revoking) if after.known else None
+        return self._book.reserve_releases(keeps or frozenset(), decided_on=pending.in_flight)
 
     def end_step(self, attempt: Step) -> bool:
         """Append what :meth:`begin_step` decided; False if another writer won the race
         (then begin again, after a backoff)."""
-        with self._lock:
-            if not self._client.complete(attempt):
-                return False
-            self._after_step(attempt)
-            return True
+        if not self._client.complete(attempt):
+            return False
+        self._after_step(attempt)
+        return True
 
     def _after_step(self, attempt: Step) -> None:
         decision, pending = attempt.result
@@ -334,6 +381,7 @@ class Membership:
         self._report_durable()
         self._update_view(self._client.coordinator)
         self._commits.settle()
+        self._publish()
 
     def _replaced(self) -> frozenset[str]:
         """Before its first join, the incarnations this member replaces that are still in the
@@ -396,6 +444,6 @@ class Membership:
 
     def _raise_if_fatal(self) -> None:
         if self._fatal is not None:
-            self._heartbeat.stop()
+            self._heartbeat.stop(wait=False)
             self._metadata.stop()
             raise self._fatal

@@ -43,10 +43,6 @@ class Member(Protocol):
         """Join (or not, for fixed partitions) and return the first holdings."""
         ...
 
-    def poll(self) -> Holdings:
-        """Step the protocol; the holdings after it (the join and the first plan)."""
-        ...
-
     def current_holdings(self) -> Holdings:
         """The holdings as last stepped, without reading the group log (every trigger)."""
         ...

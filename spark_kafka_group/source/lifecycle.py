@@ -6,8 +6,9 @@ failure, ``spark.stop()``): the JVM sends it SIGTERM (``Process.destroy()``) and
 socket. Python's default SIGTERM action kills the process at once, so the reader's ``stop()``
 never ran and the member stayed in the group until its session timeout. Here:
 
-* SIGTERM runs the registered ``stop`` callbacks on a separate thread (the main thread may hold
-  the reader's lock in the middle of a Spark call) and then ends the process;
+* SIGTERM runs the registered ``stop`` callbacks on a separate thread (the main thread may be
+  in the middle of a Spark call, which the callbacks must not wait for) and then ends the
+  process;
 * an interpreter exit (the JVM closed the socket, or went away) runs them through ``atexit``.
 
 Only in Spark's streaming-source process: anywhere else (a test, a user's own process that
@@ -30,9 +31,10 @@ log = logging.getLogger(__name__)
 #: The module Spark runs as the streaming-source process (``python -m ...``).
 STREAMING_SOURCE_RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
 
+# Registered by the reader on Spark's planning thread, which is also the main thread that
+# runs signal handlers and atexit: the list is only read there (the SIGTERM handler hands a
+# copy to the thread it starts).
 _stops: list[Callable[[], None]] = []
-_installed = False
-_lock = threading.Lock()
 
 
 def in_streaming_source_process() -> bool:
@@ -43,22 +45,17 @@ def in_streaming_source_process() -> bool:
 
 def stop_on_process_end(stop: Callable[[], None]) -> None:
     """Call ``stop`` (idempotent, thread-safe) when this streaming-source process ends."""
-    global _installed
     if not in_streaming_source_process():
         return
-    with _lock:
-        _stops.append(stop)
-        if _installed:
-            return
-        _installed = True
-    atexit.register(_run_stops)
+    _stops.append(stop)
+    if len(_stops) > 1:
+        return  # installed at the first registration
+    atexit.register(lambda: _run_stops(tuple(_stops)))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
-def _run_stops() -> None:
-    with _lock:
-        stops = list(_stops)
+def _run_stops(stops: tuple[Callable[[], None], ...]) -> None:
     for stop in stops:
         try:
             stop()
@@ -67,9 +64,11 @@ def _run_stops() -> None:
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
+    stops = tuple(_stops)  # on the main thread, which registers them
+
     def stop_then_exit() -> None:
         try:
-            _run_stops()
+            _run_stops(stops)
         finally:
             logging.shutdown()
             os._exit(0)  # what SIGTERM asked for, once the member has left

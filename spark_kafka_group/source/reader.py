@@ -11,7 +11,8 @@ Per trigger (``latestOffset``):
    partitions being revoked whose last batch is now complete (cooperative rebalancing). The
    member's heartbeat thread releases them earlier when the progress listener already
    committed that batch (``GroupMember.begin_batch``).
-2. Ask the member for the current holdings (this also ticks the protocol).
+2. Ask the member for its holdings as its step last published them (no read of the group
+   log; during a rebalance this wakes the step).
 3. Positions: partitions continuously owned since ``start`` keep Spark's position; others
    start from the group's committed offset, else ``startingOffsets``
    (:mod:`spark_kafka_group.source.positions`).
@@ -22,14 +23,13 @@ Per trigger (``latestOffset``):
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from spark_kafka_group.errors import TopicNotFoundError
+from spark_kafka_group.errors import KafkaGroupError, TopicNotFoundError
 from spark_kafka_group.fetcher import fetch
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.group.offsets import fence
@@ -87,7 +87,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def _init(self, options: SourceOptions, clock: Clock) -> None:
         self._opts = options
         self._clock = clock
-        self._lock = threading.Lock()
+        # Spark calls the reader on one thread (its planning thread); only stop() may also
+        # come from another (lifecycle.py, at the process's end): it sets this first.
+        self._stopped = False
         self._cluster: KafkaCluster | None = None
         self._member: Member | None = None
         # Trigger.AvailableNow: the offsets to stop at, fixed at the first plan after the join
@@ -116,6 +118,11 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         """The started member. ``previous_member``: the member id in the checkpointed offsets
         of a restarted query; the new member takes its place in the group at once."""
         if self._member is None:
+            if self._stopped:
+                raise KafkaGroupError(
+                    f"The reader of group {self._opts.group.group_id!r} was stopped (its query "
+                    "or its streaming-source process ended); restart the query to read again."
+                )
             from spark_kafka_group.kafka.cluster import cluster_for_source
             from spark_kafka_group.member import member_for_source
 
@@ -159,95 +166,93 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # -- Spark API ------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        with self._lock:
-            member = self._ensure_started()
-            holdings = member.poll()
-            positions = self._positions_for_new(member, holdings.held, bounds=None)
-            offset = SourceOffset(
-                group=self._opts.group.group_id,
-                store=self._opts.group.store,
-                generation=holdings.generation,
-                member=holdings.member_id,
-                offsets=positions,
-            )
-            self._last_planned = offset
-            return offset.to_json()
+        member = self._ensure_started()
+        holdings = member.current_holdings()  # start() has just stepped it
+        positions = self._positions_for_new(member, holdings.held, bounds=None)
+        offset = SourceOffset(
+            group=self._opts.group.group_id,
+            store=self._opts.group.store,
+            generation=holdings.generation,
+            member=holdings.member_id,
+            offsets=positions,
+        )
+        self._last_planned = offset
+        return offset.to_json()
 
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
-        with self._lock:
-            done = SourceOffset.from_json(start) if start is not None else None
-            member = self._ensure_started(previous_member=done.member if done else None)
-            # As folded by the member's background step: a trigger never reads the group log.
-            holdings = member.current_holdings()
-            if done is not None:
-                # A restarted query: keep its checkpointed positions where still valid.
-                member.adopt(done.member, done.generation, done.offsets)
-                # pyspark >= 4.2: ``start`` is the end of the last completed batch and no other
-                # batch is in flight, so every partition being revoked can be released now.
-                holdings = self._commit_completed(
-                    member, done, batch_running=False, revoking=holdings.revoking
-                )
-            previous = done if done is not None else self._last_planned
-            planned = sorted(holdings.held - holdings.revoking)
-            bounds = self._bounds(planned)
-            planned = [tp for tp in planned if tp in bounds.latest]  # see skip_vanished
-            if previous is not None and (dropped := set(previous.offsets) - set(planned)):
-                self._deleted.check(
-                    dropped,
-                    existing=self._topic_counts(),
-                    fail_on_data_loss=self._opts.fail_on_data_loss,
-                )
-
-            # A partition held since the previous batch's generation continues from its end.
-            continued = (
-                {}
-                if previous is None
-                else fence(holdings.held_since, previous.offsets, previous.generation)
+        done = SourceOffset.from_json(start) if start is not None else None
+        member = self._ensure_started(previous_member=done.member if done else None)
+        # As folded by the member's background step: a trigger never reads the group log.
+        holdings = member.current_holdings()
+        if done is not None:
+            # A restarted query: keep its checkpointed positions where still valid.
+            member.adopt(done.member, done.generation, done.offsets)
+            # pyspark >= 4.2: ``start`` is the end of the last completed batch and no other
+            # batch is in flight, so every partition being revoked can be released now.
+            holdings = self._commit_completed(
+                member, done, batch_running=False, revoking=holdings.revoking
             )
-            kept = {tp: continued[tp] for tp in planned if tp in continued}
-            new = [tp for tp in planned if tp not in continued]
-            checked = check_in_range(
-                kept,
-                bounds=bounds,
+        previous = done if done is not None else self._last_planned
+        planned = sorted(holdings.held - holdings.revoking)
+        bounds = self._bounds(planned)
+        planned = [tp for tp in planned if tp in bounds.latest]  # see skip_vanished
+        if previous is not None and (dropped := set(previous.offsets) - set(planned)):
+            self._deleted.check(
+                dropped,
+                existing=self._topic_counts(),
                 fail_on_data_loss=self._opts.fail_on_data_loss,
-                source="checkpointed position",
             )
-            moved = {tp: p for tp, p in checked.items() if p != kept[tp]}  # failOnDataLoss=false
-            kept = checked
-            starts = {**moved, **self._positions_for_new(member, new, bounds=bounds)}
-            positions = {**kept, **starts}
 
-            latest = dict(bounds.latest)
-            if self._targets is not None:
-                fixed = {tp: latest[tp] for tp in planned if tp not in self._targets}
-                if fixed:
-                    log.info("Trigger.AvailableNow: reading up to %s", _describe(fixed))
-                    self._targets.update(fixed)
-                for tp in planned:
-                    latest[tp] = min(latest[tp], self._targets[tp])
-            self._log_lag(positions, bounds.latest)
-            if self._waits_for_minimum(positions, latest) and previous is not None:
-                return start if start is not None else previous.to_json()
-            ends = limit_end_offsets(positions, latest, self._max_records(limit))
-            # Claim the batch's partitions: from now on a revocation waits for this batch's
-            # commit. One released since the poll above (by the heartbeat thread, its last
-            # batch committed) is left out: its new owner may already be reading it.
-            ours = member.begin_batch(ends, batch_generation=holdings.generation)
-            ends = {tp: e for tp, e in ends.items() if tp in ours}
-            starts = {tp: s for tp, s in starts.items() if tp in ours}
-            end = SourceOffset(
-                group=self._opts.group.group_id,
-                store=self._opts.group.store,
-                generation=holdings.generation,
-                member=holdings.member_id,
-                offsets=ends,
-                starts=starts,
-            )
-            if previous is not None and not starts and _same_position(end, previous):
-                # Nothing new: hand back the previous offset unchanged, so Spark plans no batch.
-                return start if start is not None else previous.to_json()
-            self._last_planned = end
-            return end.to_json()
+        # A partition held since the previous batch's generation continues from its end.
+        continued = (
+            {}
+            if previous is None
+            else fence(holdings.held_since, previous.offsets, previous.generation)
+        )
+        kept = {tp: continued[tp] for tp in planned if tp in continued}
+        new = [tp for tp in planned if tp not in continued]
+        checked = check_in_range(
+            kept,
+            bounds=bounds,
+            fail_on_data_loss=self._opts.fail_on_data_loss,
+            source="checkpointed position",
+        )
+        moved = {tp: p for tp, p in checked.items() if p != kept[tp]}  # failOnDataLoss=false
+        kept = checked
+        starts = {**moved, **self._positions_for_new(member, new, bounds=bounds)}
+        positions = {**kept, **starts}
+
+        latest = dict(bounds.latest)
+        if self._targets is not None:
+            fixed = {tp: latest[tp] for tp in planned if tp not in self._targets}
+            if fixed:
+                log.info("Trigger.AvailableNow: reading up to %s", _describe(fixed))
+                self._targets.update(fixed)
+            for tp in planned:
+                latest[tp] = min(latest[tp], self._targets[tp])
+        self._log_lag(positions, bounds.latest)
+        if self._waits_for_minimum(positions, latest) and previous is not None:
+            return start if start is not None else previous.to_json()
+        ends = limit_end_offsets(positions, latest, self._max_records(limit))
+        # Claim the batch's partitions: from now on a revocation waits for this batch's
+        # commit. One released since the poll above (by the heartbeat thread, its last
+        # batch committed) is left out: its new owner may already be reading it.
+        ours = member.begin_batch(ends, batch_generation=holdings.generation)
+        ends = {tp: e for tp, e in ends.items() if tp in ours}
+        starts = {tp: s for tp, s in starts.items() if tp in ours}
+        end = SourceOffset(
+            group=self._opts.group.group_id,
+            store=self._opts.group.store,
+            generation=holdings.generation,
+            member=holdings.member_id,
+            offsets=ends,
+            starts=starts,
+        )
+        if previous is not None and not starts and _same_position(end, previous):
+            # Nothing new: hand back the previous offset unchanged, so Spark plans no batch.
+            return start if start is not None else previous.to_json()
+        self._last_planned = end
+        return end.to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self._opts.max_offsets_per_trigger is not None:
@@ -269,8 +274,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def prepareForTriggerAvailableNow(self) -> None:
         # The join happens at the first plan, which knows a restarted query's previous member
         # (from the checkpoint); the targets are fixed then, once the join has completed.
-        with self._lock:
-            self._targets = {}
+        self._targets = {}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         previous, current = SourceOffset.from_json(start), SourceOffset.from_json(end)
@@ -300,32 +304,32 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             yield from fetch(spec)
 
     def commit(self, end: dict) -> None:
-        with self._lock:
-            member = self._member
-            if member is not None:
-                # The holdings as last stepped (latestOffset and the background thread step
-                # the protocol): commit() records the batch and does not wait on the group log.
-                self._commit_completed(
-                    member,
-                    SourceOffset.from_json(end),
-                    batch_running=True,
-                    revoking=member.holdings.revoking,
-                )
+        member = self._member
+        if member is not None:
+            # The holdings as last stepped (latestOffset and the background thread step
+            # the protocol): commit() records the batch and does not wait on the group log.
+            self._commit_completed(
+                member,
+                SourceOffset.from_json(end),
+                batch_running=True,
+                revoking=member.holdings.revoking,
+            )
 
     def stop(self) -> None:
         """The query ended: a dynamic member commits and leaves. Spark calls this at the end
         of the streaming-source process on some versions; :mod:`.lifecycle` calls it on the
-        others (SIGTERM, interpreter exit). Idempotent and thread-safe."""
+        others (SIGTERM, interpreter exit), on a thread of their own while a Spark call may
+        be under way. Idempotent."""
+        self._stopped = True  # first: no member starts after this
         member = self._member
         if member is not None:
-            member.close()  # without the reader's lock: it also ends a join wait holding it
+            member.close()  # thread-safe; it also ends a join wait under way
             if self._kafka_mirror is not None:
                 self._kafka_mirror.close()  # the final commit's copy is sent before the end
-        with self._lock:
-            self._member = None
-            if self._cluster is not None:
-                self._cluster.close()
-                self._cluster = None
+        self._member = None
+        cluster, self._cluster = self._cluster, None
+        if cluster is not None:
+            cluster.close()
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -361,19 +365,18 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         also fixes where its next batch continues: the end of ``batch``."""
         # A restarted query replays its last planned batch before any latestOffset call:
         # join first, so partitions that moved to another member meanwhile are skipped.
-        with self._lock:
-            member = self._ensure_started(previous_member=batch.member)
-            member.adopt(
-                batch.member,
-                batch.generation,
-                {tp: batch.start_of(tp, previous) or 0 for tp in batch.offsets},
-            )
-            if self._last_planned is None:
-                # The checkpoint's last batch, before this reader planned any: where the next
-                # batch continues (pyspark < 4.2 passes no ``start`` to latestOffset), rather
-                # than the group's commit, which may not hold that batch's end yet.
-                self._last_planned = batch
-            return member.begin_batch(batch.offsets, batch_generation=batch.generation)
+        member = self._ensure_started(previous_member=batch.member)
+        member.adopt(
+            batch.member,
+            batch.generation,
+            {tp: batch.start_of(tp, previous) or 0 for tp in batch.offsets},
+        )
+        if self._last_planned is None:
+            # The checkpoint's last batch, before this reader planned any: where the next
+            # batch continues (pyspark < 4.2 passes no ``start`` to latestOffset), rather
+            # than the group's commit, which may not hold that batch's end yet.
+            self._last_planned = batch
+        return member.begin_batch(batch.offsets, batch_generation=batch.generation)
 
     def _started_cluster(self) -> KafkaCluster:
         # Only planning uses it, after _ensure_started (stop() ends planning).

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"member failed: {member.failure}", file=sys.stderr, flush=True)
             return 1
         stopping.wait(args.poll_ms / 1000)
-        assignment = member.poll()
+        assignment = member.current_holdings()
     member.close()
     journal.close()
     return 0

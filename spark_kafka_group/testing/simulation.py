@@ -444,14 +444,13 @@ class _Simulation:
             self.awaiting.setdefault(tp, []).append((ends[tp], now))
             self.commits += 1
         m.member.begin_batch(ends, batch_generation=assignment.generation)
-        # Written by the member's background step, which starts now (commit() writes nothing).
-        m.member.record_commit(
+        # Written by the member's background step, which commit() wakes (it writes nothing).
+        m.member.commit(
             ends,
             batch_generation=assignment.generation,
             batch_member=m.member_id,
             release=assignment.revoking,
         )
-        m.member.wake()
         if self.listener_commits is not None:
             self.listener_commit(m, ends, assignment.generation)
 
@@ -669,7 +668,7 @@ def simulate(
     wall clock is off by a random amount up to ``clock_offsets_ms`` either way.
 
     ``commit_every_ms``: every member that holds partitions commits this often (a query's
-    completed batch), through the member's ``record_commit`` and its background step, as the
+    completed batch), through the member's ``commit`` and its background step, as the
     reader does; each phase measures commit-to-durable seconds. ``commit_objects``: members
     record commits in commit objects (a put is visible a store latency later; the folder pays
     a listing and a parallel read of the objects), else every commit is an append.

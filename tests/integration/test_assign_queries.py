@@ -46,6 +46,8 @@ def test_an_assign_query_fails_naming_the_groups_subscribing_members(
         assert "CommitRejectedError" in message, message
         assert f"Group {group!r} rejected the commit of this 'assign' query" in message, message
         assert subscriber.member_id in message and f"subscribing to {topic_name}" in message
-        wait_until(lambda: subscriber.poll().held, 10, "the subscriber keeps its partitions")
+        wait_until(
+            lambda: subscriber.current_holdings().held, 10, "the subscriber keeps its partitions"
+        )
     finally:
         subscriber.close()

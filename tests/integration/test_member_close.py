@@ -47,8 +47,8 @@ def test_a_member_that_closes_logs_that_it_left_not_an_expiry_or_a_rejoin(
     )
     member.start()
     deadline = time.monotonic() + 10
-    while member.poll().held != PARTITIONS:
-        assert time.monotonic() < deadline, member.poll()
+    while member.current_holdings().held != PARTITIONS:
+        assert time.monotonic() < deadline, member.current_holdings()
         time.sleep(0.05)
     member_id = member.member_id
 

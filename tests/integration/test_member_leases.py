@@ -34,9 +34,14 @@ def test_members_stay_alive_on_leases_and_the_cli_sees_them(tmp_path: Path) -> N
         a.start()
         b.start()
         deadline = time.monotonic() + 20
-        while not (a.poll().settled and b.poll().settled) and time.monotonic() < deadline:
+        while (
+            not (a.current_holdings().settled and b.current_holdings().settled)
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.2)
-        assert a.poll().settled and b.poll().settled, f"not settled in 20 s: {a.poll()}, {b.poll()}"
+        assert a.current_holdings().settled and b.current_holdings().settled, (
+            f"not settled in 20 s: {a.current_holdings()}, {b.current_holdings()}"
+        )
         settled_at = len(group_records(store, "g"))
         time.sleep(SESSION_MS / 1000 + 2)  # longer than a session: nothing written, no expiry
         records = group_records(store, "g")[settled_at:]

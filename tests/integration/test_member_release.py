@@ -59,11 +59,11 @@ def start(members: list[GroupMember], store: str, strategy: str) -> GroupMember:
 
 def poll_until(member: GroupMember, ready, timeout_s: float = 10.0):
     deadline = time.monotonic() + timeout_s
-    assignment = member.poll()
+    assignment = member.current_holdings()
     while not ready(assignment):
         assert time.monotonic() < deadline, f"no such assignment: {assignment}"
         time.sleep(0.05)
-        assignment = member.poll()
+        assignment = member.current_holdings()
     return assignment
 
 
@@ -81,8 +81,8 @@ def test_revoked_partition_is_released_once_the_listener_commits_its_last_batch(
     # The batch is still running: a keeps the partitions however often it steps.
     for _ in range(5):
         time.sleep(0.1)
-        assert a.poll().revoking == revoking
-    assert not b.poll().held
+        assert a.current_holdings().revoking == revoking
+    assert not b.current_holdings().held
 
     # The batch completes; the progress listener commits it for a. The generation moved on
     # since the batch was planned, but a held the partitions all along: accepted.

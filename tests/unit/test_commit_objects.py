@@ -15,7 +15,7 @@ from spark_kafka_group.group import GroupRecord, ManualClock, TopicPartition
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.offsets import CommitObject, RecordedOffset, fold_commit_objects
 from spark_kafka_group.listener_writes import commit_batch_for_member
-from spark_kafka_group.member.commits import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
+from spark_kafka_group.member.folder import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog

@@ -19,7 +19,7 @@ from spark_kafka_group.group.offsets import (
     owner,
 )
 from spark_kafka_group.listener_writes import commit_batch_for_member, leave_for_member
-from spark_kafka_group.member.commits import COMMIT_FOLD_INTERVAL_MS
+from spark_kafka_group.member.folder import COMMIT_FOLD_INTERVAL_MS
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.testing.simulation import SimMember
 from tests.unit.test_commit_objects import Group, commit

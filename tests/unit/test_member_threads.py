@@ -1,0 +1,147 @@
+"""One thread at a time owns a member's state and steps it: the thread in ``start()`` (the
+join), then the heartbeat thread, then the thread that closes it. Other threads send commands
+and read what the step publishes; the holdings book's lock is the only lock of ``member/``
+and ``source/``. These tests hand the member from one owner to the next while a step is
+stopped inside a read of the store."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+import spark_kafka_group
+from spark_kafka_group.group import GroupConfig, TopicPartition
+from spark_kafka_group.group.kinds import RecordKind
+from spark_kafka_group.group.timer import ManualClock
+from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
+from spark_kafka_group.options import parse_options
+from tests.unit.test_trigger_never_waits import BLOCKED_S, GatedLog
+
+T0 = TopicPartition("t", 0)
+LOCKS = re.compile(r"threading\.(Lock|RLock|Condition|Semaphore|BoundedSemaphore|Barrier)\(")
+
+
+def _member(log: GatedLog, clock: ManualClock, name: str = "a") -> GroupMember:
+    """Liveness and commits in the log itself (no leases, no commit objects)."""
+    settings = parse_options(
+        {
+            "subscribe": "t",
+            "kafka.bootstrap.servers": "localhost:9092",
+            "groupId": "g",
+            "groupStore": "memory://",
+            "initialRebalanceDelayMs": "0",
+        }
+    ).group
+    return GroupMember(
+        settings,
+        subscription=SubscriptionSpec(topics=("t",)),
+        topic_counts=lambda: {"t": 1},
+        clock=clock,
+        log=log,
+        member_id=name,
+        config=GroupConfig(initial_rebalance_delay_ms=0),
+    )
+
+
+def _kinds(log: GatedLog, member_id: str) -> list[str]:
+    return [r.kind for r in log.records if r.member_id == member_id]
+
+
+def _run(target: object) -> threading.Thread:
+    thread = threading.Thread(target=target, daemon=True)  # type: ignore[arg-type]
+    thread.start()
+    return thread
+
+
+def test_member_and_source_create_one_lock_between_them() -> None:
+    package = Path(spark_kafka_group.__file__).parent
+    found = [
+        f"{path.relative_to(package)}: {line.strip()}"
+        for folder in ("member", "source")
+        for path in sorted((package / folder).rglob("*.py"))
+        for line in path.read_text().splitlines()
+        if LOCKS.search(line)
+    ]
+    assert found == ["member/holdings.py: self._lock = threading.Lock()"]
+
+
+def test_close_on_another_thread_takes_over_once_the_join_has_stopped() -> None:
+    clock, log = ManualClock(), GatedLog()
+    member = _member(log, clock)
+    log.gate.clear()  # the join's first step stops inside its fold
+    started: list[object] = []
+    joining = _run(lambda: started.append(member.start()))
+    assert log.waiting.wait(BLOCKED_S), "the join never reached the store"
+
+    closing = _run(member.close)
+    closing.join(0.5)
+    # The join owns the member: close() waits for it instead of writing beside it.
+    assert closing.is_alive()
+    assert RecordKind.LEAVE not in _kinds(log, "a")
+
+    log.gate.set()
+    joining.join(BLOCKED_S)
+    closing.join(BLOCKED_S)
+    assert not joining.is_alive() and not closing.is_alive()
+    assert started, "start() returned nothing"
+    kinds = _kinds(log, "a")
+    assert kinds[0] == RecordKind.JOIN
+    assert kinds[-1] == RecordKind.LEAVE  # and nothing of this member after it
+    assert kinds.count(RecordKind.LEAVE) == 1
+
+
+def test_two_threads_closing_at_once_write_one_leave_and_both_return_after_it() -> None:
+    clock, log = ManualClock(), GatedLog()
+    member = _member(log, clock)
+    member.refresh_metadata()
+    for _ in range(50):
+        if member.poll().settled:
+            break
+        clock.advance(100)
+    assert member.holdings.held == {T0}
+    log.gate.clear()  # the first close stops inside its first read of the log
+    first = _run(member.close)
+    assert log.waiting.wait(BLOCKED_S)
+    second = _run(member.close)
+    second.join(0.5)
+    assert second.is_alive(), "the second close returned before the first had left"
+    log.gate.set()
+    first.join(BLOCKED_S)
+    second.join(BLOCKED_S)
+    assert not first.is_alive() and not second.is_alive()
+    assert _kinds(log, "a").count(RecordKind.LEAVE) == 1
+
+
+def test_a_commit_sent_before_close_is_in_the_log_before_the_leave() -> None:
+    clock, log = ManualClock(), GatedLog()
+    member = _member(log, clock)
+    member.refresh_metadata()
+    for _ in range(50):
+        if member.poll().settled:
+            break
+        clock.advance(100)
+    generation = member.holdings.generation
+    member.begin_batch({T0: 42}, batch_generation=generation)
+    member.commit({T0: 42}, batch_generation=generation, batch_member="a")
+    member.close()
+    mine = [r for r in log.records if r.member_id == "a"]
+    kinds = [r.kind for r in mine]
+    assert kinds[-1] == RecordKind.LEAVE
+    commits = [i for i, r in enumerate(mine) if r.kind == RecordKind.COMMIT]
+    assert commits and commits[-1] < len(mine) - 1
+    assert mine[commits[-1]].offset == 42
+
+
+def test_poll_is_refused_once_the_heartbeat_thread_steps_the_member() -> None:
+    clock, log = ManualClock(), GatedLog()
+    member = _member(log, clock)
+    member.start()
+    try:
+        with pytest.raises(RuntimeError, match="current_holdings"):
+            member.poll()
+        assert member.current_holdings().member_id == "a"
+    finally:
+        member.close()
