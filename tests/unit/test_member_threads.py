@@ -13,37 +13,20 @@ from pathlib import Path
 import pytest
 
 import spark_kafka_group
-from spark_kafka_group.group import GroupConfig, TopicPartition
+from spark_kafka_group.group import TopicPartition
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.timer import ManualClock
-from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
-from spark_kafka_group.options import parse_options
-from tests.unit.test_trigger_never_waits import BLOCKED_S, GatedLog
+from spark_kafka_group.member.member import GroupMember
+from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
+from spark_kafka_group.store.memory import InMemoryLeases
+from tests.unit.test_trigger_never_waits import BLOCKED_S, GatedLog, member, settle
 
-T0 = TopicPartition("t", 0)
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 LOCKS = re.compile(r"threading\.(Lock|RLock|Condition|Semaphore|BoundedSemaphore|Barrier)\(")
 
 
 def _member(log: GatedLog, clock: ManualClock, name: str = "a") -> GroupMember:
-    """Liveness and commits in the log itself (no leases, no commit objects)."""
-    settings = parse_options(
-        {
-            "subscribe": "t",
-            "kafka.bootstrap.servers": "localhost:9092",
-            "groupId": "g",
-            "groupStore": "memory://",
-            "initialRebalanceDelayMs": "0",
-        }
-    ).group
-    return GroupMember(
-        settings,
-        subscription=SubscriptionSpec(topics=("t",)),
-        topic_counts=lambda: {"t": 1},
-        clock=clock,
-        log=log,
-        member_id=name,
-        config=GroupConfig(initial_rebalance_delay_ms=0),
-    )
+    return member(name, log, clock, InMemoryCommitObjects(), InMemoryLeases())
 
 
 def _kinds(log: GatedLog, member_id: str) -> list[str]:
@@ -70,13 +53,13 @@ def test_member_and_source_create_one_lock_between_them() -> None:
 
 def test_close_on_another_thread_takes_over_once_the_join_has_stopped() -> None:
     clock, log = ManualClock(), GatedLog()
-    member = _member(log, clock)
+    m = _member(log, clock)
     log.gate.clear()  # the join's first step stops inside its fold
     started: list[object] = []
-    joining = _run(lambda: started.append(member.start()))
+    joining = _run(lambda: started.append(m.start()))
     assert log.waiting.wait(BLOCKED_S), "the join never reached the store"
 
-    closing = _run(member.close)
+    closing = _run(m.close)
     closing.join(0.5)
     # The join owns the member: close() waits for it instead of writing beside it.
     assert closing.is_alive()
@@ -95,17 +78,13 @@ def test_close_on_another_thread_takes_over_once_the_join_has_stopped() -> None:
 
 def test_two_threads_closing_at_once_write_one_leave_and_both_return_after_it() -> None:
     clock, log = ManualClock(), GatedLog()
-    member = _member(log, clock)
-    member.refresh_metadata()
-    for _ in range(50):
-        if member.poll().settled:
-            break
-        clock.advance(100)
-    assert member.holdings.held == {T0}
+    m = _member(log, clock)
+    settle([m], clock)
+    assert m.holdings.held == {T0, T1}
     log.gate.clear()  # the first close stops inside its first read of the log
-    first = _run(member.close)
+    first = _run(m.close)
     assert log.waiting.wait(BLOCKED_S)
-    second = _run(member.close)
+    second = _run(m.close)
     second.join(0.5)
     assert second.is_alive(), "the second close returned before the first had left"
     log.gate.set()
@@ -117,31 +96,27 @@ def test_two_threads_closing_at_once_write_one_leave_and_both_return_after_it() 
 
 def test_a_commit_sent_before_close_is_in_the_log_before_the_leave() -> None:
     clock, log = ManualClock(), GatedLog()
-    member = _member(log, clock)
-    member.refresh_metadata()
-    for _ in range(50):
-        if member.poll().settled:
-            break
-        clock.advance(100)
-    generation = member.holdings.generation
-    member.begin_batch({T0: 42}, batch_generation=generation)
-    member.commit({T0: 42}, batch_generation=generation, batch_member="a")
-    member.close()
+    m = _member(log, clock)
+    settle([m], clock)
+    generation = m.holdings.generation
+    m.begin_batch({T0: 42, T1: 7}, batch_generation=generation)
+    m.commit({T0: 42, T1: 7}, batch_generation=generation, batch_member="a")
+    m.close()
     mine = [r for r in log.records if r.member_id == "a"]
     kinds = [r.kind for r in mine]
     assert kinds[-1] == RecordKind.LEAVE
-    commits = [i for i, r in enumerate(mine) if r.kind == RecordKind.COMMIT]
-    assert commits and commits[-1] < len(mine) - 1
-    assert mine[commits[-1]].offset == 42
+    # Recorded for its commit object, written directly before the LEAVE (nothing folded it).
+    committed = {(r.topic, r.partition): r.offset for r in mine if r.kind == RecordKind.COMMIT}
+    assert committed == {T0: 42, T1: 7}
 
 
 def test_poll_is_refused_once_the_heartbeat_thread_steps_the_member() -> None:
     clock, log = ManualClock(), GatedLog()
-    member = _member(log, clock)
-    member.start()
+    m = _member(log, clock)
+    m.start()
     try:
         with pytest.raises(RuntimeError, match="current_holdings"):
-            member.poll()
-        assert member.current_holdings().member_id == "a"
+            m.poll()
+        assert m.current_holdings().member_id == "a"
     finally:
-        member.close()
+        m.close()
