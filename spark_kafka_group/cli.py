@@ -6,6 +6,7 @@
     kafka-group reset-offsets (--group G ... | --all-groups) (--topic T[:p,p] | --all-topics)
         (--to-earliest | --to-latest | --to-current | --to-offset N | --to-datetime ISO |
          --by-duration PnDTnHnMnS | --shift-by N | --from-file CSV) [--export] [--execute]
+    kafka-group delete-offsets --group G --topic T[:p,p] ... --bootstrap-server B
     kafka-group export-to-kafka --group G --kafka-group K --bootstrap-server B
     kafka-group import-from-kafka --group G --kafka-group K --bootstrap-server B
     kafka-group timeline --group G --out group.png
@@ -351,6 +352,64 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_delete_offsets(args: argparse.Namespace) -> int:
+    import re
+
+    from spark_kafka_group.admin import describe_existing_group
+    from spark_kafka_group.ops.delete_offsets import (
+        UNKNOWN_TOPIC_OR_PARTITION,
+        delete_offsets,
+        partitions_to_delete,
+    )
+    from spark_kafka_group.ops.kafka_views import delete_offsets_view
+    from spark_kafka_group.ops.reset import parse_topic_spec
+
+    storage = _storage_options(args)
+    specs = [parse_topic_spec(t) for t in args.topic]
+    info = describe_existing_group(args.store, args.group, storage_options=storage)
+    with _cluster(args) as cluster:  # the named topics' partitions, missing ones left out
+        on_cluster = cluster.topic_partitions(pattern="|".join(re.escape(s.topic) for s in specs))
+    partitions, unknown = partitions_to_delete(specs, on_cluster, info.committed)
+    result = delete_offsets(
+        args.store, args.group, partitions, unknown=unknown, storage_options=storage
+    )
+    statuses = {(tp.topic, tp.partition): status for tp, status in result.statuses.items()}
+    if args.json:
+        data = {
+            "group": args.group,
+            "store": args.store,
+            "partitions": [
+                {
+                    "topic": t,
+                    "partition": p if p >= 0 else None,
+                    "status": status,
+                    "deleted": (t, p) in result.deleted,
+                }
+                for (t, p), status in sorted(statuses.items())
+            ],
+            "deleted": len(result.deleted),
+            "refused": dict(result.refusals),
+        }
+        print(json.dumps(data, indent=2))
+    else:
+        print(delete_offsets_view(args.group, statuses))
+    for message in result.refusals.values():
+        print(f"kafka-group delete-offsets: error: {message}", file=sys.stderr)
+    missing = [tp for tp, status in result.statuses.items() if status == UNKNOWN_TOPIC_OR_PARTITION]
+    if missing:
+        names = ", ".join(
+            tp.topic if tp.partition < 0 else partition_name(tp.topic, tp.partition)
+            for tp in sorted(missing)
+        )
+        print(
+            f"kafka-group delete-offsets: error: {names}: not on the cluster, and group "
+            f"{args.group!r} has no committed offset there. Check --topic (kafka-group "
+            "describe lists the group's partitions).",
+            file=sys.stderr,
+        )
+    return EXIT_FAILED if result.failed else EXIT_OK
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from spark_kafka_group.admin import describe_existing_group
     from spark_kafka_group.kafka.consumer_group_offsets import commit_to_kafka_group
@@ -546,9 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Operate spark-kafka-group consumer groups (group logs in Delta tables) "
         "as kafka-consumer-groups operates Kafka's: the same option names, meanings and "
         "output columns.",
-        epilog="Not here, and why: --delete-offsets (the group log has no record that drops "
-        "one partition's committed offset: reset-offsets moves it, delete removes the whole "
-        "group); --list --type (every group is a classic-protocol group).",
+        epilog="Not here, and why: --list --type (every group is a classic-protocol group).",
     )
     parser.add_argument("--version", action="version", version=f"kafka-group {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -693,6 +750,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
     p.add_argument("--execute", action="store_true", help="apply the plan")
     p.set_defaults(func=cmd_reset_offsets)
+
+    p = sub.add_parser(
+        "delete-offsets",
+        help="drop a group's committed offsets of topics it no longer reads",
+        description="Delete the committed offsets of topics (or partitions) the group no "
+        "longer reads, as kafka-consumer-groups --delete-offsets does, so that their lag "
+        "leaves describe and the exporter. A topic that a live member subscribes to is refused "
+        "(GROUP_SUBSCRIBED_TO_TOPIC); in an Empty group every topic may go. Prints TOPIC "
+        "PARTITION STATUS; exits 1 if any partition was refused. Partitions: every partition "
+        "of the topic on the cluster, and any the group committed (a deleted topic's).",
+    )
+    common(p)
+    kafka(p, needed=True)
+    p.add_argument(
+        "--topic",
+        action="append",
+        required=True,
+        metavar="TOPIC[:P,P]",
+        help="topic, or topic:partitions (repeatable)",
+    )
+    p.set_defaults(func=cmd_delete_offsets)
 
     p = sub.add_parser("export-to-kafka", help="copy committed offsets to a Kafka consumer group")
     common(p)

@@ -27,6 +27,9 @@ class RecordKind(str, Enum):
     #: An accepted offset commit of one partition: topic, partition, offset, generation
     #: (member_id null and generation -1: an admin commit into an Empty group).
     COMMIT = "COMMIT"
+    #: An operator deleted the committed offset of one partition (OffsetDelete): topic,
+    #: partition; member_id null. No member subscribes to the topic (or holds the partition).
+    OFFSET_DELETE = "OFFSET_DELETE"
     #: Revocation ack: the member released partitions it was giving up. generation.
     REVOKE = "REVOKE"
     #: A member observed topic metadata that differs from the assignment snapshot.

@@ -120,6 +120,21 @@ class DeleteResponse:
 
 
 @dataclass(frozen=True)
+class OffsetDeleteResponse:
+    """OffsetDelete's answer: each partition's error (NONE: its committed offset is gone, or
+    it had none). ``refusals``: for each topic refused with GROUP_SUBSCRIBED_TO_TOPIC, the
+    message naming the group, the topic, the members reading it and the fix."""
+
+    error: GroupError
+    partition_errors: dict[TopicPartition, GroupError] = field(default_factory=dict)
+    refusals: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def deleted(self) -> frozenset[TopicPartition]:
+        return frozenset(tp for tp, e in self.partition_errors.items() if e is GroupError.NONE)
+
+
+@dataclass(frozen=True)
 class MemberView:
     """What one member should do next, as the fold sees it (for member loops)."""
 

@@ -317,6 +317,17 @@ class GroupMetadata:
             out |= m.subscription.resolve(snapshot)
         return frozenset(out)
 
+    def members_reading(self, topic: str) -> list[MemberMetadata]:
+        """Members that subscribe to ``topic`` or still hold a partition of it (a member whose
+        subscription just changed keeps its old partitions until the rebalance takes them):
+        while there are any, the group's offsets of ``topic`` are in use (OffsetDelete's
+        GROUP_SUBSCRIBED_TO_TOPIC)."""
+        return [
+            m
+            for m in self.members.values()
+            if m.subscription.matches(topic) or any(tp.topic == topic for tp in m.held)
+        ]
+
     def relevant_metadata(self, snapshot: Mapping[str, int]) -> dict[str, int]:
         topics = self.subscribed_topics(snapshot)
         return {t: int(snapshot[t]) for t in sorted(topics)}

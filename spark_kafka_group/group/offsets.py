@@ -18,9 +18,14 @@ Everything that writes a committed offset decides here, so each rule exists once
   batch started that partition below the committed offset (its reset by policy); a commit
   object folded into the log only moves an offset forward (its writer wrote a reset by policy
   directly); an operator's reset sets every offset it names (the group has no members then).
+* **Deleting offsets** (:func:`delete_offsets`, Kafka's OffsetDelete): an operator drops the
+  committed offsets of a topic the group no longer reads. Refused, per partition, with
+  GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes to the topic or still holds one of its
+  partitions; an Empty group has none, so it is always allowed there.
 * **The handlers** (:func:`commit_batch`, :func:`fold_commit_objects`, :func:`reset`,
-  :func:`listener_commit`): pure, as the coordinator's are: the folded group, the request and
-  the time in, records and a result out; they apply their records to ``work`` (a fork).
+  :func:`listener_commit`, :func:`delete_offsets`): pure, as the coordinator's are: the
+  folded group, the request and the time in, records and a result out; they apply their
+  records to ``work`` (a fork).
 
 Two offset types, for two different things: a committed offset is the group's
 :class:`~spark_kafka_group.group.metadata.OffsetAndMetadata` (with its commit's metadata,
@@ -39,9 +44,16 @@ from typing import TypeVar
 
 from spark_kafka_group.group.coordinator import GroupCoordinator
 from spark_kafka_group.group.errors import GroupError
-from spark_kafka_group.group.messages import CommitResponse
-from spark_kafka_group.group.metadata import GroupMetadata, OffsetAndMetadata, TopicPartition
+from spark_kafka_group.group.messages import CommitResponse, OffsetDeleteResponse
+from spark_kafka_group.group.metadata import (
+    GroupMetadata,
+    MemberMetadata,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+from spark_kafka_group.group.record_helpers import offset_delete_record
 from spark_kafka_group.group.records import GroupRecord
+from spark_kafka_group.group.state import GroupState
 
 V = TypeVar("V")
 
@@ -256,6 +268,60 @@ def reset(
     records, response = work.commit_offsets(None, -1, fresh, now_ms)
     work.apply_all(records)
     return records, response
+
+
+def delete_offsets(
+    work: GroupCoordinator, partitions: Iterable[TopicPartition], now_ms: int
+) -> tuple[list[GroupRecord], OffsetDeleteResponse]:
+    """An operator's OffsetDelete (Kafka's ``OffsetMetadataManager.deleteOffsets``): the
+    committed offsets of ``partitions`` go, one OFFSET_DELETE record each. A topic that a
+    member subscribes to, or still holds a partition of, is refused for all its partitions
+    named (GROUP_SUBSCRIBED_TO_TOPIC); so an Empty group is always allowed. A partition
+    without a committed offset is answered NONE and writes nothing, as Kafka's. A Dead group
+    is GROUP_ID_NOT_FOUND; a non-empty group of another protocol type than ``consumer`` is
+    NON_EMPTY_GROUP (Kafka's rule for groups whose subscriptions it cannot read). Applies its
+    records to ``work``."""
+    g = work.group
+    parts = sorted(set(partitions))
+    group_error = None
+    if g.state is GroupState.DEAD:
+        group_error = GroupError.GROUP_ID_NOT_FOUND
+    elif g.state is not GroupState.EMPTY and g.protocol_type not in (None, "consumer"):
+        group_error = GroupError.NON_EMPTY_GROUP
+    if group_error is not None:
+        return [], OffsetDeleteResponse(group_error, dict.fromkeys(parts, group_error))
+    refusals: dict[str, str] = {}
+    for topic in sorted({tp.topic for tp in parts}):
+        readers = g.members_reading(topic)
+        if readers:
+            refusals[topic] = subscribed_refusal(g.group_id, topic, readers)
+    errors: dict[TopicPartition, GroupError] = {}
+    records: list[GroupRecord] = []
+    for tp in parts:
+        if tp.topic in refusals:
+            errors[tp] = GroupError.GROUP_SUBSCRIBED_TO_TOPIC
+            continue
+        errors[tp] = GroupError.NONE
+        if tp in g.offsets:
+            records.append(offset_delete_record(now_ms=now_ms, partition=tp))
+    work.apply_all(records)
+    return records, OffsetDeleteResponse(GroupError.NONE, errors, refusals)
+
+
+def subscribed_refusal(group_id: str, topic: str, readers: Iterable[MemberMetadata]) -> str:
+    """Why the offsets of ``topic`` cannot be deleted: who reads it, and what to do."""
+    named = "; ".join(
+        m.member_id
+        + (f" (instance {m.instance_id})" if m.instance_id else "")
+        + (f" on {m.client_host}" if m.client_host else "")
+        for m in readers
+    )
+    return (
+        f"Group {group_id!r} still reads topic {topic!r}: its live member(s) {named} subscribe "
+        "to it or hold its partitions, so its committed offsets are in use "
+        "(GROUP_SUBSCRIBED_TO_TOPIC). Stop those queries, or restart them with a subscription "
+        f"(subscribe / subscribePattern) that leaves out {topic!r}, then delete its offsets."
+    )
 
 
 @dataclass(frozen=True)

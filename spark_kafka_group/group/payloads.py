@@ -294,6 +294,21 @@ class CommitPayload(RecordPayload):
 
 
 @dataclass(frozen=True)
+class OffsetDeletePayload(RecordPayload):
+    """An operator deleted one partition's committed offset (OffsetDelete; no payload: the
+    envelope's topic and partition name it, as a COMMIT's name what it commits)."""
+
+    KIND: ClassVar[RecordKind] = RecordKind.OFFSET_DELETE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> OffsetDeletePayload:
+        return cls()
+
+
+@dataclass(frozen=True)
 class RevokePayload(RecordPayload):
     """A member released partitions it was giving up. Envelope: member_id, generation."""
 
@@ -387,6 +402,7 @@ PAYLOAD_TYPES: Mapping[str, type[RecordPayload]] = {
         LeavePayload,
         ExpirePayload,
         CommitPayload,
+        OffsetDeletePayload,
         RevokePayload,
         MetadataPayload,
         RebalancePayload,

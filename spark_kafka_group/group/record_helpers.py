@@ -21,6 +21,7 @@ from spark_kafka_group.group.payloads import (
     JoinPayload,
     LeavePayload,
     MetadataPayload,
+    OffsetDeletePayload,
     RebalancePayload,
     RevokePayload,
     SnapshotPayload,
@@ -145,6 +146,17 @@ def commit_record(
         partition=partition.partition,
         offset=offset,
         payload=CommitPayload(metadata=metadata).to_dict(),
+    )
+
+
+def offset_delete_record(*, now_ms: int, partition: TopicPartition) -> GroupRecord:
+    """OFFSET_DELETE: an operator's deletion of ``partition``'s committed offset (no writer)."""
+    return GroupRecord(
+        kind=RecordKind.OFFSET_DELETE.value,
+        timestamp_ms=now_ms,
+        topic=partition.topic,
+        partition=partition.partition,
+        payload=OffsetDeletePayload().to_dict(),
     )
 
 

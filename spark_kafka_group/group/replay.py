@@ -331,6 +331,20 @@ def _apply_commit(group: GroupMetadata, record: GroupRecord) -> None:
     )
 
 
+def _apply_offset_delete(group: GroupMetadata, record: GroupRecord) -> None:
+    if record.topic is None or record.partition is None:
+        raise GroupProtocolBug("OFFSET_DELETE record without topic and partition")
+    tp = TopicPartition(record.topic, int(record.partition))
+    readers = group.members_reading(tp.topic)
+    if readers:
+        raise GroupProtocolBug(
+            f"OFFSET_DELETE of {tp} while members {sorted(m.member_id for m in readers)} "
+            f"read topic {tp.topic!r}"
+        )
+    # Absent already: nothing to remove (Kafka's tombstone of an absent offset is a no-op).
+    group.offsets.pop(tp, None)
+
+
 def _apply_revoke(group: GroupMetadata, record: GroupRecord) -> None:
     m = _require_member(group, record)
     p = RevokePayload.of(record)
@@ -376,6 +390,7 @@ _APPLY = {
     RecordKind.LEAVE.value: _apply_leave,
     RecordKind.EXPIRE.value: _apply_expire,
     RecordKind.COMMIT.value: _apply_commit,
+    RecordKind.OFFSET_DELETE.value: _apply_offset_delete,
     RecordKind.REVOKE.value: _apply_revoke,
     RecordKind.METADATA.value: _apply_metadata,
     RecordKind.REBALANCE.value: _apply_rebalance,

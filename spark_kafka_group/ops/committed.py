@@ -2,7 +2,8 @@
 
 The log is append-only and holds only accepted records (every append is decided on the folded
 state and lands by compare-and-swap), so a partition's committed offset is its newest COMMIT
-row since the group was last deleted. The same query runs in Spark SQL where Delta is
+row since the group was last deleted, unless an OFFSET_DELETE row of the partition
+(``kafka-group delete-offsets``) came after it. The same query runs in Spark SQL where Delta is
 available (``FROM delta.`<group log path>```) and locally inside delta-rs
 (:func:`committed_offsets_table`); ``docs/offsets.md`` shows both. Commits that members have
 recorded but the group has not folded into the log yet (at most about a second old) are not
@@ -22,11 +23,11 @@ FROM (
   SELECT *, ROW_NUMBER() OVER (
     PARTITION BY topic, "partition" ORDER BY log_version DESC, seq DESC) AS newest
   FROM group_log
-  WHERE kind = 'COMMIT'
+  WHERE kind IN ('COMMIT', 'OFFSET_DELETE')
     AND log_version > (SELECT COALESCE(MAX(log_version), -1) FROM group_log
                        WHERE kind = 'DELETE')
 ) AS commits
-WHERE newest = 1
+WHERE newest = 1 AND kind = 'COMMIT'
 ORDER BY topic, "partition"
 """
 

@@ -8,7 +8,7 @@ version), since a group log has no coordinator broker.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from spark_kafka_group.group import GroupDescription
 from spark_kafka_group.ops.lag import GroupLag, PartitionLag
@@ -134,4 +134,47 @@ def reset_view(plans: dict[str, dict[tuple[str, int], int]]) -> str:
     for group, plan in plans.items():
         for (topic, partition), offset in sorted(plan.items()):
             lines.append(fmt % (group, topic, partition, offset))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+#: The STATUS Kafka prints for each partition-level error of --delete-offsets (the exception
+#: its admin client raises: class and message).
+_DELETE_OFFSETS_ERRORS = {
+    "GROUP_SUBSCRIBED_TO_TOPIC": "org.apache.kafka.common.errors.GroupSubscribedToTopicException: "
+    "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed "
+    "to it.",
+    "UNKNOWN_TOPIC_OR_PARTITION": "org.apache.kafka.common.errors."
+    "UnknownTopicOrPartitionException: This server does not host this topic-partition.",
+    "GROUP_ID_NOT_FOUND": "org.apache.kafka.common.errors.GroupIdNotFoundException: The group "
+    "id does not exist.",
+    "NON_EMPTY_GROUP": "org.apache.kafka.common.errors.GroupNotEmptyException: The group is "
+    "not empty.",
+}
+
+
+def delete_offsets_view(group_id: str, statuses: Mapping[tuple[str, int], str]) -> str:
+    """``--delete-offsets``: Kafka's verdict line, then TOPIC PARTITION STATUS, one row per
+    partition (``Successful`` or ``Error: <exception>: <message>``; ``-`` for the partition
+    of a whole unknown topic), in Kafka's order (topic and partition as one string). The
+    verdict is an error when a partition the request named was refused; a topic unknown as a
+    whole was never asked about (Kafka's tool finds it out first)."""
+    asked_failed = any(
+        status != "NONE" and partition >= 0 for (_, partition), status in statuses.items()
+    )
+    if asked_failed:
+        lines = ["", "Error: Encountered some partition-level error, see the follow-up details."]
+    else:
+        lines = [f"Request succeeded for deleting offsets from group {group_id}."]
+    width = max([15, *(len(topic) for topic, _ in statuses)])
+    fmt = _left(width) + " %-10s %-15s"
+    lines += ["", fmt % ("TOPIC", "PARTITION", "STATUS")]
+    for (topic, partition), status in sorted(
+        statuses.items(), key=lambda kv: f"{kv[0][0]}{kv[0][1]}"
+    ):
+        shown = (
+            "Successful"
+            if status == "NONE"
+            else "Error: " + _DELETE_OFFSETS_ERRORS.get(status, status)
+        )
+        lines.append(fmt % (topic, partition if partition >= 0 else MISSING, shown))
     return "\n".join(line.rstrip() for line in lines)

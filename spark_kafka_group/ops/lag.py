@@ -87,10 +87,13 @@ def owners_of(group: GroupDescription) -> dict[TopicPartition, tuple[str, str]]:
 
 def partitions_of(group: GroupDescription) -> list[TopicPartition]:
     """The partitions ``describe`` lists: committed, owned, or of the topics in the leader's
-    last assignment snapshot."""
+    last assignment snapshot. A group without members reads no topic: there the snapshot
+    adds only topics it still has committed offsets of (not one whose offsets were deleted)."""
     partitions: set[TopicPartition] = set(group.offsets) | set(owners_of(group))
+    committed_topics = {tp.topic for tp in group.offsets}
     for topic, count in (group.assignment_snapshot or {}).items():
-        partitions.update(TopicPartition(topic, p) for p in range(count))
+        if group.members or topic in committed_topics:
+            partitions.update(TopicPartition(topic, p) for p in range(count))
     return sorted(partitions)
 
 

@@ -12,6 +12,7 @@ from spark_kafka_group.admin import describe_group, reset_offsets
 from spark_kafka_group.group import TopicPartition
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.ops.committed import committed_offsets_table
+from spark_kafka_group.ops.delete_offsets import delete_offsets
 from spark_kafka_group.store import group_log_uri
 from spark_kafka_group.testing.simulation import member_settings
 
@@ -50,3 +51,17 @@ def test_the_query_gives_the_newest_commit_of_each_partition(tmp_path: Path) -> 
         assert described == ends
     finally:
         member.close()
+
+
+def test_the_query_leaves_out_partitions_whose_offsets_were_deleted(tmp_path: Path) -> None:
+    """An OFFSET_DELETE row hides the partition's older COMMIT rows; a newer COMMIT shows it
+    again (``kafka-group delete-offsets``, then a reset)."""
+    store = str(tmp_path)
+    t0, u0, u1 = TopicPartition("t", 0), TopicPartition("u", 0), TopicPartition("u", 1)
+    reset_offsets(store, "g", {t0: 5, u0: 7, u1: 8}, execute=True)
+    deletion = delete_offsets(store, "g", [u0, u1, TopicPartition("u", 2)])
+    assert deletion.deleted == {u0, u1} and not deletion.failed
+    assert _rows(store, "g") == {t0: (5, None)}
+    assert describe_group(store, "g").committed == {t0: 5}
+    reset_offsets(store, "g", {u1: 3}, execute=True)
+    assert _rows(store, "g") == {t0: (5, None), u1: (3, None)}

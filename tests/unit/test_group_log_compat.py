@@ -41,6 +41,10 @@ from spark_kafka_group.group.payloads import (
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "group_log_v1.jsonl"
+#: Kinds added after the fixture was written, so not in it. Each one is new: no record of it
+#: was ever written in another form, and its payload round trip is tested by its own tests
+#: (OFFSET_DELETE, ``kafka-group delete-offsets``: tests/unit/test_offset_delete.py).
+KINDS_ADDED_SINCE = {RecordKind.OFFSET_DELETE.value}
 #: Records up to the LEAVE, up to the DELETE.
 STABLE_END, EMPTY_END = 45, 48
 
@@ -120,8 +124,10 @@ def test_an_old_log_replays_from_its_snapshot_to_the_same_state() -> None:
     assert replay(records[start:], "orders") == replay(records, "orders")
 
 
-def test_the_old_log_has_every_record_kind() -> None:
-    assert {r.kind for r in fixture_records()} == {k.value for k in RecordKind}
+def test_the_old_log_has_every_record_kind_but_those_added_since() -> None:
+    kinds = {k.value for k in RecordKind}
+    assert kinds >= KINDS_ADDED_SINCE
+    assert {r.kind for r in fixture_records()} == kinds - KINDS_ADDED_SINCE
 
 
 def test_every_record_kind_has_one_payload_type() -> None:
