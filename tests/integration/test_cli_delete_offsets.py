@@ -152,10 +152,11 @@ def test_delete_offsets_prints_what_kafka_consumer_groups_prints(
 def test_a_topic_the_group_stopped_reading_leaves_describe_and_the_exporter(
     spark, bootstrap_servers: str, group_store: str, tmp_path: Path
 ) -> None:
-    """Two queries of one group read two topics; the one reading ``legacy`` stops for good.
-    Its topic's offsets stay, with a lag that grows; delete-offsets is refused while the query
-    runs, and afterwards drops them from describe, the exporter and the committed-offsets
-    query, while the other query goes on reading ``orders``."""
+    """Two queries of one group read two topics; the one reading ``legacy`` is replaced by a
+    query reading ``orders`` (the subscription changed). The legacy offsets stay, with a lag
+    that grows; delete-offsets is refused while a query reads the topic, and afterwards drops
+    them from describe, the exporter and the committed-offsets query, while the group goes on
+    reading ``orders``."""
     from tests.streaming import Collected, source_options, start_query, stop_between_batches
 
     orders, legacy = _name("orders"), _name("legacy")
@@ -206,14 +207,29 @@ def test_a_topic_the_group_stopped_reading_leaves_describe_and_the_exporter(
             assert part in refused.err, part
         assert {r["topic"] for r in described()["partitions"]} == {orders, legacy}
 
+        # The legacy query is replaced by one reading orders (its subscription changed).
         stop_between_batches(queries.pop(legacy))
+        queries["orders-2"] = start_query(
+            spark,
+            source_options(bootstrap_servers, orders, group, group_store),
+            str(tmp_path / "orders-2"),
+            Collected(),
+            available_now=False,
+        )
         produce_sample(bootstrap_servers, legacy, partitions=2, per_partition=7, start=10)
 
-        def only_orders_member() -> bool:
-            ids = [m["member_id"] for m in described()["members"]]
-            return len(ids) == 1 and legacy_member not in ids
+        def two_orders_members() -> bool:
+            group_now = described()
+            members = group_now["members"]
+            return (
+                group_now["state"] == "Stable"
+                and len(members) == 2
+                and legacy_member not in {m["member_id"] for m in members}
+                and sorted(a for m in members for a in m["assigned"])
+                == [f"{orders}-0", f"{orders}-1"]
+            )
 
-        wait_until(only_orders_member, 60, "the stopped query's member to leave")
+        wait_until(two_orders_members, 90, "the group to be two members reading orders")
         stale = {
             labels: value
             for (name, labels), value in _scrape(group_store, group, bootstrap_servers).items()
@@ -227,7 +243,7 @@ def test_a_topic_the_group_stopped_reading_leaves_describe_and_the_exporter(
 
         after = described()
         assert {r["topic"] for r in after["partitions"]} == {orders}
-        assert after["state"] == "Stable" and len(after["members"]) == 1
+        assert after["state"] == "Stable" and len(after["members"]) == 2
         text = run_cli("describe", *cli)
         assert legacy not in text.out and orders in text.out
         samples = _scrape(group_store, group, bootstrap_servers)
