@@ -88,6 +88,7 @@ def kafka_group_offsets(
         ]
 
     try:
+        _await_coordinator(cluster, group)
         result = _group_request(cluster, "OffsetFetch", send)
     except KafkaException as exc:
         if error_code(exc) in _UNSUPPORTED and wanted is not None:
@@ -151,6 +152,25 @@ def _partition_errors(result: Any) -> list[tuple[TopicPartition, int, str]]:
         for tp in getattr(result, "topic_partitions", None) or []
         if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
     ]
+
+
+def _await_coordinator(cluster: KafkaCluster, group: str) -> None:
+    """Wait until the group's coordinator answers (DescribeGroups, sent again while it is
+    loading or moving). librdkafka's AdminClient crashes the whole process when the
+    OffsetFetch of ``list_consumer_group_offsets`` is answered NOT_COORDINATOR (it hands the
+    retry to a consumer-group handle an AdminClient does not have: librdkafka issue 5040,
+    confluent-kafka-python issue 1982), which happens on a cluster still creating
+    ``__consumer_offsets`` and while a coordinator moves. Asked after this, the coordinator
+    is the one that just answered."""
+
+    def send(timeout_s: float) -> list[Future[Any]]:
+        return [cluster.admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]]
+
+    try:
+        _group_request(cluster, "DescribeGroups", send)
+    except KafkaException as exc:
+        if error_code(exc) != KafkaError.GROUP_ID_NOT_FOUND:  # an answer of the coordinator
+            raise
 
 
 def _group_request(

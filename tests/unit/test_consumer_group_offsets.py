@@ -95,6 +95,13 @@ class _ScriptedAdmin:
     def list_consumer_group_offsets(self, requests: list[Any], **kwargs: Any) -> dict[str, Any]:
         return self._answer("OffsetFetch", requests[0].group_id, requests[0].topic_partitions)
 
+    def describe_consumer_groups(self, group_ids: list[str], **kwargs: Any) -> dict[str, Any]:
+        """The coordinator answers (asked before every OffsetFetch, see _await_coordinator)."""
+        self.sent.append("DescribeGroups")
+        future: Future[Any] = Future()
+        future.set_result(SimpleNamespace(group_id=group_ids[0], members=[]))
+        return {group_ids[0]: future}
+
 
 @pytest.fixture
 def admin(monkeypatch: pytest.MonkeyPatch) -> type[_ScriptedAdmin]:
@@ -124,6 +131,9 @@ def test_a_commit_is_sent_again_while_the_coordinator_loads(admin: type[_Scripte
 
     kafka.answers = [KafkaError.COORDINATOR_NOT_AVAILABLE, {TP0: LOAD}, {}]
     assert kafka_group_offsets(cluster, "legacy", [TP0, TP1]) == {TP0: 5, TP1: 6}
+    # The coordinator answers DescribeGroups first: librdkafka's AdminClient would crash the
+    # process on an OffsetFetch answered NOT_COORDINATOR.
+    assert kafka.sent[3:] == ["DescribeGroups"] + ["OffsetFetch"] * 3
 
 
 def test_a_coordinator_that_never_loads_ends_with_the_group_named(
