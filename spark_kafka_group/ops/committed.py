@@ -16,18 +16,21 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-#: The query, over the group log registered as ``group_log``.
-COMMITTED_OFFSETS_SQL = """
+from spark_kafka_group.group.kinds import RecordKind
+
+#: The query, over the group log registered as ``group_log`` (the record kinds spelled as the
+#: log stores them).
+COMMITTED_OFFSETS_SQL = f"""
 SELECT topic, "partition", "offset", member_id, generation, timestamp_ms
 FROM (
   SELECT *, ROW_NUMBER() OVER (
     PARTITION BY topic, "partition" ORDER BY log_version DESC, seq DESC) AS newest
   FROM group_log
-  WHERE kind IN ('COMMIT', 'OFFSET_DELETE')
+  WHERE kind IN ('{RecordKind.COMMIT.value}', '{RecordKind.OFFSET_DELETE.value}')
     AND log_version > (SELECT COALESCE(MAX(log_version), -1) FROM group_log
-                       WHERE kind = 'DELETE')
+                       WHERE kind = '{RecordKind.DELETE.value}')
 ) AS commits
-WHERE newest = 1 AND kind = 'COMMIT'
+WHERE newest = 1 AND kind = '{RecordKind.COMMIT.value}'
 ORDER BY topic, "partition"
 """
 
