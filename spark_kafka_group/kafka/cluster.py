@@ -328,11 +328,13 @@ class KafkaCluster:
 
     def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Log start offset of each partition."""
-        return {tp: off for tp, (off, _) in self._list_offsets(tps, OffsetSpec.earliest()).items()}
+        earliest = self._list_offsets(tps, OffsetSpec.earliest(), positions=True)
+        return {tp: off for tp, (off, _) in earliest.items()}
 
     def latest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """High watermark (read_uncommitted) or last stable offset (read_committed)."""
-        return {tp: off for tp, (off, _) in self._list_offsets(tps, OffsetSpec.latest()).items()}
+        latest = self._list_offsets(tps, OffsetSpec.latest(), positions=True)
+        return {tp: off for tp, (off, _) in latest.items()}
 
     def earliest_and_latest_offsets(
         self, tps: Iterable[TopicPartition]
@@ -340,7 +342,7 @@ class KafkaCluster:
         """:meth:`earliest_offsets` and :meth:`latest_offsets` in one round trip: both
         requests are in flight at once (a trigger asks for both)."""
         earliest, latest = self._list_offsets_many(
-            tps, (OffsetSpec.earliest(), OffsetSpec.latest())
+            tps, (OffsetSpec.earliest(), OffsetSpec.latest()), positions=True
         )
         return (
             {tp: off for tp, (off, _) in earliest.items()},
@@ -359,14 +361,16 @@ class KafkaCluster:
         return {tp: (None if off < 0 else off) for tp, (off, _) in result.items()}
 
     def _list_offsets(
-        self, tps: Iterable[TopicPartition], spec: OffsetSpec
+        self, tps: Iterable[TopicPartition], spec: OffsetSpec, *, positions: bool = False
     ) -> dict[TopicPartition, tuple[int, int]]:
-        return self._list_offsets_many(tps, (spec,))[0]
+        return self._list_offsets_many(tps, (spec,), positions=positions)[0]
 
     def _list_offsets_many(
-        self, tps: Iterable[TopicPartition], specs: Sequence[OffsetSpec]
+        self, tps: Iterable[TopicPartition], specs: Sequence[OffsetSpec], *, positions: bool = False
     ) -> list[dict[TopicPartition, tuple[int, int]]]:
-        """One ListOffsets request per spec, all in flight at once; an answer per spec."""
+        """One ListOffsets request per spec, all in flight at once; an answer per spec.
+        ``positions``: every answer must be an offset (earliest, latest), so an answer without
+        one is sent again, as a leadership error is."""
         wanted = list(dict.fromkeys(TopicPartition(str(t), int(p)) for t, p in tps))
         if not wanted:
             return [{} for _ in specs]
@@ -381,7 +385,7 @@ class KafkaCluster:
                     request_timeout=timeout_s,
                 )
                 futures.extend(answers[KafkaTopicPartition(t, p)] for t, p in wanted)
-            return futures
+            return [_offset_required(f) for f in futures] if positions else futures
 
         def on_error(exc: BaseException, code: int) -> None:
             if code in _TOPIC_MISSING_CODES or code == KafkaError._NOENT:
@@ -482,6 +486,33 @@ class KafkaCluster:
                 f"{self.bootstrap_servers!r}: the topic has {counts[t]} partition(s). "
                 "Was the topic deleted and re-created with fewer partitions?"
             )
+
+
+def _offset_required(answer: Future[Any]) -> Future[Any]:
+    """``answer``, or LEADER_NOT_AVAILABLE if it holds no offset. Asked for the earliest or
+    latest offset, librdkafka can answer offset -1001 (none) without an error: seen on
+    Apache Kafka's KRaft broker just after it was fenced (a 10 s pause). Used as a position,
+    that would be an offset out of range."""
+    checked: Future[Any] = Future()
+
+    def done(source: Future[Any]) -> None:
+        if source.cancelled():
+            checked.cancel()
+            return
+        error = source.exception()
+        if error is not None:
+            checked.set_exception(error)
+        elif int(source.result().offset) < 0:
+            checked.set_exception(
+                KafkaException(
+                    KafkaError(KafkaError.LEADER_NOT_AVAILABLE, "ListOffsets answered no offset")
+                )
+            )
+        else:
+            checked.set_result(source.result())
+
+    answer.add_done_callback(done)
+    return checked
 
 
 def _result(fut: Future[Any]) -> Any:

@@ -167,7 +167,8 @@ def _await_coordinator(cluster: KafkaCluster, group: str) -> None:
         return [cluster.admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]]
 
     try:
-        _group_request(cluster, "DescribeGroups", send)
+        # Named as the request it prepares: a user reads "OffsetFetch: 2 attempt(s)".
+        _group_request(cluster, "OffsetFetch", send)
     except KafkaException as exc:
         if error_code(exc) != KafkaError.GROUP_ID_NOT_FOUND:  # an answer of the coordinator
             raise

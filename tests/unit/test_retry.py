@@ -7,6 +7,7 @@ import math
 import random
 import time
 from concurrent.futures import Future
+from types import SimpleNamespace
 from typing import Any, ClassVar, cast
 
 import pytest
@@ -217,6 +218,10 @@ class _FakeAdmin:
         self.sent.append("OffsetFetch")
         return {requests[0].group_id: self._failed()}
 
+    def describe_consumer_groups(self, group_ids: list[str], **kwargs: Any) -> dict[str, Any]:
+        self.sent.append("DescribeGroups")
+        return {group_ids[0]: self._failed()}
+
     def alter_consumer_group_offsets(self, requests: list[Any], **kwargs: Any) -> dict[str, Any]:
         self.sent.append("OffsetCommit")
         return {requests[0].group_id: self._failed()}
@@ -287,3 +292,29 @@ def test_kafka_error_text_and_code() -> None:
     assert error_text(exc) == "connection reset" and error_code(exc) == KafkaError._TRANSPORT
     assert error_text(ValueError("bad")) == "bad" and error_code(ValueError("bad")) is None
     assert error_text(TimeoutError()) == "TimeoutError"
+
+
+def test_an_earliest_or_latest_answer_without_an_offset_is_sent_again(
+    fake_admin: type[_FakeAdmin], no_real_sleep: None
+) -> None:
+    # A KRaft broker just fenced (a pause) answered ListOffsets with offset -1001 and no
+    # error: the trigger took it for the partition's bounds and failed the query.
+    clock = ManualClock()
+    cluster = KafkaCluster("broker-a:9092", clock=clock)
+    admin = fake_admin.instances[0]
+    offsets = iter([-1001, -1001, 0, 42])  # earliest and latest, twice
+
+    def list_offsets(request: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
+        admin.sent.append("ListOffsets")
+        answers: dict[Any, Future[Any]] = {}
+        for tp in request:
+            future: Future[Any] = Future()
+            future.set_result(SimpleNamespace(offset=next(offsets), timestamp=-1))
+            answers[tp] = future
+        return answers
+
+    admin.list_offsets = list_offsets  # type: ignore[method-assign]
+    tp = TopicPartition("orders", 0)
+    assert cluster.earliest_and_latest_offsets([tp]) == ({tp: 0}, {tp: 42})
+    assert admin.sent == ["ListOffsets"] * 4
+    assert 0 < clock.monotonic_ms() < 1000  # one short pause, on the injected clock
