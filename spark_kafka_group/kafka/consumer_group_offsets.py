@@ -158,8 +158,8 @@ def _await_coordinator(cluster: KafkaCluster, group: str) -> None:
     """Wait until the group's coordinator answers (DescribeGroups, sent again while it is
     loading or moving). librdkafka's AdminClient crashes the whole process when the
     OffsetFetch of ``list_consumer_group_offsets`` is answered NOT_COORDINATOR (it hands the
-    retry to a consumer-group handle an AdminClient does not have: librdkafka issue 5040,
-    confluent-kafka-python issue 1982), which happens on a cluster still creating
+    retry to a consumer-group handle an AdminClient does not have, a known librdkafka bug in
+    every release up to 2.16), which happens on a cluster still creating
     ``__consumer_offsets`` and while a coordinator moves. Asked after this, the coordinator
     is the one that just answered."""
 
