@@ -85,6 +85,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "kafkaConsumer.pollTimeoutMs",
             "fetchOffset.numRetries",
             "fetchOffset.retryIntervalMs",
+            "kafka.default.api.timeout.ms",
         ),
     ),
     ("Lag tools", "", ("commitToKafka",)),

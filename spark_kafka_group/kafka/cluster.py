@@ -5,11 +5,15 @@ group's committed offsets.
 One :class:`KafkaCluster` per stream reader (or CLI command), used as a context manager: one
 confluent-kafka AdminClient, one error tracker, one retry policy. Every failure is one of our
 exceptions with the servers, the names and the numbers in it; never a bare librdkafka error. A
-request that gets no answer is retried as Spark's Kafka source does it: up to
-``fetchOffset.numRetries`` attempts, ``fetchOffset.retryIntervalMs`` apart
-(:class:`~spark_kafka_group.kafka.config.OffsetFetchRetry`); one attempt lasts at most
-:data:`ATTEMPT_TIMEOUT_S`, and ends after :data:`UNREACHABLE_FAST_FAIL_S` when no server was
-ever reached. Every pause and every deadline is on the injected clock
+request that gets no answer is retried as Spark's Kafka source does it on the Java client: up
+to ``fetchOffset.numRetries`` attempts, ``fetchOffset.retryIntervalMs`` apart, each lasting at
+most ``kafka.default.api.timeout.ms``
+(:class:`~spark_kafka_group.kafka.config.OffsetFetchRetry`). Within an attempt, a request that
+is not answered within :data:`SEND_TIMEOUT_S`, or answered with a leadership error, is sent
+again after a metadata refresh, which is how it finds a partition's new leader after a broker
+dies (librdkafka's admin requests go by its cached metadata, which a dead leader's refused
+connections never refresh). An attempt ends after :data:`UNREACHABLE_FAST_FAIL_S` when no
+server was ever reached. Every pause and every deadline is on the injected clock
 (:mod:`spark_kafka_group.retry`); only the waits for the broker's answers are real. Tansu (the
 embedded test broker) answers ListOffsets(latest) with the last record batch's base offset + 1
 and ListOffsets by timestamp unreliably (docs/contributing.md, "Test environment facts").
@@ -58,13 +62,15 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-#: One attempt at a request waits at most this long for an answer.
-ATTEMPT_TIMEOUT_S = 10.0
-
 #: End an attempt early when librdkafka reports every bootstrap server down for this long and
 #: the cluster has never answered (connection refused, unknown host): no point waiting
-#: :data:`ATTEMPT_TIMEOUT_S`.
+#: a whole attempt.
 UNREACHABLE_FAST_FAIL_S = 3.0
+
+#: One send of a request waits at most this long for its answer before the metadata is
+#: refreshed and the request sent again: a request queued for a leader that died gets no
+#: answer at all, and librdkafka's cached metadata keeps naming that leader until refreshed.
+SEND_TIMEOUT_S = 2.0
 
 #: Within one attempt, the pause before sending a request again that failed for want of a
 #: connection or a partition leader (0.1 s, 0.2 s, ... 1 s, never past the attempt's end).
@@ -114,7 +120,7 @@ class KafkaCluster:
         *,
         client_conf: Mapping[str, str] | None = None,
         retry: OffsetFetchRetry = OffsetFetchRetry(),  # noqa: B008 (frozen, so shared safely)
-        attempt_timeout_s: float = ATTEMPT_TIMEOUT_S,
+        attempt_timeout_s: float | None = None,
         clock: Clock | None = None,
     ) -> None:
         if not bootstrap_servers or not str(bootstrap_servers).strip():
@@ -125,7 +131,9 @@ class KafkaCluster:
         self.bootstrap_servers = str(bootstrap_servers)
         self.client_conf = dict(client_conf or {})
         self.retry = retry
-        self.attempt_timeout_s = float(attempt_timeout_s)
+        self.attempt_timeout_s = (
+            retry.api_timeout_ms / 1000 if attempt_timeout_s is None else float(attempt_timeout_s)
+        )
         self.clock: Clock = clock or SystemClock()
         self._errors = ErrorTracker()
         conf = client_config(self.bootstrap_servers, self.client_conf, for_admin=True)
@@ -237,9 +245,11 @@ class KafkaCluster:
         elapsed = round(self._now_s() - first_start, 1)
         raise BrokerUnavailableError(
             unreachable_message(self.bootstrap_servers, elapsed, reason)
-            + f" {what}: {number} attempt(s) (fetchOffset.numRetries="
-            f"{retry.num_retries}, fetchOffset.retryIntervalMs={retry.retry_interval_ms}); "
-            "raise them to wait longer for a cluster that is briefly unavailable."
+            + f" {what}: {number} attempt(s) of up to {self.attempt_timeout_s:g}s "
+            f"(fetchOffset.numRetries={retry.num_retries}, fetchOffset.retryIntervalMs="
+            f"{retry.retry_interval_ms}, kafka.default.api.timeout.ms="
+            f"{round(self.attempt_timeout_s * 1000)}); raise them to wait longer for a cluster "
+            "that is briefly unavailable."
         )
 
     def _end_attempt_if_unreachable(self, start: float, deadline: float, last: str = "") -> None:
@@ -398,7 +408,8 @@ class KafkaCluster:
                 f"{self.bootstrap_servers!r}: {error_text(exc)}"
             ) from None
 
-        infos = self.request("ListOffsets", send, on_error=on_error)
+        topics = sorted({t for t, _ in wanted})
+        infos = self.request("ListOffsets", send, on_error=on_error, refresh_topics=topics)
         return [
             {
                 tp: (int(info.offset), int(info.timestamp))
@@ -415,6 +426,7 @@ class KafkaCluster:
         send: Callable[[float], Sequence[Future[Any]]],
         *,
         on_error: OnError | None = None,
+        refresh_topics: Sequence[str] = (),
     ) -> list[Any]:
         """Send a request and wait for every answer, under the client's one policy.
 
@@ -427,7 +439,7 @@ class KafkaCluster:
         """
 
         def attempt(start: float, deadline: float) -> list[Any]:
-            return self._request_attempt(send, on_error, start, deadline)
+            return self._request_attempt(send, on_error, refresh_topics, start, deadline)
 
         return self._with_retries(what, attempt)
 
@@ -435,14 +447,16 @@ class KafkaCluster:
         self,
         send: Callable[[float], Sequence[Future[Any]]],
         on_error: OnError | None,
+        refresh_topics: Sequence[str],
         start: float,
         deadline: float,
     ) -> list[Any]:
         failures = 0
         while True:
             try:
-                futures = list(send(max(1.0, deadline - self._now_s())))
-                self._await(futures, start, deadline)
+                send_deadline = min(deadline, self._now_s() + SEND_TIMEOUT_S)
+                futures = list(send(max(1.0, send_deadline - self._now_s())))
+                self._await(futures, start, deadline, until=send_deadline)
                 results = [_result(fut) for fut in futures]
             except (KafkaException, FutureTimeoutError) as exc:
                 code = error_code(exc)
@@ -453,6 +467,7 @@ class KafkaCluster:
                     on_error(exc, code)
                 self.admin.poll(0)  # serve error_cb
                 self._end_attempt_if_unreachable(start, deadline, error_text(exc))
+                self._refresh_metadata(refresh_topics, deadline)
                 failures += 1
                 pause = RESEND_BACKOFF.delay_s(failures)
                 self.clock.sleep(min(pause, max(0.0, deadline - self._now_s())))
@@ -461,11 +476,25 @@ class KafkaCluster:
             self._errors.connected()
             return results
 
-    def _await(self, futures: list[Future[Any]], start: float, deadline: float) -> None:
-        """Wait for ``futures`` in short slices, ending the attempt early (like metadata) when
-        every server is down and the cluster never answered."""
-        while True:
+    def _refresh_metadata(self, topics: Sequence[str], deadline: float) -> None:
+        """Ask a live node for ``topics``' metadata, which replaces librdkafka's cached
+        leaders (as Kafka's clients do after a disconnect or NOT_LEADER_OR_FOLLOWER)."""
+        for topic in topics:
             remaining = deadline - self._now_s()
+            if remaining <= 0:
+                return
+            try:
+                self.admin.list_topics(topic, timeout=max(0.05, min(remaining, 1.0)))
+            except KafkaException:
+                return  # no node answered: the next send finds out again
+
+    def _await(
+        self, futures: list[Future[Any]], start: float, deadline: float, *, until: float
+    ) -> None:
+        """Wait for ``futures`` until ``until`` in short slices, ending the attempt early (like
+        metadata) when every server is down and the cluster never answered."""
+        while True:
+            remaining = until - self._now_s()
             _, pending = wait_futures(futures, timeout=max(0.05, min(remaining, 1.0)))
             if not pending or remaining <= 0:
                 return

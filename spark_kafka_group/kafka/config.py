@@ -160,13 +160,18 @@ class ErrorTracker:
 
 @dataclass(frozen=True)
 class OffsetFetchRetry:
-    """How the driver retries a Kafka metadata or ListOffsets call (Spark's
-    ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``)."""
+    """The driver's budget for one Kafka request (metadata, ListOffsets, a Kafka group's
+    offsets), as Spark's Kafka source has it on the Java client: up to ``num_retries``
+    attempts (``fetchOffset.numRetries``), ``retry_interval_ms`` apart
+    (``fetchOffset.retryIntervalMs``), each of which sends the request again, refreshing the
+    metadata, for up to ``api_timeout_ms`` (``kafka.default.api.timeout.ms``)."""
 
     #: Attempts in all (Spark counts the first one too).
     num_retries: int = 3
     #: Pause between two attempts.
     retry_interval_ms: int = 1000
+    #: How long one attempt keeps sending the request (the Java client's default).
+    api_timeout_ms: int = 60_000
 
     @property
     def backoff(self) -> Backoff:

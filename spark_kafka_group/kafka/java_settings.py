@@ -61,9 +61,6 @@ _CONSUMER_NO_EQUIVALENT: dict[str, str] = {
     "max.poll.records": "this source reads each micro-batch's offset ranges whole, so a "
     "record count per poll has no role; bound a micro-batch with the option "
     "maxOffsetsPerTrigger and a Spark task with maxRecordsPerPartition",
-    "default.api.timeout.ms": "the driver's Kafka calls are bounded by the options "
-    "fetchOffset.numRetries and fetchOffset.retryIntervalMs, the executors' fetches by "
-    "kafkaConsumer.pollTimeoutMs",
     "exclude.internal.topics": "give subscribePattern a regex that does not match the "
     "internal topics (names starting with '__')",
     "internal.leave.group.on.close": "a member leaves its group when its query stops; remove it",

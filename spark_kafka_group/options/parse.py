@@ -85,6 +85,7 @@ def parse_options(
         fetch_offset_retry=OffsetFetchRetry(
             num_retries=values["fetchOffset.numRetries"],
             retry_interval_ms=values["fetchOffset.retryIntervalMs"],
+            api_timeout_ms=values["kafka.default.api.timeout.ms"],
         ),
         **{k: v for k, v in fields.items() if k not in _GROUP_FIELDS},
     )

@@ -253,8 +253,23 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
         str(OffsetFetchRetry.num_retries),
         "Attempts, the first included, at a driver-side metadata or ListOffsets call that gets "
         "no answer.\n\n"
-        "Each attempt waits at most 10 s (3 s when every bootstrap server refuses the "
-        "connection); then the query fails naming the servers.",
+        "Each attempt lasts at most `kafka.default.api.timeout.ms` (3 s when no bootstrap "
+        "server has ever answered); then the query fails naming the servers, the request, the "
+        "time and these options.",
+        checks=(positive,),
+    ),
+    OptionSpec(
+        "kafka.default.api.timeout.ms",
+        MILLISECONDS,
+        str(OffsetFetchRetry.api_timeout_ms),
+        "How long one attempt at a driver-side Kafka request (metadata, ListOffsets, a Kafka "
+        "group's offsets) keeps sending it again (the Java client's setting of that name).\n\n"
+        "Within an attempt, a request that a broker does not answer within 2 s, or answers "
+        "with a leadership error (NOT_LEADER_OR_FOLLOWER, a fenced or unknown leader epoch, "
+        "no leader yet), is sent again after the client refreshed its metadata, so it reaches "
+        "the partition's new leader once Kafka elected one; a dead node in "
+        "`kafka.bootstrap.servers` is skipped while another answers. Authentication and TLS "
+        "errors fail at once. See [Broker failures](operations.md#broker-failures).",
         checks=(positive,),
     ),
     OptionSpec(

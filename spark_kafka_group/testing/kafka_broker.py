@@ -41,12 +41,14 @@ TOOLS = {
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
 }
 
 # Small and quick to start on two cores; the broker holds test data only.
+_HEAP = ["-Xms128m", "-Xmx512m"]
 _JVM_OPTIONS = [
-    "-Xms128m",
-    "-Xmx512m",
     "-XX:+UseSerialGC",
     "-XX:TieredStopAtLevel=1",
     "-Djava.awt.headless=true",
@@ -79,9 +81,12 @@ def java_binary() -> str:
     return found
 
 
-def _java_command(main_class: str, args: Sequence[str]) -> list[str]:
+def java_command(
+    main_class: str, args: Sequence[str], *, heap: Sequence[str] = tuple(_HEAP)
+) -> list[str]:
+    """The command that runs ``main_class`` of the Kafka jars, with a small JVM."""
     classpath = str(jvm_parts_dir("kafka") / "*")
-    return [java_binary(), *_JVM_OPTIONS, "-cp", classpath, main_class, *args]
+    return [java_binary(), *heap, *_JVM_OPTIONS, "-cp", classpath, main_class, *args]
 
 
 def kafka_tool(
@@ -92,7 +97,7 @@ def kafka_tool(
     if name not in TOOLS:
         raise ValueError(f"unknown Kafka tool {name!r}; known: {', '.join(sorted(TOOLS))}")
     result = subprocess.run(
-        _java_command(TOOLS[name], args),
+        java_command(TOOLS[name], args),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -107,7 +112,7 @@ def kafka_tool(
     return result
 
 
-def _cluster_id() -> str:
+def cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes, base64url without padding (Kafka's Uuid)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -221,7 +226,7 @@ class KafkaBroker:
             "kafka-storage",
             "format",
             "--cluster-id",
-            _cluster_id(),
+            cluster_id(),
             "--config",
             str(config),
             "--add-scram",
@@ -229,7 +234,7 @@ class KafkaBroker:
         )
         self._server = ServerProcess(
             "Apache Kafka",
-            _java_command("kafka.Kafka", [str(config)]),
+            java_command("kafka.Kafka", [str(config)]),
             self.work_dir / "broker.log",
             dict(os.environ),
         )

@@ -20,7 +20,7 @@ import spark_kafka_group.kafka.cluster as cluster_module
 from spark_kafka_group.errors import BrokerUnavailableError
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.timer import ManualClock
-from spark_kafka_group.kafka.cluster import ATTEMPT_TIMEOUT_S, KafkaCluster
+from spark_kafka_group.kafka.cluster import KafkaCluster
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.kafka.consumer_group_offsets import (
     KafkaGroupOffsetsError,
@@ -28,6 +28,8 @@ from spark_kafka_group.kafka.consumer_group_offsets import (
     commit_to_kafka_group,
     kafka_group_offsets,
 )
+
+ATTEMPT_TIMEOUT_S = OffsetFetchRetry().api_timeout_ms / 1000
 
 LOAD = KafkaError.COORDINATOR_LOAD_IN_PROGRESS
 TP0, TP1 = TopicPartition("orders", 0), TopicPartition("orders", 1)

@@ -349,7 +349,18 @@ def test_defaults() -> None:
     assert opts.group.log_retention_ms == 3_600_000
     assert parse_options(without(groupLogRetention="7d")).group.log_retention_ms == 7 * 86_400_000
     assert opts.group.store == "/s"
-    assert opts.fetch_offset_retry == OffsetFetchRetry(num_retries=3, retry_interval_ms=1000)
+    assert opts.fetch_offset_retry == OffsetFetchRetry(
+        num_retries=3, retry_interval_ms=1000, api_timeout_ms=60_000
+    )
+
+
+def test_the_driver_request_budget_is_the_java_clients_default_api_timeout() -> None:
+    opts = parse_options(without(**{"kafka.default.api.timeout.ms": "15000"}))
+    assert opts.fetch_offset_retry.api_timeout_ms == 15_000
+    # Ours, not librdkafka's (which has no such property and would refuse it).
+    assert "default.api.timeout.ms" not in opts.kafka_params
+    with pytest.raises(OptionError, match=r"kafka\.default\.api\.timeout\.ms"):
+        parse_options(without(**{"kafka.default.api.timeout.ms": "0"}))
 
 
 def test_passthrough_and_storage_options_keep_their_values() -> None:
@@ -514,10 +525,6 @@ def test_group_store_is_never_implied(monkeypatch: pytest.MonkeyPatch) -> None:
         (
             without(**{"kafka.max.poll.records": "500"}),
             ["kafka.max.poll.records is a Java Kafka client setting", "maxOffsetsPerTrigger"],
-        ),
-        (
-            without(**{"kafka.default.api.timeout.ms": "60000"}),
-            ["kafka.default.api.timeout.ms", "fetchOffset.numRetries"],
         ),
         (
             without(**{"kafka.interceptor.classes": "com.acme.Audit"}),

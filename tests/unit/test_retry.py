@@ -18,7 +18,6 @@ from spark_kafka_group.errors import BrokerUnavailableError, GroupStoreError
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.timer import ManualClock
 from spark_kafka_group.kafka.cluster import (
-    ATTEMPT_TIMEOUT_S,
     UNREACHABLE_FAST_FAIL_S,
     KafkaCluster,
 )
@@ -38,6 +37,8 @@ from spark_kafka_group.member.log_client import (
 from spark_kafka_group.retry import Backoff
 from spark_kafka_group.store.log_store import LogStore
 from spark_kafka_group.store.memory import InMemoryLog
+
+ATTEMPT_TIMEOUT_S = OffsetFetchRetry().api_timeout_ms / 1000
 
 
 @pytest.fixture
@@ -210,6 +211,10 @@ class _FakeAdmin:
             self.error_cb(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
         return 0
 
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        self.sent.append("Metadata")
+        raise KafkaException(KafkaError(self.code, "broker says no"))
+
     def list_offsets(self, request: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
         self.sent.append("ListOffsets")
         return {tp: self._failed() for tp in request}
@@ -252,8 +257,13 @@ def test_a_request_without_answer_gives_up_after_its_attempts_on_the_clock(
     assert "broker-a:9092" in message and "broker says no" in message
     assert "ListOffsets: 3 attempt(s)" in message
     assert "fetchOffset.numRetries=3" in message and "fetchOffset.retryIntervalMs=700" in message
+    assert "kafka.default.api.timeout.ms=60000" in message
     (admin,) = fake_admin.instances
-    assert 3 < len(admin.sent) < 3 * 20  # resent within each attempt, with backoff
+    sends = admin.sent.count("ListOffsets")
+    # Resent within each attempt, with backoff (at most 1 s apart once it has grown) ...
+    assert 3 < sends <= 3 * (ATTEMPT_TIMEOUT_S + 5)
+    # ... each time after asking for fresh metadata, which is how a resend finds a new leader.
+    assert admin.sent.count("Metadata") >= sends - 3
 
 
 def test_an_unreachable_cluster_ends_each_attempt_early_on_the_clock(
@@ -316,5 +326,5 @@ def test_an_earliest_or_latest_answer_without_an_offset_is_sent_again(
     admin.list_offsets = list_offsets  # type: ignore[method-assign]
     tp = TopicPartition("orders", 0)
     assert cluster.earliest_and_latest_offsets([tp]) == ({tp: 0}, {tp: 42})
-    assert admin.sent == ["ListOffsets"] * 4
+    assert admin.sent == ["ListOffsets", "ListOffsets", "Metadata", "ListOffsets", "ListOffsets"]
     assert 0 < clock.monotonic_ms() < 1000  # one short pause, on the injected clock
