@@ -22,12 +22,15 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from spark_kafka_group.testing.kafka_broker import cluster_id, java_command, kafka_tool
 from spark_kafka_group.testing.servers import ServerProcess, free_port
+from spark_kafka_group.testing.waiting import wait_until
 
 #: Heap per node: three nodes, two Spark queries and the tests share 2 cores and 24 GiB.
 NODE_JVM_OPTIONS = ["-Xms128m", "-Xmx384m"]
@@ -171,13 +174,11 @@ class MultiNodeKafka:
     def wait_ready(self, timeout_s: float = 90.0, nodes: Iterable[KafkaNode] | None = None) -> None:
         """Wait until every running node (or ``nodes``) is a registered broker and a topic
         can be created and deleted with replication 3 (the controller quorum works)."""
-        from confluent_kafka.admin import AdminClient, NewTopic
-
         want = {n.node_id for n in (nodes if nodes is not None else self.nodes) if n.running}
         deadline = time.monotonic() + timeout_s
         last: BaseException | None = None
         while time.monotonic() < deadline:
-            admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+            admin = self._admin()
             try:
                 brokers = set(admin.list_topics(timeout=5).brokers)
                 if not want <= brokers:
@@ -203,24 +204,56 @@ class MultiNodeKafka:
         self.wait_ready(nodes=[node])
 
     def create_topic(self, topic: str, partitions: int) -> None:
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        admin = self._admin()
         admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(timeout=30)
 
     def leaders(self, topic: str) -> dict[int, int]:
         """``partition -> leader node id`` (-1 where the partition has no leader now)."""
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
-        meta = admin.list_topics(topic, timeout=10).topics[topic]
+        meta = self._admin().list_topics(topic, timeout=10).topics[topic]
         return {p: int(info.leader) for p, info in meta.partitions.items()}
 
-    def busiest_leader(self, topic: str) -> KafkaNode:
-        """The running node that leads the most partitions of ``topic``."""
+    def replicas(self, topic: str) -> dict[int, list[int]]:
+        """``partition -> replica node ids``, the preferred leader first."""
+        meta = self._admin().list_topics(topic, timeout=10).topics[topic]
+        return {p: [int(r) for r in info.replicas] for p, info in meta.partitions.items()}
+
+    def busiest_leader(self, topic: str, *, besides: KafkaNode | None = None) -> KafkaNode:
+        """The running node (other than ``besides``) that leads the most partitions of
+        ``topic``."""
         counts = Counter(self.leaders(topic).values())
-        running = [n for n in self.nodes if n.running]
+        running = [n for n in self.nodes if n.running and n is not besides]
         return max(running, key=lambda n: (counts.get(n.node_id, 0), -n.node_id))
+
+    def wait_in_sync(self, timeout_s: float = 120.0) -> None:
+        """Until every partition of every topic (the internal ones too) has all its replicas
+        in sync: a controlled shutdown of the next node then moves its leaders at once."""
+
+        def in_sync() -> bool:
+            topics = self._admin().list_topics(timeout=10).topics
+            return all(
+                len(info.isrs) == len(info.replicas)
+                for meta in topics.values()
+                for info in meta.partitions.values()
+            )
+
+        _wait(in_sync, timeout_s, "every replica in sync")
+
+    def wait_leaders_off(self, node: KafkaNode, timeout_s: float = 60.0) -> None:
+        """Until no partition names ``node`` (stopped) as its leader: the controller fenced
+        it and elected others."""
+
+        def moved() -> bool:
+            topics = self._admin().list_topics(timeout=10).topics
+            return all(
+                info.leader != node.node_id
+                for meta in topics.values()
+                for info in meta.partitions.values()
+            )
+
+        _wait(moved, timeout_s, f"the leaders of node {node.node_id} moved")
+
+    def _admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
 
     def quorum_leader(self) -> KafkaNode:
         """The active controller (the KRaft quorum's leader), from kafka-metadata-quorum."""
@@ -257,3 +290,15 @@ class MultiNodeKafka:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """:func:`wait_until` that takes a failing look (a node still starting) as not yet."""
+
+    def holds() -> bool:
+        try:
+            return predicate()
+        except Exception:
+            return False
+
+    wait_until(holds, timeout_s, what, poll_s=0.5)

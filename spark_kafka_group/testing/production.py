@@ -14,9 +14,11 @@ class SteadyProducer:
 
     One producer for the whole run, and every record a produce batch of its own
     (``batch.num.messages=1``), so the embedded broker's ListOffsets(latest) is exact at any
-    moment (docs/contributing.md, "Test environment facts"). Rounds start every ``interval_s``
-    whatever a round took. :attr:`produced` counts the records the broker acknowledged, per
-    partition; record ``i`` of partition ``p`` has key ``k<i>`` and value ``v<p>-<i>``.
+    moment (docs/contributing.md, "Test environment facts"). ``idempotent`` (Kafka's
+    idempotent producer, acks=all) is for clusters whose brokers fail under it. Rounds start
+    every ``interval_s`` whatever a round took. :attr:`produced` counts the records the broker
+    acknowledged, per partition; record ``i`` of partition ``p`` has key ``k<i>`` and value
+    ``v<p>-<i>``.
     """
 
     def __init__(
@@ -27,13 +29,16 @@ class SteadyProducer:
         *,
         per_round: int = 5,
         interval_s: float = 0.2,
+        idempotent: bool = False,
     ) -> None:
         self._producer = Producer(
             {
                 "bootstrap.servers": bootstrap_servers,
                 "linger.ms": 0,
                 "batch.num.messages": 1,
-                "enable.idempotence": False,
+                # On a cluster whose brokers fail: acks=all, and no record written twice by a
+                # retry, so that offsets 0..n-1 are exactly the acknowledged records.
+                "enable.idempotence": idempotent,
                 "log_level": 0,
             }
         )
