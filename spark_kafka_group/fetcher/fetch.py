@@ -48,7 +48,12 @@ from spark_kafka_group.errors import (
 from spark_kafka_group.fetcher.pool import PooledConsumer, consumer_pool
 from spark_kafka_group.fetcher.schema import HEADERS_TYPE, TIMESTAMP_TYPE, arrow_schema
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
-from spark_kafka_group.kafka.config import error_text, refused_message, unreachable_message
+from spark_kafka_group.kafka.config import (
+    SEND_TIMEOUT_S,
+    error_text,
+    refused_message,
+    unreachable_message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -326,10 +331,13 @@ class _RangeFetch:
         stalled = now - self.last_progress
         try:
             low, high = self.consumer.get_watermark_offsets(
-                self.tp, timeout=max(0.5, min(5.0, spec.fetch_timeout_s - stalled)), cached=False
+                self.tp,
+                timeout=max(0.5, min(SEND_TIMEOUT_S, spec.fetch_timeout_s - stalled)),
+                cached=False,
             )
         except KafkaException as exc:
             self._raise_if_stuck(next_offset, time.monotonic(), error_text(exc))
+            self._refresh_leader()
             return next_offset
         self.entry.connected = True
         self.entry.errors.connected()
@@ -376,6 +384,17 @@ class _RangeFetch:
             self._assign(next_offset)
         self._raise_if_stuck(next_offset, now, "")
         return next_offset
+
+    def _refresh_leader(self) -> None:
+        """Ask a live broker for the partition's metadata: the consumer then fetches from the
+        leader Kafka elected after the old one died. librdkafka refreshes its metadata once
+        when a leader's connection drops, before the controller has fenced that broker, and
+        then keeps sending to the dead one; Kafka's Java consumer refreshes on every
+        disconnect."""
+        try:
+            self.consumer.list_topics(self.spec.topic, timeout=SEND_TIMEOUT_S)
+        except KafkaException as exc:
+            log.debug("fetch %s: metadata refresh failed: %s", self.spec.describe(), exc)
 
     def _raise_if_stuck(self, next_offset: int, now: float, last: str) -> None:
         spec = self.spec

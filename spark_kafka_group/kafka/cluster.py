@@ -45,6 +45,7 @@ from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.kafka.config import (
     CONNECTIVITY_ERRORS,
     LEADERSHIP_ERRORS,
+    SEND_TIMEOUT_S,
     ErrorTracker,
     OffsetFetchRetry,
     client_config,
@@ -67,14 +68,10 @@ _T = TypeVar("_T")
 #: a whole attempt.
 UNREACHABLE_FAST_FAIL_S = 3.0
 
-#: One send of a request waits at most this long for its answer before the metadata is
-#: refreshed and the request sent again: a request queued for a leader that died gets no
-#: answer at all, and librdkafka's cached metadata keeps naming that leader until refreshed.
-SEND_TIMEOUT_S = 2.0
-
 #: Within one attempt, the pause before sending a request again that failed for want of a
-#: connection or a partition leader (0.1 s, 0.2 s, ... 1 s, never past the attempt's end).
-RESEND_BACKOFF = Backoff(base_s=0.05, cap_s=1.0)
+#: connection or a partition leader (0.1 s, 0.2 s, 0.4 s, then 0.5 s, never past the
+#: attempt's end): short, so that a request reaches a new leader soon after its election.
+RESEND_BACKOFF = Backoff(base_s=0.05, cap_s=0.5)
 
 _TOPIC_MISSING_CODES = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
@@ -439,12 +436,13 @@ class KafkaCluster:
         """
 
         def attempt(start: float, deadline: float) -> list[Any]:
-            return self._request_attempt(send, on_error, refresh_topics, start, deadline)
+            return self._request_attempt(what, send, on_error, refresh_topics, start, deadline)
 
         return self._with_retries(what, attempt)
 
     def _request_attempt(
         self,
+        what: str,
         send: Callable[[float], Sequence[Future[Any]]],
         on_error: OnError | None,
         refresh_topics: Sequence[str],
@@ -452,6 +450,7 @@ class KafkaCluster:
         deadline: float,
     ) -> list[Any]:
         failures = 0
+        last = ""
         while True:
             try:
                 send_deadline = min(deadline, self._now_s() + SEND_TIMEOUT_S)
@@ -469,11 +468,24 @@ class KafkaCluster:
                 self._end_attempt_if_unreachable(start, deadline, error_text(exc))
                 self._refresh_metadata(refresh_topics, deadline)
                 failures += 1
+                last = error_text(exc)
+                log.debug("%s: send %d unanswered or refused: %s", what, failures, last)
                 pause = RESEND_BACKOFF.delay_s(failures)
                 self.clock.sleep(min(pause, max(0.0, deadline - self._now_s())))
                 continue
             self._ever_connected = True
             self._errors.connected()
+            if failures:
+                # What an operator sees of a broker restart or a leader election.
+                log.info(
+                    "%s to Kafka cluster %r answered after %d unanswered or refused send(s) "
+                    "in %.1fs (last: %s); metadata refreshed between sends",
+                    what,
+                    self.bootstrap_servers,
+                    failures,
+                    self._now_s() - start,
+                    last or "no answer",
+                )
             return results
 
     def _refresh_metadata(self, topics: Sequence[str], deadline: float) -> None:

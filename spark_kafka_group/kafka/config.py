@@ -66,6 +66,12 @@ LEADERSHIP_ERRORS = frozenset(
     }
 )
 
+#: One send of a request (the driver's, or an executor's watermark query) waits at most this
+#: long for its answer before the metadata is refreshed and the request sent again: a
+#: request queued for a leader that died gets no answer at all, and librdkafka's cached
+#: metadata keeps naming that leader until it is refreshed.
+SEND_TIMEOUT_S = 2.0
+
 # Errors after which retrying is pointless: wrong credentials or TLS setup.
 _HOPELESS_ERRORS = frozenset(
     {
@@ -188,7 +194,11 @@ def client_config(
 ) -> dict[str, Any]:
     """Base librdkafka configuration: the user's ``kafka.*`` options (Java client security
     keys translated) plus logging. Raises OptionError for a setting librdkafka cannot use."""
-    conf: dict[str, Any] = {}
+    # Connections to every broker, kept up with librdkafka's reconnect backoff. With sparse
+    # connections (librdkafka's default) a request waiting for a dead leader makes its broker
+    # thread reconnect without pause: measured, a core's worth of connect() calls refused
+    # by the dead node, which starves the cluster that must elect the new leader.
+    conf: dict[str, Any] = {"enable.sparse.connections": False}
     for key, value in translate_java_settings(client_conf).items():
         if for_admin and key.startswith(_CONSUMER_ONLY_PREFIXES):
             continue

@@ -113,8 +113,13 @@ def kafka_tool(
 
 
 def cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, base64url without padding (Kafka's Uuid)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, base64url without padding (Kafka's Uuid). As
+    Kafka's own generator, never one that starts with '-', which its tools would read as an
+    option."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 KEYSTORE_PASSWORD = "skg-test-keystore"

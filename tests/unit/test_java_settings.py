@@ -384,3 +384,12 @@ def test_source_options_and_client_config_translate(stores: dict[str, Path]) -> 
     assert "sasl.jaas.config" not in conf and "ssl.truststore.location" not in conf
     with pytest.raises(OptionError, match=r"ssl\.truststore\.location = .* is a JKS"):
         client_config("b:9092", {"ssl.truststore.location": str(stores["truststore.jks"])})
+
+
+def test_every_client_keeps_connections_to_all_brokers_unless_told_otherwise() -> None:
+    # librdkafka's sparse connections reconnect without pause to a dead leader that a request
+    # waits for (a core's worth of refused connects, measured on a three-node cluster).
+    assert client_config("b:9092", {})["enable.sparse.connections"] is False
+    assert client_config("b:9092", {}, for_admin=True)["enable.sparse.connections"] is False
+    given = client_config("b:9092", {"enable.sparse.connections": "true"})
+    assert given["enable.sparse.connections"] == "true"
