@@ -3,7 +3,9 @@
 group's committed offsets.
 
 One :class:`KafkaCluster` per stream reader (or CLI command), used as a context manager: one
-confluent-kafka AdminClient, one error tracker, one retry policy. Every failure is one of our
+confluent-kafka AdminClient (plus, per Kafka consumer group whose offsets are read, one
+Consumer handle that never subscribes: :meth:`KafkaCluster.group_consumer`), one error
+tracker, one retry policy. Every failure is one of our
 exceptions with the servers, the names and the numbers in it; never a bare librdkafka error. A
 request that gets no answer is retried as Spark's Kafka source does it on the Java client: up
 to ``fetchOffset.numRetries`` attempts, ``fetchOffset.retryIntervalMs`` apart, each lasting at
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
@@ -30,7 +33,7 @@ from concurrent.futures import wait as wait_futures
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
@@ -144,6 +147,10 @@ class KafkaCluster:
                 "librdkafka names."
             ) from None
         self._ever_connected = False
+        # Kafka consumer group -> its Consumer handle (group_consumer); the lock keeps two
+        # threads of one reader from making two handles for one group.
+        self._group_consumers: dict[str, Consumer] = {}
+        self._group_consumers_lock = threading.Lock()
         isolation = str(self.client_conf.get("isolation.level", "read_uncommitted")).lower()
         if isolation not in ("read_uncommitted", "read_committed"):
             raise OptionError(
@@ -161,6 +168,10 @@ class KafkaCluster:
     def close(self) -> None:
         # AdminClient has no close(); dropping the reference destroys the handle.
         self._admin = None
+        with self._group_consumers_lock:
+            consumers, self._group_consumers = list(self._group_consumers.values()), {}
+        for consumer in consumers:
+            consumer.close()  # never joined its group: no LeaveGroup, nothing to wait for
 
     def __enter__(self) -> KafkaCluster:
         return self
@@ -181,6 +192,44 @@ class KafkaCluster:
                 "command ended); nothing more is sent to Kafka through it."
             )
         return self._admin
+
+    def group_consumer(self, group: str) -> Consumer:
+        """The Consumer handle of Kafka consumer group ``group`` (made on first use, closed
+        by :meth:`close`): ``group.id`` is ``group``, and it never subscribes, so it never
+        joins the group. Its group handle finds the group's coordinator, and finds it again
+        when the coordinator moves; :mod:`.consumer_group_offsets` reads and commits the
+        group's offsets through it (OffsetFetch and OffsetCommit without a member, as an
+        admin sends them)."""
+        with self._group_consumers_lock:
+            consumer = self._group_consumers.get(group)
+            if consumer is not None:
+                return consumer
+            self.admin  # noqa: B018 (raises if this client is closed)
+            conf = client_config(self.bootstrap_servers, self.client_conf)
+            conf.update(
+                {
+                    "group.id": group,
+                    "enable.auto.commit": False,
+                    # Committed offsets as an admin reads them: not held back by a
+                    # transaction that has not committed its offsets yet.
+                    "isolation.level": "read_uncommitted",
+                    # A handle that never joins uses session.timeout.ms for one thing only:
+                    # how long a commit waits for a coordinator before failing (_WAIT_COORD)
+                    # for the caller to send it again, as any unanswered send is.
+                    "session.timeout.ms": round(SEND_TIMEOUT_S * 1000),
+                    "error_cb": self._errors,
+                }
+            )
+            try:
+                consumer = Consumer(conf)
+            except (KafkaException, ValueError, TypeError) as exc:
+                raise OptionError(
+                    f"Invalid Kafka client configuration (kafka.* options) for "
+                    f"{self.bootstrap_servers!r}: {error_text(exc)}. Fix or remove the "
+                    "option librdkafka names."
+                ) from None
+            self._group_consumers[group] = consumer
+            return consumer
 
     def _now_s(self) -> float:
         return self.clock.monotonic_ms() / 1000

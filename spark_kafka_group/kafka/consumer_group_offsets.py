@@ -1,5 +1,5 @@
 """Committed offsets of a real Kafka consumer group, through the one Kafka client
-(:class:`~spark_kafka_group.kafka.cluster.KafkaCluster`: its AdminClient, its error tracker and
+(:class:`~spark_kafka_group.kafka.cluster.KafkaCluster`: its clients, its error tracker and
 its retry policy).
 
 Used by ``kafka-group export-to-kafka`` / ``import-from-kafka`` and by the source options
@@ -8,14 +8,25 @@ also commit to the Kafka group ``groupId`` so kafka-consumer-groups, Burrow and 
 see the lag) and ``importFromKafkaGroup`` (:func:`seed_from_kafka_group`), both with the
 reader's client. The group log stays the source of truth: Kafka only gets a copy.
 
-AdminClient ``alter_consumer_group_offsets`` / ``list_consumer_group_offsets`` (OffsetCommit /
-OffsetFetch without a member) work on Kafka and on the embedded Tansu broker. Kafka refuses
-to alter the offsets of a group that has active consumers (as ``kafka-consumer-groups
---reset-offsets`` does; Kafka answers UNKNOWN_MEMBER_ID): that is reported naming the group,
-its active consumers and the fix. While the group's coordinator is loading or moving (a broker
-just started, a coordinator failover) Kafka answers COORDINATOR_LOAD_IN_PROGRESS /
-NOT_COORDINATOR; the request is sent again, as Kafka's own clients do. A broker without the
-admin form of these APIs falls back to a plain consumer with ``group.id`` (commit/committed).
+Reads (OffsetFetch, ``committed()``) and commits (OffsetCommit, ``commit()``) go through the
+cluster's Consumer handle for the group
+(:meth:`~spark_kafka_group.kafka.cluster.KafkaCluster.group_consumer`), never through the
+AdminClient. librdkafka's AdminClient crashes the whole process (SIGSEGV) when the OffsetFetch
+of ``list_consumer_group_offsets`` is answered NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE,
+which Kafka answers whenever the group's coordinator moves (its broker restarts or shuts down)
+and while ``__consumer_offsets`` is being created: it hands the answer to a consumer-group
+handle an AdminClient does not have
+(tests/integration/test_group_offsets_coordinator_moves.py reproduces it, and fails once a
+librdkafka without it is installed). And the AdminClient's ``alter_consumer_group_offsets``
+goes on asking a coordinator whose broker died until that broker is back. A Consumer's group
+handle looks the coordinator up again when it moves or dies, and the request is sent again.
+Kafka refuses to alter the offsets of a group that has active consumers (as
+``kafka-consumer-groups --reset-offsets`` does; Kafka answers UNKNOWN_MEMBER_ID): that is
+reported naming the group, its active consumers and the fix.
+
+While the group's coordinator is loading or moving Kafka answers COORDINATOR_LOAD_IN_PROGRESS
+/ NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE; the request is sent again, as Kafka's own
+clients do, for up to one attempt's time (``kafka.default.api.timeout.ms``).
 """
 
 from __future__ import annotations
@@ -27,7 +38,6 @@ from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import (
-    Consumer,
     ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
@@ -36,26 +46,24 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_group.errors import KafkaGroupError
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
-from spark_kafka_group.kafka.cluster import RESEND_BACKOFF, KafkaCluster
-from spark_kafka_group.kafka.config import client_config, error_code, error_text
+from spark_kafka_group.kafka.cluster import RESEND_BACKOFF, KafkaCluster, is_internal_topic
+from spark_kafka_group.kafka.config import error_code, error_text
 
 log = logging.getLogger(__name__)
 
 
-#: Error codes meaning "this broker does not offer the admin form of the API".
-_UNSUPPORTED = frozenset(
-    {KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION, KafkaError._NOT_IMPLEMENTED}
-)
 #: Kafka's answers when the group has live consumers.
 _GROUP_ACTIVE = frozenset(
     {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION}
 )
-#: Kafka's answers while the group's coordinator is loading or moving: send again.
+#: Kafka's answers while the group's coordinator is loading or moving (and librdkafka's, while
+#: it looks the coordinator up): send again.
 _COORDINATOR_BUSY = frozenset(
     {
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError.NOT_COORDINATOR,
+        KafkaError._WAIT_COORD,
     }
 )
 
@@ -69,30 +77,33 @@ def kafka_group_offsets(
     group: str,
     partitions: Iterable[TopicPartition] | None = None,
 ) -> dict[TopicPartition, int]:
-    """The committed offsets of Kafka consumer group ``group``: all of them, or only those
-    of ``partitions``. Partitions the group never committed are left out."""
-    wanted = (
-        None
-        if partitions is None
-        else sorted({TopicPartition(str(t), int(p)) for t, p in partitions})
-    )
-    if wanted == []:
-        return {}
-    request = ConsumerGroupTopicPartitions(
-        group, None if wanted is None else [KafkaTopicPartition(t, p) for t, p in wanted]
-    )
-
-    def send(timeout_s: float) -> list[Future[Any]]:
-        return [
-            cluster.admin.list_consumer_group_offsets([request], request_timeout=timeout_s)[group]
-        ]
-
+    """The committed offsets of Kafka consumer group ``group``: those of every partition of
+    the cluster's topics (internal ones aside), or only those of ``partitions``. Partitions
+    the group never committed are left out."""
     try:
-        _await_coordinator(cluster, group)
+        wanted = (
+            _cluster_partitions(cluster)
+            if partitions is None
+            else sorted({TopicPartition(str(t), int(p)) for t, p in partitions})
+        )
+        if not wanted:
+            return {}
+        consumer = cluster.group_consumer(group)
+        asked = [KafkaTopicPartition(t, p) for t, p in wanted]
+
+        def send(timeout_s: float) -> list[Future[Any]]:
+            # committed() waits (at most timeout_s) while its group handle finds the
+            # coordinator; what it raises (a timeout, NOT_COORDINATOR ...) cluster.request
+            # handles as any failed send.
+            consumer.poll(0)  # serve error_cb: the cluster's error tracker
+            answer: Future[Any] = Future()
+            answer.set_result(
+                ConsumerGroupTopicPartitions(group, consumer.committed(asked, timeout=timeout_s))
+            )
+            return [answer]
+
         result = _group_request(cluster, "OffsetFetch", send)
     except KafkaException as exc:
-        if error_code(exc) in _UNSUPPORTED and wanted is not None:
-            return _consumer_committed(cluster, group, wanted)
         raise KafkaGroupOffsetsError(
             f"Reading the committed offsets of Kafka consumer group {group!r} from "
             f"{cluster.bootstrap_servers!r} failed: {error_text(exc)}"
@@ -111,6 +122,17 @@ def kafka_group_offsets(
     return dict(sorted(out.items()))
 
 
+def _cluster_partitions(cluster: KafkaCluster) -> list[TopicPartition]:
+    """Every partition of the cluster's topics, internal ones aside: what "all the group's
+    offsets" is asked for (a Consumer asks for named partitions only)."""
+    return sorted(
+        TopicPartition(name, int(p))
+        for name, meta in cluster.metadata().topics.items()
+        if not is_internal_topic(name) and (meta.error is None or meta.partitions)
+        for p in meta.partitions
+    )
+
+
 def commit_to_kafka_group(
     cluster: KafkaCluster,
     group: str,
@@ -123,19 +145,22 @@ def commit_to_kafka_group(
     }
     if not wanted:
         return {}
+    consumer = cluster.group_consumer(group)
+    sent = [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(wanted.items())]
 
     def send(timeout_s: float) -> list[Future[Any]]:
-        futures = cluster.admin.alter_consumer_group_offsets(
-            [_alter_request(group, wanted)], request_timeout=timeout_s
-        )
-        return [futures[group]]
+        # A synchronous commit waits for a coordinator at most SEND_TIMEOUT_S (the handle's
+        # session.timeout.ms, see KafkaCluster.group_consumer), then raises _WAIT_COORD.
+        consumer.poll(0)  # serve error_cb: the cluster's error tracker
+        answer: Future[Any] = Future()
+        taken = consumer.commit(offsets=sent, asynchronous=False)
+        answer.set_result(ConsumerGroupTopicPartitions(group, taken))
+        return [answer]
 
     try:
         result = _group_request(cluster, "OffsetCommit", send)
     except KafkaException as exc:
         code = error_code(exc)
-        if code in _UNSUPPORTED:
-            return _consumer_commit(cluster, group, wanted)
         raise _commit_error(group, cluster.bootstrap_servers, code, error_text(exc)) from None
     failed = _partition_errors(result)
     if failed:
@@ -152,26 +177,6 @@ def _partition_errors(result: Any) -> list[tuple[TopicPartition, int, str]]:
         for tp in getattr(result, "topic_partitions", None) or []
         if tp.error is not None and tp.error.code() != KafkaError.NO_ERROR
     ]
-
-
-def _await_coordinator(cluster: KafkaCluster, group: str) -> None:
-    """Wait until the group's coordinator answers (DescribeGroups, sent again while it is
-    loading or moving). librdkafka's AdminClient crashes the whole process when the
-    OffsetFetch of ``list_consumer_group_offsets`` is answered NOT_COORDINATOR (it hands the
-    retry to a consumer-group handle an AdminClient does not have, a known librdkafka bug in
-    every release up to 2.16), which happens on a cluster still creating
-    ``__consumer_offsets`` and while a coordinator moves. Asked after this, the coordinator
-    is the one that just answered."""
-
-    def send(timeout_s: float) -> list[Future[Any]]:
-        return [cluster.admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]]
-
-    try:
-        # Named as the request it prepares: a user reads "OffsetFetch: 2 attempt(s)".
-        _group_request(cluster, "OffsetFetch", send)
-    except KafkaException as exc:
-        if error_code(exc) != KafkaError.GROUP_ID_NOT_FOUND:  # an answer of the coordinator
-            raise
 
 
 def _group_request(
@@ -205,14 +210,6 @@ def _group_request(
         cluster.clock.sleep(RESEND_BACKOFF.delay_s(busy_answers))
 
 
-def _alter_request(
-    group: str, offsets: Mapping[TopicPartition, int]
-) -> ConsumerGroupTopicPartitions:
-    return ConsumerGroupTopicPartitions(
-        group, [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-    )
-
-
 def _commit_error(group: str, servers: str, code: int | None, text: str) -> KafkaGroupError:
     return KafkaGroupOffsetsError(
         f"Committing offsets to Kafka consumer group {group!r} on {servers!r} failed: "
@@ -231,48 +228,6 @@ def _active_group_hint(group: str, code: int | None) -> str:
         "that no Kafka consumer application uses (commitToKafka copies to the query's "
         "groupId; export-to-kafka to --kafka-group)."
     )
-
-
-def _consumer(cluster: KafkaCluster, group: str) -> Any:
-    conf = client_config(cluster.bootstrap_servers, cluster.client_conf)
-    conf.update({"group.id": group, "enable.auto.commit": False})
-    return Consumer(conf)
-
-
-def _consumer_committed(
-    cluster: KafkaCluster, group: str, wanted: list[TopicPartition]
-) -> dict[TopicPartition, int]:
-    consumer = _consumer(cluster, group)
-    try:
-        tps = consumer.committed(
-            [KafkaTopicPartition(t, p) for t, p in wanted], timeout=cluster.attempt_timeout_s
-        )
-    except KafkaException as exc:
-        raise KafkaGroupOffsetsError(
-            f"Reading the committed offsets of Kafka consumer group {group!r} from "
-            f"{cluster.bootstrap_servers!r} failed: {error_text(exc)}"
-        ) from None
-    finally:
-        consumer.close()
-    return {TopicPartition(tp.topic, tp.partition): int(tp.offset) for tp in tps if tp.offset >= 0}
-
-
-def _consumer_commit(
-    cluster: KafkaCluster, group: str, wanted: Mapping[TopicPartition, int]
-) -> dict[TopicPartition, int]:
-    consumer = _consumer(cluster, group)
-    try:
-        consumer.commit(
-            offsets=[KafkaTopicPartition(t, p, o) for (t, p), o in sorted(wanted.items())],
-            asynchronous=False,
-        )
-    except KafkaException as exc:
-        raise _commit_error(
-            group, cluster.bootstrap_servers, error_code(exc), error_text(exc)
-        ) from None
-    finally:
-        consumer.close()
-    return dict(sorted(wanted.items()))
 
 
 def seed_from_kafka_group(
@@ -304,18 +259,20 @@ def seed_from_kafka_group(
 class KafkaOffsetMirror:
     """``commitToKafka``: copy accepted commits to the Kafka consumer group, best effort.
 
-    :meth:`commit` sends an OffsetCommit without waiting and returns at once; the answer is
-    checked by a callback. A failure never fails a batch (the group log is the source of
-    truth, and it holds the offsets): it is counted in :attr:`failures`, kept in
-    :attr:`last_error`, and logged at WARNING naming the Kafka group, the reason and the fix
-    at the first failure after a success, then every :data:`LOG_EVERY_FAILURES`; the first
-    success after failures is logged too. Kafka refuses the copy while the Kafka group has
-    active consumers of its own (UNKNOWN_MEMBER_ID): the copies go on failing, and the query
-    goes on, until they stop. Offsets equal to the last ones sent successfully are not sent
-    again. Offsets refused while the group's coordinator was loading or moving are sent
-    again with the next commit, and once more when the mirror closes, so a run's final
-    offsets reach the Kafka group. It sends through ``cluster`` (the reader's client), which
-    it does not close.
+    :meth:`commit` hands the offsets to the mirror's sender thread and returns at once. The
+    thread commits them with :func:`commit_to_kafka_group` (through the group's Consumer
+    handle, which follows a coordinator that moves, sent again within the cluster's budget),
+    the newest offsets only: offsets handed over while a commit is under way are merged, and
+    the next commit takes them all. Offsets equal to the last ones Kafka took are not sent
+    again. A failure never fails a batch (the group log is the source of truth, and it holds
+    the offsets): it is counted in :attr:`failures`, kept in :attr:`last_error`, and logged at
+    WARNING naming the Kafka group, the reason and the fix at the first failure after a
+    success, then every :data:`LOG_EVERY_FAILURES`; the first success after failures is
+    logged too. Kafka refuses the copy while the Kafka group has active consumers of its own
+    (UNKNOWN_MEMBER_ID): the copies go on failing, and the query goes on, until they stop.
+    Offsets a failed commit did not get into Kafka are sent again with the next commit, and
+    once more when the mirror closes, so a run's final offsets reach the Kafka group. It
+    sends through ``cluster`` (the reader's client), which it does not close.
     """
 
     LOG_EVERY_FAILURES = 100
@@ -323,82 +280,69 @@ class KafkaOffsetMirror:
     def __init__(self, cluster: KafkaCluster, group: str) -> None:
         self.cluster = cluster
         self.group = group
-        self.timeout_s = cluster.attempt_timeout_s
-        self._lock = threading.Lock()
-        self._sent: dict[TopicPartition, int] = {}
-        # Offsets refused while the coordinator was busy: sent again (see the class doc).
-        self._busy_refused: dict[TopicPartition, int] = {}
-        self._pending = 0
-        self._idle = threading.Condition(self._lock)
+        self._state = threading.Condition()
+        # Guarded by _state: the newest offsets handed over, those Kafka took, whether
+        # offsets were handed over since the last send, whether a send is under way.
+        self._wanted: dict[TopicPartition, int] = {}
+        self._taken: dict[TopicPartition, int] = {}
+        self._due = False
+        self._sending = False
+        self._closing = False
         self._failures_in_a_row = 0
-        #: Commits Kafka accepted / failed (each call counts once).
+        #: Commits Kafka accepted / failed (each send counts once).
         self.commits = 0
         self.failures = 0
         self.last_error: str | None = None
+        self._sender = threading.Thread(
+            target=self._send_loop, name=f"commitToKafka-{group}", daemon=True
+        )
+        self._sender.start()
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Send ``offsets`` to the Kafka group (never raises, never blocks on the broker)."""
+        """Hand ``offsets`` to the sender (never raises, never blocks on the broker)."""
         try:
-            with self._lock:
-                asked = {
-                    TopicPartition(str(t), int(p)): int(o)
-                    for (t, p), o in offsets.items()
-                    if int(o) >= 0
-                }
-                fresh = {
-                    tp: o
-                    for tp, o in {**self._busy_refused, **asked}.items()
-                    if self._sent.get(tp) != o
-                }
-                self._busy_refused.clear()
-                if not fresh:
-                    return
-                futures = self.cluster.admin.alter_consumer_group_offsets(
-                    [_alter_request(self.group, fresh)], request_timeout=self.timeout_s
-                )
-                future = futures[self.group]
-                self._pending += 1
-            future.add_done_callback(lambda f: self._done(f, fresh))
+            asked = {
+                TopicPartition(str(t), int(p)): int(o)
+                for (t, p), o in offsets.items()
+                if int(o) >= 0
+            }
         except Exception as exc:  # never fail the batch
-            self._failed(error_code(exc), error_text(exc))
-
-    def _done(self, future: Future[Any], sent: Mapping[TopicPartition, int]) -> None:
-        try:
-            self._check(future, sent)
-        finally:
-            with self._lock:
-                self._pending -= 1
-                self._idle.notify_all()
-
-    def _check(self, future: Future[Any], sent: Mapping[TopicPartition, int]) -> None:
-        failed: list[tuple[int | None, str]]
-        try:
-            answer = future.result()
-            failed = [
-                (code, f"{partition_name(*tp)}: {why}")
-                for tp, code, why in _partition_errors(answer)
-            ]
-        except Exception as exc:
-            failed = [(error_code(exc), error_text(exc))]
-        if failed:
-            code = failed[0][0]
-            if all(c in _COORDINATOR_BUSY for c, _ in failed):
-                with self._lock:
-                    # A member's offsets only move forward: never resend one older than what
-                    # Kafka already took (answers may come back out of order).
-                    for tp, offset in sent.items():
-                        if offset > self._sent.get(tp, -1):
-                            self._busy_refused[tp] = offset
-            self._failed(code, "; ".join(text for _, text in failed))
+            self._failed(error_text(exc))
             return
-        with self._lock:
-            self._sent.update(sent)
-            for tp, offset in sent.items():
-                if self._busy_refused.get(tp, -1) <= offset:
-                    self._busy_refused.pop(tp, None)
+        with self._state:
+            if self._closing:
+                return
+            self._wanted.update(asked)
+            self._due = True
+            self._state.notify_all()
+
+    def _send_loop(self) -> None:
+        while True:
+            with self._state:
+                self._state.wait_for(lambda: self._due or self._closing)
+                closing = self._closing  # then this send is the last one
+                fresh = {tp: o for tp, o in self._wanted.items() if self._taken.get(tp) != o}
+                self._due = False
+                self._sending = bool(fresh)
+                self._state.notify_all()  # flush() may be waiting for this
+            if fresh:
+                self._send(fresh)
+                with self._state:
+                    self._sending = False
+                    self._state.notify_all()
+            if closing:
+                return
+
+    def _send(self, fresh: Mapping[TopicPartition, int]) -> None:
+        try:
+            commit_to_kafka_group(self.cluster, self.group, fresh)
+        except Exception as exc:  # never fail the query
+            self._failed(error_text(exc))  # a refusal's text names the fix already
+            return
+        with self._state:
+            self._taken.update(fresh)
             self.commits += 1
-            recovered_after = self._failures_in_a_row
-            self._failures_in_a_row = 0
+            recovered_after, self._failures_in_a_row = self._failures_in_a_row, 0
         if recovered_after:
             log.info(
                 "commitToKafka: Kafka consumer group %r took the offsets again after %d "
@@ -406,10 +350,10 @@ class KafkaOffsetMirror:
                 self.group,
                 recovered_after,
             )
-        log.debug("commitToKafka: committed %s to Kafka group %s", dict(sent), self.group)
+        log.debug("commitToKafka: committed %s to Kafka group %s", dict(fresh), self.group)
 
-    def _failed(self, code: int | None, reason: str) -> None:
-        with self._lock:
+    def _failed(self, reason: str) -> None:
+        with self._state:
             self.failures += 1
             self._failures_in_a_row += 1
             self.last_error = reason
@@ -417,34 +361,27 @@ class KafkaOffsetMirror:
         if n == 1 or n % self.LOG_EVERY_FAILURES == 0:
             log.warning(
                 "commitToKafka: committing offsets to Kafka consumer group %r on %r failed "
-                "(%d failed attempt(s) in a row): %s.%s The query goes on, and the group log "
+                "(%d failed attempt(s) in a row): %s The query goes on, and the group log "
                 "keeps every committed offset.",
                 self.group,
                 self.cluster.bootstrap_servers,
                 n,
                 reason,
-                _active_group_hint(self.group, code),
             )
 
     def flush(self, timeout_s: float = 10.0) -> bool:
-        """Wait until the commits in flight are answered; True if none is left."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout_s)
+        """Wait until the offsets handed over have been sent (taken or failed); True if
+        nothing is left to send."""
+        with self._state:
+            return self._state.wait_for(
+                lambda: not self._due and not self._sending, timeout=timeout_s
+            )
 
     def close(self) -> None:
-        """Wait for the commits in flight, and send once more (waiting for the answer) what
-        a busy coordinator refused, so the final offsets reach the Kafka group. The client
+        """Send what Kafka has not taken yet (waiting for the answer, within the cluster's
+        budget), so the final offsets reach the Kafka group, and stop the sender. The client
         stays open: its owner closes it."""
-        self.flush(self.timeout_s)
-        with self._lock:
-            refused, self._busy_refused = self._busy_refused, {}
-        if not refused:
-            return
-        try:
-            commit_to_kafka_group(self.cluster, self.group, refused)
-        except Exception as exc:  # never fail the query's end
-            self._failed(None, error_text(exc))
-            return
-        with self._lock:
-            self._sent.update(refused)
-            self.commits += 1
+        with self._state:
+            self._closing = True
+            self._state.notify_all()
+        self._sender.join()

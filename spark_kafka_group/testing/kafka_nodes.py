@@ -8,7 +8,8 @@ its leaders first), paused (SIGSTOP) and resumed (SIGCONT), and started again on
 what, so a scenario can kill the node that matters. Kafka's own tools (reassignment, leader
 election) run against it through :func:`~.kafka_broker.kafka_tool`.
 
-Used by ``tests/integration/test_kafka_failures.py`` (the ``kafka_nodes`` fixture) and by
+Used by ``tests/integration/test_kafka_failures.py`` and
+``test_group_offsets_coordinator_moves.py`` (their ``kafka_nodes`` fixtures) and by
 ``benchmarks/bench_broker_failover.py``.
 """
 
@@ -37,6 +38,9 @@ NODE_JVM_OPTIONS = ["-Xms128m", "-Xmx384m"]
 
 #: How long the controller waits for a silent broker before fencing it (Kafka's default).
 BROKER_SESSION_TIMEOUT_MS = 9000
+
+#: Partitions of ``__consumer_offsets`` (few, so that the first group does not wait for 50).
+OFFSETS_TOPIC_PARTITIONS = 4
 
 
 class KafkaNode:
@@ -82,7 +86,7 @@ class KafkaNode:
             # Few internal partitions, so that the first group or transaction does not wait
             # for 50 partitions to be created on three slow JVMs.
             "offsets.topic.replication.factor": "3",
-            "offsets.topic.num.partitions": "4",
+            "offsets.topic.num.partitions": str(OFFSETS_TOPIC_PARTITIONS),
             "transaction.state.log.replication.factor": "3",
             "transaction.state.log.min.isr": "2",
             "transaction.state.log.num.partitions": "4",
@@ -254,6 +258,22 @@ class MultiNodeKafka:
 
     def _admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+
+    def group_coordinator(self, group: str) -> KafkaNode | None:
+        """The node coordinating Kafka consumer group ``group`` now: the leader of its
+        ``__consumer_offsets`` partition, which Kafka picks from the group id's Java hash
+        code; None while that partition has no leader (or before the topic exists)."""
+        code = 0
+        for unit in group.encode("utf-16-be").hex(" ", 2).split():  # Java's String.hashCode
+            code = (31 * code + int(unit, 16)) & 0xFFFFFFFF
+        signed = code - (1 << 32) if code >= 1 << 31 else code
+        partition = (0 if signed == -(1 << 31) else abs(signed)) % OFFSETS_TOPIC_PARTITIONS
+        offsets_topic = "__consumer_offsets"
+        topic = self._admin().list_topics(offsets_topic, timeout=10).topics[offsets_topic]
+        info = topic.partitions.get(partition)
+        if topic.error is not None or info is None or info.leader < 0:
+            return None
+        return self.node(int(info.leader))
 
     def quorum_leader(self) -> KafkaNode:
         """The active controller (the KRaft quorum's leader), from kafka-metadata-quorum."""

@@ -1,7 +1,8 @@
 """A Kafka consumer group's offsets (``kafka/consumer_group_offsets.py``) when Kafka's group
 coordinator is loading or moving, or refuses the commit; and the message of a cluster that
-refuses this client's credentials. Kafka's answers come from a stand-in AdminClient that
-answers as Kafka does, one scripted answer per request; every wait is on a manual clock.
+refuses this client's credentials. Kafka's answers come from a stand-in for the group's
+Consumer handle that answers as Kafka does, one scripted answer per request (kept by a
+stand-in AdminClient, the cluster's other client); every wait is on a manual clock.
 (The same paths against a real Apache Kafka: tests/integration/test_commit_to_kafka.py and
 test_kafka_security.py.)"""
 
@@ -91,18 +92,50 @@ class _ScriptedAdmin:
             answers[tp] = future
         return answers
 
-    def alter_consumer_group_offsets(self, requests: list[Any], **kwargs: Any) -> dict[str, Any]:
-        return self._answer("OffsetCommit", requests[0].group_id, requests[0].topic_partitions)
+    # No list_consumer_group_offsets: librdkafka's AdminClient crashes the process when that
+    # OffsetFetch is answered NOT_COORDINATOR, so group requests must never go there.
 
-    def list_consumer_group_offsets(self, requests: list[Any], **kwargs: Any) -> dict[str, Any]:
-        return self._answer("OffsetFetch", requests[0].group_id, requests[0].topic_partitions)
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        self.sent.append("Metadata")
+        partitions = {"orders": 2, "__consumer_offsets": 4}
+        return SimpleNamespace(
+            topics={
+                name: SimpleNamespace(error=None, partitions={p: None for p in range(count)})
+                for name, count in partitions.items()
+            }
+        )
 
-    def describe_consumer_groups(self, group_ids: list[str], **kwargs: Any) -> dict[str, Any]:
-        """The coordinator answers (asked before every OffsetFetch, see _await_coordinator)."""
-        self.sent.append("DescribeGroups")
-        future: Future[Any] = Future()
-        future.set_result(SimpleNamespace(group_id=group_ids[0], members=[]))
-        return {group_ids[0]: future}
+
+class _ScriptedConsumer:
+    """Stands in for confluent-kafka's Consumer (the cluster's handle of one Kafka group):
+    ``committed`` and ``commit`` get the next scripted answer of the cluster's stand-in
+    AdminClient."""
+
+    instances: ClassVar[list[_ScriptedConsumer]] = []
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self.conf = conf
+        self.kafka = _ScriptedAdmin.instances[-1]
+        self.closed = False
+        _ScriptedConsumer.instances.append(self)
+
+    def poll(self, timeout: float) -> None:
+        return None
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        assert not self.closed
+        group = self.conf["group.id"]
+        answer = self.kafka._answer("OffsetFetch", group, partitions)[group]
+        return list(answer.result().topic_partitions)  # raises the scripted error
+
+    def commit(self, offsets: list[Any], asynchronous: bool) -> list[Any]:
+        assert not self.closed and not asynchronous
+        group = self.conf["group.id"]
+        answer = self.kafka._answer("OffsetCommit", group, offsets)[group]
+        return list(answer.result().topic_partitions)  # raises the scripted error
+
+    def close(self) -> None:
+        self.closed = True
 
 
 @pytest.fixture
@@ -112,7 +145,9 @@ def admin(monkeypatch: pytest.MonkeyPatch) -> type[_ScriptedAdmin]:
 
     monkeypatch.setattr(time, "sleep", forbidden)
     _ScriptedAdmin.instances = []
+    _ScriptedConsumer.instances = []
     monkeypatch.setattr(cluster_module, "AdminClient", _ScriptedAdmin)
+    monkeypatch.setattr(cluster_module, "Consumer", _ScriptedConsumer)
     return _ScriptedAdmin
 
 
@@ -131,11 +166,35 @@ def test_a_commit_is_sent_again_while_the_coordinator_loads(admin: type[_Scripte
     assert kafka.sent == ["OffsetCommit"] * 3 and kafka.held == {TP0: 5, TP1: 6}
     assert 0 < clock.monotonic_ms() < 1000  # short pauses, on the injected clock
 
-    kafka.answers = [KafkaError.COORDINATOR_NOT_AVAILABLE, {TP0: LOAD}, {}]
+    # A read answered NOT_COORDINATOR (the coordinator moved) is sent again too, through the
+    # group's Consumer handle (librdkafka's AdminClient would crash the process on it).
+    kafka.answers = [
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        {TP0: LOAD},
+        KafkaError.NOT_COORDINATOR,
+        {},
+    ]
     assert kafka_group_offsets(cluster, "legacy", [TP0, TP1]) == {TP0: 5, TP1: 6}
-    # The coordinator answers DescribeGroups first: librdkafka's AdminClient would crash the
-    # process on an OffsetFetch answered NOT_COORDINATOR.
-    assert kafka.sent[3:] == ["DescribeGroups"] + ["OffsetFetch"] * 3
+    assert kafka.sent[3:] == ["OffsetFetch"] * 4
+
+
+def test_all_the_offsets_of_a_group_are_read_for_the_cluster_s_partitions_through_one_handle(
+    admin: type[_ScriptedAdmin],
+) -> None:
+    clock = ManualClock()
+    cluster, kafka = _cluster(clock)
+    kafka.held = {TP0: 5}
+    kafka.answers = [KafkaError.NOT_COORDINATOR, {}]
+    assert kafka_group_offsets(cluster, "legacy") == {TP0: 5}  # TP1 never committed
+    assert kafka_group_offsets(cluster, "legacy", [TP1]) == {}
+    # The partitions asked for are the topics' of the metadata, internal topics aside; one
+    # Consumer handle per group serves every read, with the group's id and no auto-commit.
+    assert kafka.sent == ["Metadata", "OffsetFetch", "OffsetFetch", "OffsetFetch"]
+    (consumer,) = _ScriptedConsumer.instances
+    assert consumer.conf["group.id"] == "legacy" and consumer.conf["enable.auto.commit"] is False
+    assert consumer.conf["bootstrap.servers"] == "broker-a:9092"
+    cluster.close()
+    assert consumer.closed
 
 
 def test_a_coordinator_that_never_loads_ends_with_the_group_named(
@@ -165,7 +224,7 @@ def test_a_group_with_live_consumers_is_refused_at_once_naming_the_group_and_the
     assert "Stop those consumers" in message and "--kafka-group" in message
 
 
-def test_the_mirror_warns_once_per_streak_and_resends_what_a_busy_coordinator_refused(
+def test_the_mirror_warns_once_per_streak_and_resends_what_kafka_did_not_take(
     admin: type[_ScriptedAdmin], caplog: pytest.LogCaptureFixture
 ) -> None:
     cluster, kafka = _cluster(ManualClock())
@@ -174,26 +233,33 @@ def test_the_mirror_warns_once_per_streak_and_resends_what_a_busy_coordinator_re
     with caplog.at_level(logging.INFO, "spark_kafka_group.kafka.consumer_group_offsets"):
         for offset in (1, 2, 3):
             mirror.commit({TP0: offset})  # never raises
-        assert mirror.flush(1)
+            assert mirror.flush(5)
         assert mirror.failures == 3 and mirror.commits == 0 and kafka.held == {}
         warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         assert len(warnings) == 1  # the first failure of the streak
         assert "Kafka consumer group 'legacy' has active consumers" in warnings[0]
         assert "the group log keeps every committed offset" in warnings[0]
 
-        # The coordinator moves: the refused offsets go again with the next commit...
-        kafka.answers = [{TP0: LOAD}, {}]
-        mirror.commit({TP0: 4})
+        # A coordinator that moves (NOT_COORDINATOR, then loading) is waited for within
+        # the commit; the offsets Kafka did not take go with the next commit.
+        kafka.answers = [KafkaError.NOT_COORDINATOR, {TP1: LOAD}, {}]
         mirror.commit({TP1: 7})
-        assert mirror.flush(1)
-        assert kafka.held == {TP0: 4, TP1: 7}
+        assert mirror.flush(5)
+        assert kafka.held == {TP0: 3, TP1: 7} and mirror.commits == 1
         assert any("took the offsets again" in r.getMessage() for r in caplog.records)
+        sent = len(kafka.sent)
+        mirror.commit({TP0: 3, TP1: 7})  # what Kafka holds already: not sent again
+        assert mirror.flush(5) and len(kafka.sent) == sent
 
-        # ... and when the mirror closes, so that a run's final offsets are not left behind.
-        kafka.answers = [{TP0: LOAD, TP1: LOAD}, {}]
+        # What Kafka refused is sent once more when the mirror closes, so that a run's final
+        # offsets are not left behind.
+        refused = KafkaError.UNKNOWN_MEMBER_ID
+        kafka.answers = [{TP0: refused, TP1: refused}, {}]
         mirror.commit({TP0: 9, TP1: 9})
-        assert mirror.flush(1) and kafka.held == {TP0: 4, TP1: 7}
+        assert mirror.flush(5) and kafka.held == {TP0: 3, TP1: 7}
         mirror.close()
+        assert kafka.held == {TP0: 9, TP1: 9}
+        mirror.commit({TP0: 10})  # after close: dropped, never raises
         assert kafka.held == {TP0: 9, TP1: 9}
 
 

@@ -219,23 +219,35 @@ class _FakeAdmin:
         self.sent.append("ListOffsets")
         return {tp: self._failed() for tp in request}
 
-    def list_consumer_group_offsets(self, requests: list[Any], **kwargs: Any) -> dict[str, Any]:
-        self.sent.append("OffsetFetch")
-        return {requests[0].group_id: self._failed()}
 
-    def describe_consumer_groups(self, group_ids: list[str], **kwargs: Any) -> dict[str, Any]:
-        self.sent.append("DescribeGroups")
-        return {group_ids[0]: self._failed()}
+class _FakeConsumer:
+    """Stands in for the cluster's Consumer handle of a Kafka group: every ``committed``
+    (OffsetFetch) and ``commit`` (OffsetCommit) fails as the cluster's :class:`_FakeAdmin`
+    says."""
 
-    def alter_consumer_group_offsets(self, requests: list[Any], **kwargs: Any) -> dict[str, Any]:
-        self.sent.append("OffsetCommit")
-        return {requests[0].group_id: self._failed()}
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self.admin = _FakeAdmin.instances[-1]
+
+    def poll(self, timeout: float) -> None:
+        return None
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        self.admin.sent.append("OffsetFetch")
+        raise KafkaException(KafkaError(self.admin.code, "broker says no"))
+
+    def commit(self, offsets: list[Any], asynchronous: bool) -> list[Any]:
+        self.admin.sent.append("OffsetCommit")
+        raise KafkaException(KafkaError(self.admin.code, "broker says no"))
+
+    def close(self) -> None:
+        pass
 
 
 @pytest.fixture
 def fake_admin(monkeypatch: pytest.MonkeyPatch) -> type[_FakeAdmin]:
     _FakeAdmin.instances = []
     monkeypatch.setattr(cluster_module, "AdminClient", _FakeAdmin)
+    monkeypatch.setattr(cluster_module, "Consumer", _FakeConsumer)
     return _FakeAdmin
 
 
