@@ -19,19 +19,27 @@ Before each loss the partitions' leaders are back on their preferred replicas, s
 leads its share. For each loss and each source the figure is the time from the loss to the
 first batch that read a record of a partition the lost node led, past what that source had
 read of it before the loss (:mod:`spark_kafka_group.testing.failover`, the definition of the
-failure scenarios' tests). At the end production stops, each source reads to the end, and its
-records are checked against the records the producer saw acknowledged: lost (acknowledged,
-never read) and duplicated (read more than once). The benchmark must kill nodes, so it always
-starts its own cluster. It needs the pyspark of jvm/pom.xml's spark-sql-kafka jar:
+failure scenarios' tests), among the batches that cannot have fetched it before the loss: a
+batch counts when its sink (whose ``collect()`` fetches the records) began after the loss,
+or, after a SIGKILL, when it ended after the partitions may have had new leaders (no one
+serves them in between). Beside it: when every partition the node led had a new leader and
+when a record was appended to one of them again, from a watch of the cluster's metadata and
+high watermarks, and the triggers (Spark's progress) from the loss to the record.
 
-    .venv-maven-spark/bin/python -m benchmarks.bench_broker_failover           # ~8 min
+At the end production stops, each source reads to the end, and its records are checked
+against the records the producer saw acknowledged: lost (acknowledged, never read) and
+duplicated (read more than once). The benchmark must kill nodes, so it always starts its own
+cluster. It needs the pyspark of jvm/pom.xml's spark-sql-kafka jar:
+
+    .venv-maven-spark/bin/python -m benchmarks.bench_broker_failover           # ~4 min
     .venv-maven-spark/bin/python -m benchmarks.bench_broker_failover --rounds 3
 
 The last line is ``key=value`` pairs: per fault (``hard_bounce``, ``rolling``) and source
 (``kafka_group``, ``kafka``) ``<fault>_<source>_s_p50`` and ``_s_max`` (seconds; ``nan``
 when no loss was followed by a record), ``<fault>_<source>_missed`` (losses with no record
 within ``--recover-timeout-s``), ``<fault>_vs_spark_kafka_p50`` (kafka-group's p50 over
-format("kafka")'s), then ``<source>_alive`` (1 or 0), ``lost_<source>`` and ``dup_<source>``.
+format("kafka")'s) and ``<fault>_new_leaders_s_p50``, then ``<source>_alive`` (1 or 0),
+``lost_<source>`` and ``dup_<source>``.
 """
 
 from __future__ import annotations
@@ -70,22 +78,31 @@ class Reader:
 
     fmt: str
     query: Any = None
-    batches: list[Batch] = field(default_factory=list)
+    batches: list[tuple[float, float, list[tuple[int, int]]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     died: str | None = None  # the query's error, once it ended
 
     def sink(self, frame: Any, batch_id: int) -> None:
+        began = time.time()  # the batch's records are fetched from Kafka by the collect()
         rows = [(r.partition, r.offset) for r in frame.select("partition", "offset").collect()]
         with self.lock:
-            self.batches.append((time.time(), rows))
+            self.batches.append((began, time.time(), rows))
 
     def records(self) -> list[tuple[int, int]]:
         with self.lock:
-            return [record for _, rows in self.batches for record in rows]
+            return [record for _, _, rows in self.batches for record in rows]
 
-    def snapshot(self) -> list[Batch]:
+    def fetched_after(self, at: float, served_again: float | None) -> list[Batch]:
+        """``(end, records)`` of the batches that cannot have fetched their records before
+        ``at`` (a loss): those whose sink began after it, and those that ended after
+        ``served_again`` (when the lost node's partitions may have had new leaders; between
+        the loss and then no one served them)."""
         with self.lock:
-            return list(self.batches)
+            return [
+                (end, rows)
+                for began, end, rows in self.batches
+                if began > at or (served_again is not None and end > served_again)
+            ]
 
     def progress(self) -> list[Any]:
         """Spark's recent progress of the query (its last 100 triggers that read or planned)."""
@@ -160,46 +177,64 @@ def triggers_between(progress: Iterable[Mapping[str, Any]], start: float, end: f
 class LeaderWatch:
     """From a node's loss on, in a thread: when every partition it led has another leader,
     and when a record is appended to one of them again (its high watermark passes the one
-    before the loss), as the cluster's metadata and ListOffsets tell."""
+    before the loss), as the cluster's metadata and ListOffsets tell. Every look is a new
+    AdminClient, so no cached metadata names the dead leader."""
 
     def __init__(self, kafka: MultiNodeKafka, topic: str, node: KafkaNode, led: list[int]):
-        from confluent_kafka import Consumer, TopicPartition
-
-        self.kafka, self.topic, self.node = kafka, topic, node
-        self._consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers,
-                                   "group.id": "bench-failover-watch", "log_level": 0})  # fmt: skip
-        self._tps = [TopicPartition(topic, p) for p in led]
-        self._before = {tp.partition: self._high(tp) for tp in self._tps}
+        self.servers, self.topic, self.node, self.led = kafka.bootstrap_servers, topic, node, led
+        try:
+            self._before: dict[int, int] | None = self._high()
+        except Exception as exc:  # a diagnostic: the figures do not depend on it
+            print(f"note: no high watermarks of {led} before the loss: {exc}", flush=True)
+            self._before = None
+        #: The last look that still saw the node (or no one) lead one of them: the new leaders
+        #: were elected after it.
+        self.old_leaders_seen: float | None = None
         self.moved_at: float | None = None
         self.appended_at: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="leader-watch")
 
-    def _high(self, tp: Any) -> int:
-        return int(self._consumer.get_watermark_offsets(tp, timeout=2, cached=False)[1])
+    def _admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.servers, "log_level": 0})
+
+    def _high(self) -> dict[int, int]:
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        wanted = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in self.led}
+        answers = self._admin().list_offsets(wanted, request_timeout=2)
+        return {tp.partition: int(f.result(timeout=5).offset) for tp, f in answers.items()}
+
+    def _moved(self) -> bool:
+        meta = self._admin().list_topics(self.topic, timeout=2).topics[self.topic].partitions
+        return all(meta[p].leader not in (-1, self.node.node_id) for p in self.led)
 
     def start(self) -> LeaderWatch:
         self._thread.start()
         return self
 
     def _run(self) -> None:
-        led = {tp.partition for tp in self._tps}
-        while not self._stop.is_set() and self.appended_at is None:
+        while not self._stop.is_set() and self.appended_at is None and self.led:
             try:
                 if self.moved_at is None:
-                    leaders = self.kafka.leaders(self.topic)
-                    if all(leaders[p] not in (-1, self.node.node_id) for p in led):
+                    if self._moved():
                         self.moved_at = time.time()
-                if any(self._high(tp) > self._before[tp.partition] for tp in self._tps):
-                    self.appended_at = time.time()
+                    else:
+                        self.old_leaders_seen = time.time()
+                if self._before is not None:
+                    before, high = self._before, self._high()
+                    if any(high[p] > before[p] for p in self.led):
+                        self.appended_at = time.time()
             except Exception:
-                pass  # a dead leader: not yet
+                pass  # no leader answers yet
             self._stop.wait(0.2)
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
-        self._consumer.close()
 
 
 def delivery(produced: Mapping[int, int], read: Iterable[tuple[int, int]]) -> tuple[int, int]:
@@ -332,8 +367,16 @@ class FailoverRun:
     def measure(self, fault: str, losses: dict[str, Loss], watch: LeaderWatch) -> None:
         watch.stop()
         lost = next(iter(losses.values()))
-        seconds = {fmt: first_record_after(loss, self.readers[fmt].snapshot())
-                   for fmt, loss in losses.items()}  # fmt: skip
+        killed = fault == "hard_bounce"
+        # After a SIGKILL no one serves the node's partitions from the loss until the new
+        # leaders: a batch that ended after them may have fetched from them. After a SIGTERM
+        # the node serves them until it hands them over, within a batch: only a batch begun
+        # after the stop began counts.
+        served_again = watch.old_leaders_seen if killed else None
+        seconds = {
+            fmt: first_record_after(loss, self.readers[fmt].fetched_after(loss.at, served_again))
+            for fmt, loss in losses.items()
+        }
         m = Measured(
             fault, lost.label, sorted(lost.partitions), seconds,
             new_leaders_s=_since(lost.at, watch.moved_at),

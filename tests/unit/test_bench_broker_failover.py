@@ -66,7 +66,7 @@ def test_a_source_that_never_read_again_has_nan_figures() -> None:
 def test_the_report_ends_with_every_key(capsys: pytest.CaptureFixture[str]) -> None:
     dead = Reader("kafka", died="BrokerUnavailableError: ...")
     readers = {
-        "kafka-group": Reader("kafka-group", batches=[(1.0, [(0, 0), (0, 1)])]),
+        "kafka-group": Reader("kafka-group", batches=[(0.5, 1.0, [(0, 0), (0, 1)])]),
         "kafka": dead,
     }
     figures = report(_measured(), readers, {0: 2}, 90)
@@ -98,3 +98,14 @@ def test_the_triggers_from_the_loss_to_the_first_record() -> None:
     shown = triggers_between(progress, start, start + 12)
     assert shown == "+9.5s 2400ms (latestOffset 2100ms) 12 rows"
     assert triggers_between(progress, start + 100, start + 200) == "none"
+
+
+def test_a_batch_counts_once_it_cannot_have_fetched_before_the_loss() -> None:
+    reader = Reader("kafka")
+    reader.batches = [
+        (99.0, 101.0, [(0, 5)]),  # fetched before the loss at 100, its sink ended after
+        (99.5, 112.0, [(0, 6)]),  # in flight, ended after the new leaders (after 111)
+        (101.5, 102.0, [(1, 9)]),  # began after the loss
+    ]
+    assert reader.fetched_after(100.0, 111.0) == [(112.0, [(0, 6)]), (102.0, [(1, 9)])]
+    assert reader.fetched_after(100.0, None) == [(102.0, [(1, 9)])]
