@@ -185,7 +185,7 @@ class LeaderWatch:
         try:
             self._before: dict[int, int] | None = self._high()
         except Exception as exc:  # a diagnostic: the figures do not depend on it
-            print(f"note: no high watermarks of {led} before the loss: {exc}", flush=True)
+            print(f"note: no high watermarks of {led} before the loss: {exc!r}", flush=True)
             self._before = None
         #: The last look that still saw the node (or no one) lead one of them: the new leaders
         #: were elected after it.
@@ -205,7 +205,8 @@ class LeaderWatch:
         from confluent_kafka.admin import OffsetSpec
 
         wanted = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in self.led}
-        answers = self._admin().list_offsets(wanted, request_timeout=2)
+        admin = self._admin()  # referenced until answered: its futures die with it
+        answers = admin.list_offsets(wanted, request_timeout=2)
         return {tp.partition: int(f.result(timeout=5).offset) for tp, f in answers.items()}
 
     def _moved(self) -> bool:
