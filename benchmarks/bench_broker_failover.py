@@ -218,7 +218,7 @@ class LeaderWatch:
         return self
 
     def _run(self) -> None:
-        while not self._stop.is_set() and self.appended_at is None and self.led:
+        while not self._stop.is_set() and None in (self.moved_at, self.appended_at) and self.led:
             try:
                 if self.moved_at is None:
                     if self._moved():
