@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql.streaming import StreamingQuery
 
+from spark_kafka_group.testing.failover import Loss, first_record_after, highest_read
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.kafka_broker import kafka_tool
 from spark_kafka_group.testing.kafka_nodes import KafkaNode, MultiNodeKafka
@@ -50,15 +51,6 @@ KAFKA_GROUP_CLI = str(Path(sys.executable).with_name("kafka-group"))
 def kafka_nodes() -> Iterator[MultiNodeKafka]:
     with MultiNodeKafka() as cluster:
         yield cluster
-
-
-@dataclass
-class Loss:
-    """A node lost (killed, stopped, paused) at ``at``, with what it led then."""
-
-    label: str
-    at: float
-    partitions: dict[int, int]  # partition it led -> highest offset read before the loss
 
 
 @dataclass
@@ -114,11 +106,7 @@ class GroupUnderFaults:
         assert not dead, f"queries ended: {dead}"
 
     def last_read(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for collected in self.collected.values():
-            for p, o in collected.records:
-                out[p] = max(out.get(p, -1), o)
-        return out
+        return highest_read(self._all_records())
 
     def losing(self, node: KafkaNode, label: str) -> None:
         """Note that ``node`` is about to be lost: what it leads now, read how far."""
@@ -210,16 +198,14 @@ class GroupUnderFaults:
         return [r for c in self.collected.values() for r in c.records]
 
     def _first_record_s(self, loss: Loss) -> float | None:
-        """Seconds from the loss to the first batch that read a record of a partition the
-        lost node led, past what had been read of it before the loss."""
-        times = [
-            t
+        """Seconds from the loss to the first batch of either query that read a record of a
+        partition the lost node led, past what had been read of it before the loss."""
+        batches = [
+            (t, [(p, o) for p, o, _ in c.batches[b]])
             for c in self.collected.values()
-            for b, t in c.times.items()
-            if t > loss.at
-            and any(p in loss.partitions and o > loss.partitions[p] for p, o, _ in c.batches[b])
+            for b, t in list(c.times.items())
         ]
-        return min(times) - loss.at if times else None
+        return first_record_after(loss, batches)
 
     def _kafka_group_committed(self) -> int:
         """Partitions of the topic with an offset in the Kafka group (commitToKafka), as
