@@ -34,7 +34,7 @@ from confluent_kafka import (
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_group.errors import KafkaGroupError
+from spark_kafka_group.errors import KafkaGroupError, KafkaGroupOffsetsError
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.kafka.cluster import RESEND_BACKOFF, KafkaCluster
 from spark_kafka_group.kafka.config import client_config, error_code, error_text
@@ -58,10 +58,6 @@ _COORDINATOR_BUSY = frozenset(
         KafkaError.NOT_COORDINATOR,
     }
 )
-
-
-class KafkaGroupOffsetsError(KafkaGroupError):
-    """Reading or writing a Kafka consumer group's committed offsets failed."""
 
 
 def kafka_group_offsets(
