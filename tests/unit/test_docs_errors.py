@@ -47,10 +47,12 @@ def user_facing_errors() -> set[str]:
     return set(package_exception_classes()) - INTERNAL
 
 
-def table_rows() -> list[str]:
+def table_rows() -> list[tuple[str, str]]:
+    """(class name, anchor) of each row of the "By error" table."""
     page = PAGE.read_text(encoding="utf-8")
     table = page.split("## By error", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^\| \[`(\w+)`\]\(#(\w+)\) \|", table, flags=re.MULTILINE)  # type: ignore[return-value]
+    rows = re.finditer(r"^\| \[`(\w+)`\]\(#(\w+)\) \|", table, flags=re.MULTILINE)
+    return [(row.group(1), row.group(2)) for row in rows]
 
 
 def test_every_exception_class_derives_from_kafka_group_error() -> None:
