@@ -58,3 +58,16 @@ def test_the_readme_try_block_runs() -> None:
     readme = [b for b in all_blocks() if b.page.name == "README.md"]
     tried = [b for b in readme if "kafka-group quickstart" in b.code]
     assert tried and all(b.kind == "shell" for b in tried), [b.where for b in tried]
+
+
+def test_no_heading_ids_that_github_shows_as_text() -> None:
+    """`## Title {#id}` (attr_list) is an anchor in the site but literal text on GitHub, where
+    links to it go nowhere: an anchor that differs from the heading's own is an HTML
+    <a id="..."></a> line above the heading instead."""
+    found = [
+        f"{page.relative_to(ROOT)}:{number}"
+        for page in pages()
+        for number, line in enumerate(page.read_text(encoding="utf-8").split("\n"), start=1)
+        if line.startswith("#") and re.search(r"\{#[^}]*\}\s*$", line)
+    ]
+    assert not found, f"attr_list heading ids: {found}"
