@@ -39,11 +39,12 @@ LOCAL_TMP = "/tmp/"
 
 
 def pages() -> list[Path]:
-    """README.md, then the site's pages in the order a reader meets them (getting started
-    first, as the README sends readers there)."""
+    """Every page, Getting started first: it makes the topic `events` that the README's and
+    the other pages' examples read (the README sends readers there for it); then the README,
+    the site's index and the other pages."""
     docs = sorted((ROOT / "docs").glob("*.md"))
-    first = [ROOT / "docs" / "index.md", ROOT / "docs" / "getting-started.md"]
-    return [ROOT / "README.md", *first, *[p for p in docs if p not in first]]
+    first = [ROOT / "docs" / "getting-started.md", ROOT / "README.md", ROOT / "docs" / "index.md"]
+    return [*first, *[p for p in docs if p not in first]]
 
 
 @dataclass(frozen=True)
