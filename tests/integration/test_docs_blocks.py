@@ -131,7 +131,7 @@ def docs_run(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -
 def _failure(block: Block, what: str, output: str) -> str:
     return (
         f"{block.where} ({block.kind} block) {what}:\n{block.code}\n"
-        f"--- output (tail) ---\n{output[-6000:]}"
+        f"--- output (tail) ---\n{output[-6100:]}"
     )
 
 
@@ -143,7 +143,7 @@ def _run_shell(run: DocsRun, block: Block) -> None:
         env=run.env(),
         timeout=BLOCK_TIMEOUT_S,
     )
-    output = done.stdout + done.stderr
+    output = f"{done.stdout[-3000:]}\n--- stderr (tail) ---\n{done.stderr[-3000:]}"
     assert done.returncode == 0, _failure(block, f"exited {done.returncode}", output)
 
 
@@ -162,7 +162,7 @@ def _run_python(run: DocsRun, block: Block) -> None:
             env=run.env(),
             timeout=BLOCK_TIMEOUT_S,
         )
-        output = done.stdout + done.stderr
+        output = f"{done.stdout[-3000:]}\n--- stderr (tail) ---\n{done.stderr[-3000:]}"
         assert done.returncode == 0, _failure(block, f"exited {done.returncode}", output)
         assert done.stdout.strip(), _failure(block, "printed nothing", output)
 
