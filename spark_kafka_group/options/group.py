@@ -226,9 +226,8 @@ GROUP_SPECS: tuple[OptionSpec, ...] = (
         "How far back Delta time travel (`versionAsOf` / `timestampAsOf`) reaches on the group "
         "log: its JSON commits and the files compaction replaced are kept this long (`1h`, "
         f"`7d`; at least `{duration_text(DEFAULT_LOG_RETENTION_MS)}`).\n\n"
-        "Records themselves are never deleted: query the whole history by `log_version` or "
-        "timestamp at any time. A new log is created with it; on an existing one the group's "
-        "leader sets it at its next maintenance (give every query of the group the same).",
+        "Records themselves are never deleted. How the log's files are kept and compacted, "
+        "and when a changed value takes effect: [Retention](operations.md#retention).",
         checks=(long_enough_retention,),
         field="log_retention_ms",
     ),
