@@ -56,7 +56,7 @@
 
 # COMMAND ----------
 
-# MAGIC %pip install /Volumes/main/default/libs/spark_kafka_group-0.1.0-py3-none-any.whl
+# MAGIC %pip install /Volumes/main/default/libs/spark_kafka_group-0.2.0-py3-none-any.whl
 
 # COMMAND ----------
 
@@ -145,8 +145,9 @@ display(
 
 # MAGIC %md
 # MAGIC ## The group log, with SQL
-# MAGIC One row per record: `JOIN`, `GENERATION`, `SYNC`, `HEARTBEAT`, `LEAVE`, `EXPIRE`,
-# MAGIC `COMMIT`, ... with the member, generation, topic, partition and offset in typed columns.
+# MAGIC One row per record: `JOIN`, `GENERATION`, `SYNC`, `LEAVE`, `EXPIRE`, `COMMIT`,
+# MAGIC `OFFSET_DELETE`, `DELETE` ... with the member, generation, topic, partition and offset
+# MAGIC in typed columns.
 
 # COMMAND ----------
 
@@ -158,18 +159,11 @@ group_log = f"delta.`{group_store}/{group_id}`"
 # COMMAND ----------
 
 # needs: Delta Lake in Spark
-# committed offset of every partition: the last accepted COMMIT
-display(
-    spark.sql(f"""
-        SELECT topic, partition, max_by(offset, log_version) AS committed_offset,
-               timestamp_millis(max(timestamp_ms)) AS committed_at,
-               max_by(member_id, log_version) AS committed_by
-        FROM {group_log}
-        WHERE kind = 'COMMIT'
-        GROUP BY topic, partition
-        ORDER BY topic, partition
-    """)
-)
+# committed offset of every partition: the newest accepted COMMIT, unless an OFFSET_DELETE came
+# after it or a DELETE cleared the group (the query of the Committed offsets page)
+from spark_kafka_group.ops.committed import committed_offsets_spark_sql
+
+display(spark.sql(committed_offsets_spark_sql(f"{group_store}/{group_id}")))
 
 # COMMAND ----------
 

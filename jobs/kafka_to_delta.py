@@ -10,14 +10,16 @@ with the same ``groupId`` split the partitions between them; when a partition mo
 copy to another, the new owner starts at the old owner's last commit, so the old owner's last
 uncommitted batch may be written a second time by the new one.)
 
-The job needs delta-spark: its Python package (``pip install 'spark-kafka-group[spark-delta]'``)
-and its jars for your Spark line with Delta's session extension and catalog
-(``conf/spark-defaults.conf``; on Databricks Delta is built in). Without them it stops at
-once with an error that says so.
+The job needs delta-spark: its Python package (``pip install delta-spark``, the package's
+``spark-delta`` extra) and its jars for your Spark line with Delta's session extension and
+catalog (``conf/spark-defaults.conf``; on Databricks Delta is built in). Without them it stops
+at once with an error that says so.
 
 With no arguments everything is local (an embedded Tansu broker with sample data, local
-Spark, a temporary directory); delta-spark's jars are then fetched from Maven Central by
-Spark, and the job checks that the table holds every produced record once:
+Spark, a temporary directory), and the job checks that the table holds every produced record
+once. Run with ``python``, it puts on ``spark.jars`` the delta-spark jars that the checkout's
+``scripts/setup`` fetched into ``.jvm/delta-spark`` (or ``$SPARK_KAFKA_GROUP_JVM/delta-spark``);
+without them it says how to get them:
 
     python jobs/kafka_to_delta.py
     spark-submit --properties-file conf/spark-defaults.conf jobs/kafka_to_delta.py \\
@@ -33,8 +35,10 @@ driver's machine. Command-line flags override the options file.
 from __future__ import annotations
 
 import argparse
+import glob
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 import uuid
@@ -43,6 +47,7 @@ import uuid
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+import pyspark
 from pyspark.sql import SparkSession
 
 import spark_kafka_group
@@ -54,20 +59,59 @@ DELTA_JVM_CLASSES = (
     "org.apache.spark.sql.delta.sources.DeltaDataSource",
     "io.delta.sql.DeltaSparkSessionExtension",
 )
+#: Where scripts/setup puts the jars of jvm/pom.xml (delta-spark's in its delta-spark folder).
+JVM_DIR = os.environ.get("SPARK_KAFKA_GROUP_JVM") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".jvm"
+)
 DELTA_SQL_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
 NO_DELTA = (
     "Spark's Delta sink (delta-spark) is not on this Spark session's classpath ({missing}). "
-    "This job writes through it: install the Python package with "
-    "`pip install 'spark-kafka-group[spark-delta]'` and give Spark the jars of delta-spark "
-    "for its Spark line with Delta's session extension and catalog, e.g. "
+    "This job writes through it: install the Python package with `pip install delta-spark` "
+    "(the package's spark-delta extra) and give Spark the jars of delta-spark "
+    "for its Spark line with Delta's session extension and catalog: run with `python`, it "
+    "uses those that the checkout's scripts/setup fetched into .jvm/delta-spark; or "
     "`spark-submit --properties-file conf/spark-defaults.conf` (spark.jars.packages "
     "io.delta:delta-spark_<spark line>_2.13:<delta version>, such as "
     "io.delta:delta-spark_4.2_2.13:4.4.0 for Spark 4.2), or run on Databricks, where Delta is "
     "built in."
 )
+
+
+_INTERVAL = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
+_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def trigger_interval(text: str) -> str:
+    """``--trigger``'s value in Spark's form: ``availableNow`` as is, ``30s`` as ``30 seconds``
+    (ms, s, m, h, d), Spark's own interval strings (``30 seconds``) as given."""
+    if text == "availableNow":
+        return text
+    short = _INTERVAL.match(text)
+    if short:
+        return f"{short.group(1)} {_UNITS[short.group(2)]}"
+    if re.match(r"^\s*\d+\s+[a-z]+\s*$", text, flags=re.IGNORECASE):
+        return text.strip()
+    raise argparse.ArgumentTypeError(
+        f"--trigger {text!r}: expected 'availableNow' or an interval such as 30s, 500ms, 5m, "
+        "1h or '30 seconds'"
+    )
+
+
+def delta_jars(jvm_dir: str = JVM_DIR) -> list[str]:
+    """The delta-spark jars scripts/setup fetched (jvm/pom.xml), or [] when there are none."""
+    return sorted(glob.glob(os.path.join(jvm_dir, "delta-spark", "*.jar")))
+
+
+def jars_spark_line(jars: list[str]) -> str | None:
+    """The Spark line the delta-spark jar is built for (``delta-spark_4.2_2.13-4.4.0.jar``)."""
+    for jar in jars:
+        found = re.match(r"delta-spark_(\d+\.\d+)_", os.path.basename(jar))
+        if found:
+            return found.group(1)
+    return None
 
 
 class DeltaSparkMissing(RuntimeError):
@@ -94,7 +138,15 @@ def require_delta(spark: SparkSession) -> None:
     """Raise :class:`DeltaSparkMissing` naming the fix unless Spark's Delta sink is there."""
     missing = missing_delta_classes(spark)
     if missing:
-        raise DeltaSparkMissing(NO_DELTA.format(missing="no " + ", no ".join(missing)))
+        jars = delta_jars()
+        line = jars_spark_line(jars)
+        found = (
+            f"; {JVM_DIR}/delta-spark holds jars for Spark {line}, this is pyspark "
+            f"{pyspark.__version__}"
+            if line
+            else f"; no delta-spark jars in {JVM_DIR}/delta-spark"
+        )
+        raise DeltaSparkMissing(NO_DELTA.format(missing="no " + ", no ".join(missing) + found))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -114,7 +166,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--trigger",
         default="availableNow",
-        help="'availableNow' (default: read what is there, then stop) or an interval, e.g. 30s",
+        type=trigger_interval,
+        help="'availableNow' (default: read what is there, then stop) or an interval: 30s, "
+        "500ms, 5m, 1h, or Spark's '30 seconds'",
     )
     parser.add_argument("--max-offsets-per-trigger", type=int)
     parser.add_argument("--master", help="Spark master (default: spark-submit's, else local[2])")
@@ -132,11 +186,12 @@ def _spark(args: argparse.Namespace) -> SparkSession:
             builder = builder.master("local[2]").config("spark.ui.enabled", "false")
             builder = builder.config("spark.sql.shuffle.partitions", "2")
             builder = builder.config("spark.ui.showConsoleProgress", "false")
-        if importlib.util.find_spec("delta") is not None:
-            from delta import configure_spark_with_delta_pip
-
-            # delta-spark's jars for this pyspark, fetched by Spark from Maven Central
-            builder = configure_spark_with_delta_pip(builder)
+        jars = delta_jars()
+        spark_line = ".".join(pyspark.__version__.split(".")[:2])
+        if jars_spark_line(jars) == spark_line and importlib.util.find_spec("delta") is not None:
+            # scripts/setup's jars, not spark.jars.packages: no Ivy resolution (its cache
+            # may hold a pom without its jar, and two jobs would race on it)
+            builder = builder.config("spark.jars", ",".join(jars))
             for key, value in DELTA_SQL_CONF.items():
                 builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from spark_kafka_group.errors import GroupStoreError, KafkaGroupError
+from spark_kafka_group.errors import GroupNotEmptyError, GroupStoreError
 from spark_kafka_group.group import (
     GroupCoordinator,
     GroupDescription,
@@ -28,10 +28,6 @@ from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
 
 log = logging.getLogger(__name__)
-
-
-class GroupNotEmptyError(KafkaGroupError):
-    """The operation needs a group without live members (as Kafka's offset reset does)."""
 
 
 def expire_and_require_no_members(

@@ -658,7 +658,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--timeout",
             type=int,
             metavar="MS",
-            help="how long each request to the cluster may take, in milliseconds (default 10000)",
+            help="wait at most MS milliseconds for each request to the cluster, one attempt "
+            "(default: up to 3 attempts of 10 s each, 1 s apart, as the source's "
+            "fetchOffset.numRetries)",
         )
 
     p = sub.add_parser(
@@ -772,7 +774,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_delete_offsets)
 
-    p = sub.add_parser("export-to-kafka", help="copy committed offsets to a Kafka consumer group")
+    p = sub.add_parser(
+        "export-to-kafka",
+        help="copy committed offsets to a Kafka consumer group",
+        description="Commit the group's committed offsets to a Kafka consumer group (default: "
+        "the same name), so that Kafka's tools (kafka-consumer-groups, lag exporters) or a plain "
+        "Kafka consumer see them. Kafka refuses while that consumer group has active consumers. "
+        "--dry-run prints what would be committed and commits nothing.",
+    )
     common(p)
     kafka(p, needed=True)
     p.add_argument("--kafka-group", help="the Kafka consumer group (default: --group)")
@@ -781,7 +790,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser(
-        "import-from-kafka", help="seed a group from a Kafka consumer group's committed offsets"
+        "import-from-kafka",
+        help="seed a group from a Kafka consumer group's committed offsets",
+        description="Commit a Kafka consumer group's committed offsets (default: the one named "
+        "as --group) into the group's log, so that its queries start where that Kafka consumer "
+        "stopped. Refused while the group has live members. --dry-run prints the plan and "
+        "changes nothing.",
     )
     common(p)
     kafka(p, needed=True)
@@ -790,7 +804,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
     p.set_defaults(func=cmd_import)
 
-    p = sub.add_parser("timeline", help="PNG of partition ownership, rebalances and commits")
+    p = sub.add_parser(
+        "timeline",
+        help="PNG of partition ownership, rebalances and commits",
+        description="Draw the group's history from its log into a PNG: one lane per partition "
+        "coloured by owner (hatched while being revoked), a dashed line at every rebalance "
+        "(generation), and the committed offsets over time; with --bootstrap-server also the "
+        "log end offsets and the lag now. Needs matplotlib (the timeline extra).",
+    )
     common(p)
     kafka(p, needed=False)
     p.add_argument("--out", required=True, metavar="FILE.png", help="the PNG file to write")

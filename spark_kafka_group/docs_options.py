@@ -189,7 +189,8 @@ def render() -> str:
             lines += [intro, ""]
         for name in members:
             spec = by_name[name]
-            lines += [f"### `{name}` {{#{anchor(name)}}}", ""]
+            # an HTML anchor, not an attr_list {#id}: GitHub shows those as text
+            lines += [f'<a id="{anchor(name)}"></a>', "", f"### `{name}`", ""]
             lines += [*_default_line(spec), summary(spec), ""]
             if details(spec):
                 lines += [details(spec), ""]

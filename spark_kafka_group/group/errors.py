@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from enum import Enum
 
+# The bug errors are defined with every other error class users can see (errors.py).
+from spark_kafka_group.errors import GroupProtocolBug, IllegalStateTransitionError
+
 
 class GroupError(str, Enum):
     """Kafka's error names, as used in the responses of the group APIs."""
@@ -32,9 +35,4 @@ class GroupError(str, Enum):
         return self.value
 
 
-class GroupProtocolBug(RuntimeError):
-    """A record cannot be applied to the group: the code that wrote it is wrong."""
-
-
-class IllegalStateTransitionError(GroupProtocolBug):
-    """A group state change that Kafka's ``ClassicGroupState`` does not allow."""
+__all__ = ["GroupError", "GroupProtocolBug", "IllegalStateTransitionError"]

@@ -44,7 +44,7 @@ from confluent_kafka import (
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_group.errors import KafkaGroupError
+from spark_kafka_group.errors import KafkaGroupError, KafkaGroupOffsetsError
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.kafka.cluster import RESEND_BACKOFF, KafkaCluster, is_internal_topic
 from spark_kafka_group.kafka.config import error_code, error_text
@@ -66,10 +66,6 @@ _COORDINATOR_BUSY = frozenset(
         KafkaError._WAIT_COORD,
     }
 )
-
-
-class KafkaGroupOffsetsError(KafkaGroupError):
-    """Reading or writing a Kafka consumer group's committed offsets failed."""
 
 
 def kafka_group_offsets(

@@ -18,21 +18,36 @@ import pyarrow as pa
 
 from spark_kafka_group.group.kinds import RecordKind
 
-#: The query, over the group log registered as ``group_log`` (the record kinds spelled as the
-#: log stores them).
-COMMITTED_OFFSETS_SQL = f"""
-SELECT topic, "partition", "offset", member_id, generation, timestamp_ms
+
+def committed_offsets_sql(table: str = "group_log", *, quote: str = '"') -> str:
+    """The query over the group log named ``table``: the one definition that docs/offsets.md
+    shows and the Databricks notebook runs (a unit test compares them). ``quote`` quotes the
+    names ``partition`` and ``offset``: a double quote for delta-rs (DataFusion), a backtick
+    for Spark SQL, where a double-quoted name is a string literal. The record kinds are
+    spelled as the log stores them."""
+    partition, offset = f"{quote}partition{quote}", f"{quote}offset{quote}"
+    return f"""
+SELECT topic, {partition}, {offset}, member_id, generation, timestamp_ms
 FROM (
   SELECT *, ROW_NUMBER() OVER (
-    PARTITION BY topic, "partition" ORDER BY log_version DESC, seq DESC) AS newest
-  FROM group_log
+    PARTITION BY topic, {partition} ORDER BY log_version DESC, seq DESC) AS newest
+  FROM {table}
   WHERE kind IN ('{RecordKind.COMMIT.value}', '{RecordKind.OFFSET_DELETE.value}')
-    AND log_version > (SELECT COALESCE(MAX(log_version), -1) FROM group_log
+    AND log_version > (SELECT COALESCE(MAX(log_version), -1) FROM {table}
                        WHERE kind = '{RecordKind.DELETE.value}')
 ) AS commits
 WHERE newest = 1 AND kind = '{RecordKind.COMMIT.value}'
-ORDER BY topic, "partition"
+ORDER BY topic, {partition}
 """
+
+
+def committed_offsets_spark_sql(group_log_path: str) -> str:
+    """:func:`committed_offsets_sql` for Spark SQL with Delta, over the log at its path."""
+    return committed_offsets_sql(f"delta.`{group_log_path}`", quote="`")
+
+
+#: The query over the group log registered as ``group_log``, for delta-rs.
+COMMITTED_OFFSETS_SQL = committed_offsets_sql()
 
 
 def committed_offsets_table(

@@ -36,7 +36,7 @@ from spark_kafka_group.group.payloads import (
 from spark_kafka_group.store import GroupLog, GroupLogNotFoundError, group_log_uri
 
 #: What gives ``kafka-group timeline`` its matplotlib, which the package does not require.
-INSTALL_TIMELINE = "pip install 'spark-kafka-group[timeline]'"
+INSTALL_TIMELINE = "pip install matplotlib"
 
 #: The records that are member events, and their payload types (each has a reason).
 _MEMBER_EVENTS: dict[str, type[JoinPayload] | type[LeavePayload] | type[ExpirePayload]] = {
@@ -280,7 +280,8 @@ def require_matplotlib() -> None:
     except ImportError as exc:
         raise KafkaGroupError(
             f"drawing the timeline needs matplotlib, which is not installed ({exc}). "
-            f"Install the timeline extra: {INSTALL_TIMELINE}"
+            f"Install it where this command runs: {INSTALL_TIMELINE} (the package's "
+            "'timeline' extra)"
         ) from None
 
 

@@ -175,7 +175,9 @@ GROUP_SPECS: tuple[OptionSpec, ...] = (
         "rebalanceTimeoutMs",
         MILLISECONDS,
         str(defaults.REBALANCE_TIMEOUT_MS),
-        "How long a rebalance waits for members to rejoin (Kafka's `max.poll.interval.ms`).\n\n"
+        "How long a rebalance waits for members to rejoin (the role of Kafka's "
+        "`max.poll.interval.ms`).\n\n"
+        "**Differs from Kafka's default**: 60 s here, 300 s for `max.poll.interval.ms`. "
         "It also bounds the initial rebalance delay and, with `sessionTimeoutMs`, how long a "
         "Trigger.AvailableNow run waits for its assignment. A group of hundreds of members on "
         "an object store needs more: see [Capacity](operations.md#capacity).",
@@ -199,7 +201,9 @@ GROUP_SPECS: tuple[OptionSpec, ...] = (
         "cooperative-sticky",
         "Assignors in order of preference, comma-separated: `range`, `roundrobin`, `sticky`, "
         "`cooperative-sticky` or your own `module:Class`.\n\n"
-        "Kafka's `partition.assignment.strategy`. The group uses an assignor every member "
+        "Kafka's `partition.assignment.strategy`. **Differs from Kafka's default**, "
+        "`range,cooperative-sticky`: here `cooperative-sticky` alone, so a rebalance moves only "
+        "the partitions that change owner. The group uses an assignor every member "
         "lists; a query with none in common with the running members is refused. See "
         "[Assignors](concepts.md#assignors).",
         field="assignment_strategy",
@@ -222,9 +226,8 @@ GROUP_SPECS: tuple[OptionSpec, ...] = (
         "How far back Delta time travel (`versionAsOf` / `timestampAsOf`) reaches on the group "
         "log: its JSON commits and the files compaction replaced are kept this long (`1h`, "
         f"`7d`; at least `{duration_text(DEFAULT_LOG_RETENTION_MS)}`).\n\n"
-        "Records themselves are never deleted: query the whole history by `log_version` or "
-        "timestamp at any time. A new log is created with it; on an existing one the group's "
-        "leader sets it at its next maintenance (give every query of the group the same).",
+        "Records themselves are never deleted. How the log's files are kept and compacted, "
+        "and when a changed value takes effect: [Retention](operations.md#retention).",
         checks=(long_enough_retention,),
         field="log_retention_ms",
     ),
@@ -233,7 +236,11 @@ GROUP_SPECS: tuple[OptionSpec, ...] = (
         MILLISECONDS,
         str(defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS),
         "How long a departed static member's partitions wait for it before they are "
-        "reassigned (Kafka's KIP-415).",
+        "reassigned.\n\n"
+        "Kafka's consumers have no such setting: it is Kafka Connect's "
+        "`scheduled.rebalance.max.delay.ms` (KIP-415), applied here to static members "
+        "(`groupInstanceId`). `0`, the default, reassigns them at once, as a Kafka consumer "
+        "group does when a static member's session expires.",
         checks=(non_negative,),
         field="scheduled_rebalance_max_delay_ms",
     ),

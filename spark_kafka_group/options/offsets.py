@@ -77,9 +77,11 @@ def offsets_type(words: tuple[OffsetMode, ...]) -> ValueType[Offsets]:
         for word in words:
             if text.lower() == word:
                 return word, {}
-        example = (
-            f"{', '.join(words)}, or JSON such as " + '{"orders": {"0": 23, "1": -2}} '
-            "(-2 = earliest, -1 = latest)"
+        # endingOffsets takes no earliest, so its example must not offer -2
+        example = f"{', '.join(words)}, or JSON such as " + (
+            '{"orders": {"0": 23, "1": -2}} (-2 = earliest, -1 = latest)'
+            if "earliest" in words
+            else '{"orders": {"0": 23, "1": -1}} (-1 = latest)'
         )
         if not text.startswith("{"):
             raise OptionError(

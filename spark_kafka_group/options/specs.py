@@ -90,9 +90,10 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
         "Where a partition the group never committed starts: `earliest`, `latest`, `none` "
         "(fail) or JSON per partition.\n\n"
         'JSON is `{"topic": {"0": 23, "1": -2}}` (-2 earliest, -1 latest; unlisted partitions: '
-        "latest). A committed offset always wins over this option. A partition discovered "
-        "later (a new partition, a new topic matching `subscribePattern`, also one created "
-        "while the query was stopped) starts at **earliest** whatever this says, as in "
+        "latest). **Differs from Spark**, whose JSON must list every partition of the "
+        "subscribed topics. A committed offset always wins over this option. A partition "
+        "discovered later (a new partition, a new topic matching `subscribePattern`, also one "
+        "created while the query was stopped) starts at **earliest** whatever this says, as in "
         "Spark's Kafka source, so nothing written to it before its discovery is lost.\n\n"
         "Batch reads accept `earliest` (their default), JSON without -1, or `group`: the "
         "group's committed offsets, partitions without a commit from earliest. `group` is "
@@ -125,7 +126,12 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
         "minPartitions",
         INTEGER,
         None,
-        "Split large offset ranges so that a batch has at least this many Spark tasks.",
+        "Split large offset ranges so that a batch has at least this many Spark tasks, one "
+        "range a task.\n\n"
+        "**Differs from Spark** without it: Spark's Kafka source runs one task per partition's "
+        "range, while here ranges of fewer than 20,000 records share a task (up to four a "
+        "task, fetched one after the other), as a Python task costs about what fetching "
+        "20,000 records does. Setting `minPartitions` gives every range a task of its own.",
         checks=(positive,),
         field="min_partitions",
     ),

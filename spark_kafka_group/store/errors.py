@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from spark_kafka_group.errors import GroupStoreError, OptionError
+from spark_kafka_group.errors import GroupLogNotFoundError, GroupStoreError, InvalidGroupIdError
 
-
-class InvalidGroupIdError(GroupStoreError, OptionError):
-    """A group id that cannot name a directory under the group store."""
-
-
-class GroupLogNotFoundError(GroupStoreError):
-    """There is no group log at the path (and the caller asked not to create one)."""
+__all__ = ["AppendConflict", "GroupLogNotFoundError", "InvalidGroupIdError", "describe_error"]
 
 
 class AppendConflict(GroupStoreError):

@@ -28,7 +28,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from spark_kafka_group.errors import GroupStoreError
+from spark_kafka_group.errors import GroupStoreError, UnsafeGroupStoreError
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +37,6 @@ PROBE_PREFIX = ".skg-probe-"
 
 _S3_SCHEMES = frozenset({"s3", "s3a"})
 _TRUE = frozenset({"true", "1", "yes", "on"})
-
-
-class UnsafeGroupStoreError(GroupStoreError):
-    """The group store cannot commit with an atomic put-if-absent; nothing was written."""
 
 
 def _scheme(uri: str) -> str:

@@ -114,7 +114,7 @@ def test_kafka_to_delta_writes_through_spark_delta_sink_exactly_once_across_a_cr
     first_log = tmp_path / "first-run.log"
     with open(first_log, "wb") as out:
         first = subprocess.Popen(
-            [*submit, "--trigger", "4 seconds"],
+            [*submit, "--trigger", "4s"],  # the documented short form
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         try:
@@ -275,7 +275,7 @@ def test_kafka_to_delta_without_delta_spark_names_the_extra_and_the_jars(
     error = capsys.readouterr().err
     for fix in (
         "org.apache.spark.sql.delta.sources.DeltaDataSource",
-        "pip install 'spark-kafka-group[spark-delta]'",
+        "pip install delta-spark",
         "conf/spark-defaults.conf",
         "io.delta:delta-spark_4.2_2.13:4.4.0",
     ):

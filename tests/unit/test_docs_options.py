@@ -27,7 +27,7 @@ def test_every_option_is_documented_once_with_its_default() -> None:
     assert docs_options.check_specs() == []
     page = docs_options.render()
     for spec in docs_options.all_specs():
-        heading = f"### `{spec.name}` {{#{docs_options.anchor(spec.name)}}}"
+        heading = f'<a id="{docs_options.anchor(spec.name)}"></a>\n\n### `{spec.name}`\n'
         assert page.count(heading) == 1, spec.name
         section = page.split(heading, 1)[1].split("\n### ", 1)[0]
         default = docs_options.default_text(spec)

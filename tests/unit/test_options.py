@@ -443,6 +443,16 @@ def test_ending_offsets_and_trigger_options() -> None:
     assert ending_ts is not None and ending_ts.for_partition("t", 3) == AtTimestamp(77)
 
 
+def test_ending_offsets_earliest_suggests_only_what_it_takes() -> None:
+    """endingOffsets refuses -2 (earliest), so its error's JSON example must not offer it."""
+    with pytest.raises(OptionError) as refused:
+        parse_options(lower(without(endingOffsets="earliest")))
+    message = str(refused.value)
+    assert "'endingOffsets'" in message and "latest" in message, message
+    assert "-2" not in message, message
+    assert '{"orders": {"0": 23, "1": -1}}' in message, message
+
+
 STREAM_ONLY_AND_BATCH_ONLY = [
     ("stream", without(endingOffsets="latest"), ["endingOffsets", "not valid in streaming"]),
     ("stream", without(endingTimestamp="5"), ["endingTimestamp", "not valid in streaming"]),

@@ -26,7 +26,7 @@ def test_timeline_without_matplotlib_names_the_extra_to_install(
 
     err = capsys.readouterr().err
     assert code == 1, err
-    assert INSTALL_TIMELINE == "pip install 'spark-kafka-group[timeline]'"
+    assert INSTALL_TIMELINE == "pip install matplotlib"
     assert INSTALL_TIMELINE in err and "matplotlib" in err, err
     assert "Traceback" not in err
     assert not out.exists()

