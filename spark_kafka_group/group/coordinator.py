@@ -1,4 +1,5 @@
-"""The group coordinator's handlers: pure functions of the folded group, a request and now_ms.
+"""The classic group's handlers (Kafka's ``GroupMetadataManager``): pure functions of the folded
+group, a request and now_ms. The committed offsets' handlers are their peers in :mod:`.offsets`.
 
 Every handler returns ``(records, response)`` and changes nothing. The caller appends the
 records to the group log (compare-and-swap on the log version) and then folds them
@@ -27,9 +28,9 @@ from spark_kafka_group.group.clocks import (
 from spark_kafka_group.group.config import GroupConfig
 from spark_kafka_group.group.description import GroupDescription, MemberDescription
 from spark_kafka_group.group.errors import GroupError
+from spark_kafka_group.group.handling import Scratch, check_member, unavailable
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
-    CommitResponse,
     DeleteResponse,
     HeartbeatResponse,
     JoinRequest,
@@ -45,13 +46,11 @@ from spark_kafka_group.group.metadata import (
     LEASES,
     GroupMetadata,
     MemberMetadata,
-    OffsetAndMetadata,
     Subscription,
     TopicPartition,
 )
 from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload, RevokePayload
 from spark_kafka_group.group.record_helpers import (
-    commit_record,
     delete_record,
     expire_record,
     generation_record,
@@ -69,31 +68,6 @@ from spark_kafka_group.group.state import GroupState
 
 S = GroupState
 E = GroupError
-
-#: An offset to commit: the offset alone, or with its metadata (the other fields are the
-#: commit's own: its time, generation and member).
-CommitValue = int | OffsetAndMetadata
-
-
-class _Scratch:
-    """Records being decided, folded into a copy of the group as they are added (copied at
-    the first record: most ticks decide nothing, and a copy of a large group is not free)."""
-
-    def __init__(self, group: GroupMetadata) -> None:
-        self._origin = group
-        self._copy: GroupMetadata | None = None
-        self.records: list[GroupRecord] = []
-
-    @property
-    def group(self) -> GroupMetadata:
-        """The group with the records so far (read it again after every :meth:`add`)."""
-        return self._origin if self._copy is None else self._copy
-
-    def add(self, record: GroupRecord) -> None:
-        if self._copy is None:
-            self._copy = self._origin.copy()
-        replay.apply(self._copy, record)
-        self.records.append(record)
 
 
 def _sightings(seen: Sightings | None, now_ms: int) -> Sightings:
@@ -160,33 +134,6 @@ class GroupCoordinator:
         assignor = self.config.assignors.get(protocol)
         return assignor.rebalance_protocol if assignor else RebalanceProtocol.EAGER
 
-    # ------------------------------------------------------------------ validation
-
-    def _unavailable(self) -> GroupError | None:
-        if self._group.state == S.DEAD:
-            return E.COORDINATOR_NOT_AVAILABLE
-        return None
-
-    def _check_member(
-        self, member_id: str | None, instance_id: str | None
-    ) -> tuple[GroupError, MemberMetadata | None]:
-        g = self._group
-        err = self._unavailable()
-        if err is not None:
-            return err, None
-        if member_id is not None and member_id in g.fenced:
-            return E.FENCED_INSTANCE_ID, None
-        if instance_id is not None:
-            mapped = g.static_members.get(instance_id)
-            if mapped is not None and mapped != member_id:
-                return E.FENCED_INSTANCE_ID, None
-        member = g.member(member_id)
-        if member is None:
-            return E.UNKNOWN_MEMBER_ID, None
-        if instance_id is not None and member.instance_id != instance_id:
-            return E.FENCED_INSTANCE_ID, None
-        return E.NONE, member
-
     # ------------------------------------------------------------------ join
 
     def join(
@@ -200,7 +147,7 @@ class GroupCoordinator:
         def fail(error: GroupError) -> tuple[list[GroupRecord], JoinResponse]:
             return [], JoinResponse(error, mid)
 
-        err = self._unavailable()
+        err = unavailable(self._group)
         if err is not None:
             return fail(err)
         if not mid:
@@ -313,7 +260,7 @@ class GroupCoordinator:
                 else "member metadata changed"
             ),
         )
-        scratch = _Scratch(g)
+        scratch = Scratch(g)
         scratch.add(
             join_record(
                 now_ms=now_ms,
@@ -366,7 +313,7 @@ class GroupCoordinator:
         )
 
     def _maybe_complete_join(
-        self, scratch: _Scratch, now_ms: int, seen: Sightings, writer: str | None
+        self, scratch: Scratch, now_ms: int, seen: Sightings, writer: str | None
     ) -> None:
         """If every member has rejoined (and the initial delay is over), write the next
         generation. Decided on one clock, the decider's (``seen``); ``now_ms`` only stamps the
@@ -422,7 +369,7 @@ class GroupCoordinator:
         all topics when a pattern is subscribed) and writes the assignment; the others read
         theirs (``pending`` until the leader has written it). ``seen``: the leader's
         sightings, for what remains of scheduled delays."""
-        err, m = self._check_member(member_id, instance_id)
+        err, m = check_member(self._group, member_id, instance_id)
         if m is None:
             return [], SyncResponse(err)
         g = self._group
@@ -439,7 +386,7 @@ class GroupCoordinator:
             return [], SyncResponse(E.INCONSISTENT_GROUP_PROTOCOL, g.generation, g.protocol)
         snapshot = dict(metadata) if metadata is not None else dict(g.latest_metadata or {})
         payload = sync_payload(g, assignor, snapshot, now_ms, _sightings(seen, now_ms))
-        scratch = _Scratch(g)
+        scratch = Scratch(g)
         scratch.add(
             sync_record(now_ms=now_ms, leader=member_id, generation=g.generation, payload=payload)
         )
@@ -462,7 +409,7 @@ class GroupCoordinator:
         self, member_id: str, generation: int, now_ms: int, *, instance_id: str | None = None
     ) -> tuple[list[GroupRecord], HeartbeatResponse]:
         """Heartbeat: REBALANCE_IN_PROGRESS tells a member it must rejoin."""
-        err, m = self._check_member(member_id, instance_id)
+        err, m = check_member(self._group, member_id, instance_id)
         if m is None:
             return [], HeartbeatResponse(err)
         g = self._group
@@ -486,10 +433,10 @@ class GroupCoordinator:
     ) -> tuple[list[GroupRecord], LeaveResponse]:
         """LeaveGroup (a graceful leave; static members do not call it on restart).
         ``seen``: the leaver's sightings, in case its leave completes a join phase."""
-        err, m = self._check_member(member_id, instance_id)
+        err, m = check_member(self._group, member_id, instance_id)
         if m is None:
             return [], LeaveResponse(err)
-        scratch = _Scratch(self._group)
+        scratch = Scratch(self._group)
         scratch.add(
             leave_record(
                 now_ms=now_ms,
@@ -502,72 +449,7 @@ class GroupCoordinator:
         self._maybe_complete_join(scratch, now_ms, _sightings(seen, now_ms), writer=None)
         return scratch.records, LeaveResponse(E.NONE)
 
-    # ------------------------------------------------------------------ offsets
-
-    def commit_offsets(
-        self,
-        member_id: str | None,
-        generation: int,
-        offsets: Mapping[TopicPartition, CommitValue],
-        now_ms: int,
-        *,
-        instance_id: str | None = None,
-        revoke: bool = False,
-    ) -> tuple[list[GroupRecord], CommitResponse]:
-        """OffsetCommit, fenced: accepted only for partitions the member holds (assigned, or
-        being revoked) in the current generation. ``revoke=True`` makes this the final commit
-        of the partitions being revoked: it also acks their revocation. ``member_id=None``
-        with ``generation=-1`` is an admin commit (e.g. importing a Kafka group's offsets),
-        accepted only while the group is Empty."""
-        g = self._group
-        parts = {TopicPartition(t, int(p)): v for (t, p), v in offsets.items()}
-
-        def reject(error: GroupError) -> tuple[list[GroupRecord], CommitResponse]:
-            return [], CommitResponse(error, {tp: error for tp in parts})
-
-        if member_id is None:
-            err = self._unavailable()
-            if err is not None:
-                return reject(err)
-            if generation >= 0 or g.state != S.EMPTY:
-                return reject(E.UNKNOWN_MEMBER_ID)
-            held: frozenset[TopicPartition] | None = None
-        else:
-            err, m = self._check_member(member_id, instance_id)
-            if m is None:
-                return reject(err)
-            if generation != g.generation or m.generation != g.generation:
-                return reject(E.ILLEGAL_GENERATION)
-            held = m.held
-        records: list[GroupRecord] = []
-        errors: dict[TopicPartition, GroupError] = {}
-        for tp, value in sorted(parts.items()):
-            offset, md = (value, None) if isinstance(value, int) else (value.offset, value.metadata)
-            if held is not None and tp not in held:
-                errors[tp] = E.ILLEGAL_GENERATION  # not its partition: a zombie commit
-            elif offset < 0:
-                errors[tp] = E.INVALID_REQUEST
-            elif md is not None and len(md) > self.config.max_offset_metadata_length:
-                errors[tp] = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                errors[tp] = E.NONE
-                records.append(
-                    commit_record(
-                        now_ms=now_ms,
-                        member_id=member_id,
-                        instance_id=instance_id,
-                        generation=generation,
-                        partition=tp,
-                        offset=int(offset),
-                        metadata=md,
-                    )
-                )
-        if revoke and member_id is not None:
-            accepted = [tp for tp, e in errors.items() if e is E.NONE]
-            ack = self._revoke_record(member_id, accepted, now_ms)
-            if ack is not None:
-                records.append(ack)
-        return records, CommitResponse(E.NONE, errors)
+    # ------------------------------------------------------------------ revocation
 
     def ack_revocation(
         self,
@@ -579,7 +461,7 @@ class GroupCoordinator:
         instance_id: str | None = None,
     ) -> tuple[list[GroupRecord], RevokeResponse]:
         """The member stopped consuming these revoked partitions (nothing left to commit)."""
-        err, m = self._check_member(member_id, instance_id)
+        err, m = check_member(self._group, member_id, instance_id)
         if m is None:
             return [], RevokeResponse(err)
         if generation != self._group.generation or m.generation != self._group.generation:
@@ -622,7 +504,7 @@ class GroupCoordinator:
         """A member saw topic metadata (topic -> partition count; every topic it knows when a
         pattern is subscribed). If the group's subscribed topics differ from what the last
         assignment used, record it and rebalance."""
-        err, m = self._check_member(member_id, instance_id)
+        err, m = check_member(self._group, member_id, instance_id)
         if m is None:
             return [], MetadataResponse(err)
         g = self._group
@@ -660,7 +542,7 @@ class GroupCoordinator:
         g = self._group
         if g.state in (S.DEAD, S.EMPTY):
             return []
-        scratch = _Scratch(g)
+        scratch = Scratch(g)
         for mid in list(g.members):
             s = scratch.group
             m = s.members.get(mid)
@@ -713,7 +595,7 @@ class GroupCoordinator:
 
     def delete_group(self, now_ms: int) -> tuple[list[GroupRecord], DeleteResponse]:
         """DeleteGroups: only an Empty group (its offsets go with it)."""
-        err = self._unavailable()
+        err = unavailable(self._group)
         if err is not None:
             return [], DeleteResponse(err)
         if self._group.state != S.EMPTY:
