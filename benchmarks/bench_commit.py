@@ -14,7 +14,7 @@ What it measures (the real path a member's micro-batch commit takes)
 A member joins a fresh group through the coordinator's handlers (JOIN, then the leader's SYNC
 with the topic metadata), so it owns all ``--partitions`` partitions of topic ``orders``. Then
 each micro-batch commit is one :meth:`GroupLogClient.transact` (fold the log up to its latest
-version, ``GroupCoordinator.commit_offsets`` for the member's generation, compare-and-swap
+version, ``group.offsets.commit_offsets`` for the member's generation, compare-and-swap
 append, fold the appended records), with the client's housekeeping on (a SNAPSHOT record every
 ``SNAPSHOT_EVERY_RECORDS`` records; table maintenance every ``MAINTAIN_EVERY_VERSIONS``
 versions, as the group leader does). That is exactly what a member's ``commit()`` costs on the
@@ -55,6 +55,7 @@ from benchmarks.harness import add_store_arguments, print_result, store_from_arg
 from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord
 from spark_kafka_group.group.errors import GroupError
 from spark_kafka_group.group.messages import CommitResponse, JoinRequest, SyncResponse
+from spark_kafka_group.group.offsets import commit_offsets
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLog, group_log_uri
 
@@ -178,7 +179,7 @@ def run(
         def commit(
             work: GroupCoordinator, now: int, batch: dict = batch
         ) -> tuple[list[GroupRecord], CommitResponse]:
-            return work.commit_offsets(MEMBER, generation, batch, now)
+            return commit_offsets(work.group, MEMBER, generation, batch, now)
 
         t0 = time.perf_counter()
         response = client.transact(commit)

@@ -22,8 +22,9 @@ from spark_kafka_group.group import (
     TopicPartition,
 )
 from spark_kafka_group.group.clocks import Sightings, SingleClock, silent_past_session
-from spark_kafka_group.group.offsets import CommitObject, fold_commit_objects, reset
+from spark_kafka_group.group.offsets import fold_commit_objects, reset
 from spark_kafka_group.group.timer import Clock
+from spark_kafka_group.group.types import CommitObject
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store import GroupLogNotFoundError, group_log_uri, list_groups
 
@@ -86,22 +87,23 @@ def describe_group(
         dead = GroupCoordinator(group_id, group=GroupMetadata(group_id, state=GroupState.DEAD))
         return dead.describe(now, uri=uri, version=-1)
     group = client.fold().fork()
-    fold_commit_objects(group, _all_commit_objects(client), now)  # applied to the fork only
+    folded, _ = fold_commit_objects(group.group, _all_commit_objects(client), now)
+    group.apply_all(folded)  # to the fork only
     # Shown only: liveness on the writers' timestamps (a one-shot process has watched nobody).
     return group.describe(now, leases=client.read_leases(), uri=uri, version=client.version)
 
 
-def _all_commit_objects(client: GroupLogClient) -> list[CommitObject]:
+def _all_commit_objects(client: GroupLogClient) -> dict[str, CommitObject]:
     """Every member's newest commit object (none if the store cannot list them: the log's
     own commits are still described)."""
     objects = client.commit_objects
     if objects is None:
-        return []
+        return {}
     try:
-        return list(objects.get(objects.list()).values())
+        return objects.get(objects.list())
     except GroupStoreError as exc:
         log.warning("group %s: commit objects not read: %s", client.group_id, exc)
-        return []
+        return {}
 
 
 def describe_existing_group(
@@ -172,7 +174,7 @@ def reset_offsets(
         }
         if not execute:
             return [], plan
-        commits, response = reset(work, offsets, now)
+        commits, response = reset(work.group, offsets, now)
         if response.error is not GroupError.NONE or not response.accepted >= set(offsets):
             raise GroupNotEmptyError(
                 f"Group {group_id!r} refused the offset reset: {response.partition_errors}"

@@ -13,15 +13,14 @@ from collections.abc import Mapping
 from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord, TopicPartition
 from spark_kafka_group.group.offsets import (
-    CommitObject,
-    RecordedOffset,
     Source,
     commit_batch,
     fold_commit_objects,
     listener_commit,
-    owner,
 )
+from spark_kafka_group.group.types import CommitObject, RecordedOffset
 from spark_kafka_group.member.log_client import Decide, GroupLogClient
+from spark_kafka_group.store.commit_objects import owner
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +63,7 @@ def commit_decision(
 
     def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], int]:
         records, response = commit_batch(
-            work, member_id, recorded, now, source=Source.LISTENER, starts=starts
+            work.group, member_id, recorded, now, source=Source.LISTENER, starts=starts
         )
         return records, 0 if response is None else len(response.accepted)
 
@@ -137,7 +136,8 @@ def leave_for_member(
         member = work.group.member(member_id)
         if member is None or member.instance_id is not None:
             return [], False
-        commits, _ = fold_commit_objects(work, recorded, now)
+        commits, _ = fold_commit_objects(work.group, recorded, now)
+        work.apply_all(commits)
         records, response = work.leave(member_id, now, reason=reason, seen=client.sightings())
         return commits + records, response.error is GroupError.NONE
 
@@ -154,15 +154,15 @@ def leave_for_member(
     return left
 
 
-def _commit_objects_of(client: GroupLogClient, member_id: str) -> list[CommitObject]:
+def _commit_objects_of(client: GroupLogClient, member_id: str) -> dict[str, CommitObject]:
     """The member's newest commit object and its progress listener's, if it has them (best
     effort: the store may be unavailable, and then the LEAVE goes without them)."""
     objects = client.commit_objects
     if objects is None:
-        return []
+        return {}
     try:
         newest = {k: s for k, s in objects.list().items() if owner(k) == member_id}
-        return list(objects.get(newest).values()) if newest else []
+        return objects.get(newest) if newest else {}
     except GroupStoreError as exc:
         log.warning("group %s: commit object of %s not read: %s", client.group_id, member_id, exc)
-        return []
+        return {}

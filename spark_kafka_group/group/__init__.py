@@ -21,9 +21,9 @@ How a member drives it (one poll, every heartbeat interval, sooner while rebalan
                                # the leader writes the assignment; the others get pending
     else:                      # Stable
         recs, r = work.sync(me, gen, now)          # read assignment / revoking / delay_ms
-        for revoked partitions: finish the batch, then
-            work.commit_offsets(me, gen, final, now, revoke=True)   # or work.ack_revocation
-        work.commit_offsets(me, gen, offsets, now)  # zombies get ILLEGAL_GENERATION etc.
+        offsets.commit_offsets(work.group, me, gen, offsets, now)  # zombies: ILLEGAL_GENERATION
+        for revoked partitions: finish the batch, commit its end, then
+            work.ack_revocation(me, gen, partitions, now)
         work.metadata_changed(me, topic_counts, now) # partition counts / pattern matches
         work.heartbeat(me, gen, now)                 # REBALANCE_IN_PROGRESS -> rejoin
     append(records + recs, expected_version=N)         # 4. CAS; on conflict go to 1

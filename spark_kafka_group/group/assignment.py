@@ -46,15 +46,9 @@ def sync_payload(
         for i, s in group.scheduled.items()
         if remaining[i] > 0
     }
-    expired = {i: s for i, s in group.scheduled.items() if remaining[i] <= 0}
     reserved: set[TopicPartition] = set()
     for s in active.values():
         reserved |= s.partitions
-    returning: dict[str, set[TopicPartition]] = {}
-    for inst, s in expired.items():
-        mid = group.static_members.get(inst)
-        if mid is not None:
-            returning.setdefault(mid, set()).update(s.partitions)
 
     def valid(tp: TopicPartition, mid: str) -> bool:
         return tp.topic in topics_of[mid] and 0 <= tp.partition < snapshot[tp.topic]
@@ -62,42 +56,9 @@ def sync_payload(
     if active and assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE:
         target = _frozen_assignment(group, topics_of, snapshot, reserved, valid)
     else:
-
-        def assign() -> Mapping[str, Any]:
-            subs = {
-                mid: MemberSubscription(
-                    topics=topics_of[mid],
-                    owned=frozenset(m.held | returning.get(mid, set())),
-                    instance_id=m.instance_id,
-                )
-                for mid, m in group.members.items()
-            }
-            return assignor.assign(snapshot, subs)
-
-        raw = assign()
-        if returning and assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE:
-            # A returned instance does not hold its old partitions: what the assignor moves
-            # away from it needs no revocation, so it may go to its new owner now rather
-            # than wait for a follow-up rebalance that nothing would start.
-            returning = {
-                mid: {
-                    tp
-                    for tp in tps
-                    if tp in {TopicPartition(t, int(p)) for t, p in raw.get(mid, ())}
-                }
-                for mid, tps in returning.items()
-            }
-            raw = assign()
-        target = {}
-        given: set[TopicPartition] = set()
-        for mid in group.members:  # defensive: drop what no assignor may give
-            mine = set()
-            for tp in raw.get(mid, ()):
-                tp = TopicPartition(tp[0], int(tp[1]))
-                if valid(tp, mid) and tp not in reserved and tp not in given:
-                    mine.add(tp)
-                    given.add(tp)
-            target[mid] = mine
+        returning = _returning(group, {i for i in group.scheduled if remaining[i] <= 0})
+        raw = _assign(group, assignor, snapshot, topics_of, returning)
+        target = _valid_target(group, raw, reserved, valid)
     holder = group.holders()
     assignment: dict[str, frozenset[TopicPartition]] = {}
     revoking: dict[str, frozenset[TopicPartition]] = {}
@@ -114,6 +75,74 @@ def sync_payload(
         delay_ms=delay_ms,
         scheduled=active,
     )
+
+
+def _returning(group: GroupMetadata, expired: set[str]) -> dict[str, set[TopicPartition]]:
+    """The partitions of the scheduled delays that ran out (instance ids ``expired``) whose
+    static instance is back, by its member."""
+    returning: dict[str, set[TopicPartition]] = {}
+    for inst in expired:
+        mid = group.static_members.get(inst)
+        if mid is not None:
+            returning.setdefault(mid, set()).update(group.scheduled[inst].partitions)
+    return returning
+
+
+def _assign(
+    group: GroupMetadata,
+    assignor: Assignor,
+    snapshot: Mapping[str, int],
+    topics_of: Mapping[str, frozenset[str]],
+    returning: dict[str, set[TopicPartition]],
+) -> Mapping[str, Any]:
+    """The assignor's answer, a returned instance counted as owning its old partitions."""
+
+    def assign() -> Mapping[str, Any]:
+        subs = {
+            mid: MemberSubscription(
+                topics=topics_of[mid],
+                owned=frozenset(m.held | returning.get(mid, set())),
+                instance_id=m.instance_id,
+            )
+            for mid, m in group.members.items()
+        }
+        return assignor.assign(snapshot, subs)
+
+    raw = assign()
+    if returning and assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE:
+        # A returned instance does not hold its old partitions: what the assignor moves
+        # away from it needs no revocation, so it may go to its new owner now rather
+        # than wait for a follow-up rebalance that nothing would start.
+        returning = {
+            mid: {
+                tp for tp in tps if tp in {TopicPartition(t, int(p)) for t, p in raw.get(mid, ())}
+            }
+            for mid, tps in returning.items()
+        }
+        raw = assign()
+    return raw
+
+
+def _valid_target(
+    group: GroupMetadata,
+    raw: Mapping[str, Any],
+    reserved: set[TopicPartition],
+    valid: Any,
+) -> dict[str, set[TopicPartition]]:
+    """The assignor's answer without what no assignor may give (defensive): a partition of a
+    topic the member does not subscribe to or that does not exist, a reserved one, or one
+    given twice."""
+    target: dict[str, set[TopicPartition]] = {}
+    given: set[TopicPartition] = set()
+    for mid in group.members:
+        mine = set()
+        for tp in raw.get(mid, ()):
+            tp = TopicPartition(tp[0], int(tp[1]))
+            if valid(tp, mid) and tp not in reserved and tp not in given:
+                mine.add(tp)
+                given.add(tp)
+        target[mid] = mine
+    return target
 
 
 def _frozen_assignment(

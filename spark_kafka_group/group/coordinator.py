@@ -1,4 +1,5 @@
-"""The group coordinator's handlers: pure functions of the folded group, a request and now_ms.
+"""The classic group's handlers (Kafka's ``GroupMetadataManager``): pure functions of the folded
+group, a request and now_ms. The committed offsets' handlers are their peers in :mod:`.offsets`.
 
 Every handler returns ``(records, response)`` and changes nothing. The caller appends the
 records to the group log (compare-and-swap on the log version) and then folds them
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from spark_kafka_group.group import replay
 from spark_kafka_group.group.assignment import sync_payload
@@ -27,9 +30,9 @@ from spark_kafka_group.group.clocks import (
 from spark_kafka_group.group.config import GroupConfig
 from spark_kafka_group.group.description import GroupDescription, MemberDescription
 from spark_kafka_group.group.errors import GroupError
+from spark_kafka_group.group.handling import Scratch, check_member, unavailable
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
-    CommitResponse,
     DeleteResponse,
     HeartbeatResponse,
     JoinRequest,
@@ -45,13 +48,11 @@ from spark_kafka_group.group.metadata import (
     LEASES,
     GroupMetadata,
     MemberMetadata,
-    OffsetAndMetadata,
     Subscription,
     TopicPartition,
 )
 from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload, RevokePayload
 from spark_kafka_group.group.record_helpers import (
-    commit_record,
     delete_record,
     expire_record,
     generation_record,
@@ -70,30 +71,28 @@ from spark_kafka_group.group.state import GroupState
 S = GroupState
 E = GroupError
 
-#: An offset to commit: the offset alone, or with its metadata (the other fields are the
-#: commit's own: its time, generation and member).
-CommitValue = int | OffsetAndMetadata
+
+#: A join's protocols: (name, metadata) pairs, the metadata in canonical JSON form.
+Protocols = tuple[tuple[str, Any], ...]
 
 
-class _Scratch:
-    """Records being decided, folded into a copy of the group as they are added (copied at
-    the first record: most ticks decide nothing, and a copy of a large group is not free)."""
+@dataclass(frozen=True)
+class _Join:
+    """A JoinGroup request that passed its own checks, on its way down one join path."""
 
-    def __init__(self, group: GroupMetadata) -> None:
-        self._origin = group
-        self._copy: GroupMetadata | None = None
-        self.records: list[GroupRecord] = []
+    request: JoinRequest
+    protocols: Protocols
+    now_ms: int
+    seen: Sightings | None
 
     @property
-    def group(self) -> GroupMetadata:
-        """The group with the records so far (read it again after every :meth:`add`)."""
-        return self._origin if self._copy is None else self._copy
+    def subscription(self) -> Subscription:
+        return Subscription(tuple(self.request.topics), self.request.pattern)
 
-    def add(self, record: GroupRecord) -> None:
-        if self._copy is None:
-            self._copy = self._origin.copy()
-        replay.apply(self._copy, record)
-        self.records.append(record)
+
+def _metadata_changed(previous: MemberMetadata, join: _Join) -> bool:
+    """The joiner's protocols or subscription differ from the member it rejoins as."""
+    return previous.protocols != join.protocols or previous.subscription != join.subscription
 
 
 def _sightings(seen: Sightings | None, now_ms: int) -> Sightings:
@@ -160,171 +159,207 @@ class GroupCoordinator:
         assignor = self.config.assignors.get(protocol)
         return assignor.rebalance_protocol if assignor else RebalanceProtocol.EAGER
 
-    # ------------------------------------------------------------------ validation
-
-    def _unavailable(self) -> GroupError | None:
-        if self._group.state == S.DEAD:
-            return E.COORDINATOR_NOT_AVAILABLE
-        return None
-
-    def _check_member(
-        self, member_id: str | None, instance_id: str | None
-    ) -> tuple[GroupError, MemberMetadata | None]:
-        g = self._group
-        err = self._unavailable()
-        if err is not None:
-            return err, None
-        if member_id is not None and member_id in g.fenced:
-            return E.FENCED_INSTANCE_ID, None
-        if instance_id is not None:
-            mapped = g.static_members.get(instance_id)
-            if mapped is not None and mapped != member_id:
-                return E.FENCED_INSTANCE_ID, None
-        member = g.member(member_id)
-        if member is None:
-            return E.UNKNOWN_MEMBER_ID, None
-        if instance_id is not None and member.instance_id != instance_id:
-            return E.FENCED_INSTANCE_ID, None
-        return E.NONE, member
-
     # ------------------------------------------------------------------ join
 
     def join(
         self, request: JoinRequest, now_ms: int, *, seen: Sightings | None = None
     ) -> tuple[list[GroupRecord], JoinResponse]:
         """JoinGroup: join, rejoin for a rebalance, or replace a static instance (KIP-345).
-        ``seen``: the joiner's sightings (see :mod:`.clocks`), for the initial delay."""
-        g = self._group
+        ``seen``: the joiner's sightings (see :mod:`.clocks`), for the initial delay.
+
+        As Kafka's ``GroupMetadataManager`` splits the classic join, after the request's checks
+        a join takes one of three paths: a new member's, an existing member's, or a static
+        member's new incarnation (also a restarted query naming its previous incarnation),
+        which replaces the old member in place."""
         mid = request.member_id
+        checked = self._check_join(request)
+        if isinstance(checked, GroupError):
+            return [], JoinResponse(checked, mid)
+        join = _Join(request, checked, now_ms, seen)
+        existing = self._group.member(mid)
+        replaces = self._replaced_incarnation(request, existing)
+        others = [m for k, m in self._group.members.items() if k not in (mid, replaces)]
+        if not self._protocols_fit(join, others):
+            return [], JoinResponse(E.INCONSISTENT_GROUP_PROTOCOL, mid)
+        if replaces is not None:
+            return self._join_static_member(join, replaces)
+        if existing is None:
+            return self._join_new_member(join)
+        return self._join_existing_member(join, existing)
 
-        def fail(error: GroupError) -> tuple[list[GroupRecord], JoinResponse]:
-            return [], JoinResponse(error, mid)
-
-        err = self._unavailable()
+    def _check_join(self, request: JoinRequest) -> GroupError | Protocols:
+        """The request's own checks; its protocols in canonical JSON form if it passes (so
+        that live and replayed states compare equal)."""
+        err = unavailable(self._group)
         if err is not None:
-            return fail(err)
-        if not mid:
-            return fail(E.INVALID_REQUEST)
+            return err
         cfg = self.config
-        if (
-            not cfg.min_session_timeout_ms
-            <= request.session_timeout_ms
-            <= (cfg.max_session_timeout_ms)
-        ):
-            return fail(E.INVALID_SESSION_TIMEOUT)
+        if not request.member_id:
+            return E.INVALID_REQUEST
+        timeout = request.session_timeout_ms
+        if not cfg.min_session_timeout_ms <= timeout <= cfg.max_session_timeout_ms:
+            return E.INVALID_SESSION_TIMEOUT
         if request.rebalance_timeout_ms <= 0:
-            return fail(E.INVALID_REQUEST)
-        try:  # canonical JSON form, so that live and replayed states compare equal
+            return E.INVALID_REQUEST
+        try:
             protocols = tuple(
                 (str(n), json.loads(json.dumps(md, allow_nan=False)))
                 for n, md in request.protocol_pairs()
             )
         except (TypeError, ValueError):
-            return fail(E.INVALID_REQUEST)
+            return E.INVALID_REQUEST
         if not protocols or not request.protocol_type:
-            return fail(E.INCONSISTENT_GROUP_PROTOCOL)
-        if mid in g.fenced:
-            return fail(E.FENCED_INSTANCE_ID)
-        existing = g.member(mid)
-        if existing is not None and existing.instance_id != request.instance_id:
-            return fail(E.FENCED_INSTANCE_ID)
-        replaces: str | None = None
+            return E.INCONSISTENT_GROUP_PROTOCOL
+        mid = request.member_id
+        existing = self._group.member(mid)
+        if mid in self._group.fenced or (
+            existing is not None and existing.instance_id != request.instance_id
+        ):
+            return E.FENCED_INSTANCE_ID
+        return protocols
+
+    def _replaced_incarnation(
+        self, request: JoinRequest, existing: MemberMetadata | None
+    ) -> str | None:
+        """The member this join replaces: the instance's current member when a static
+        instance joins with a new member id (it is fenced), or a restarted query's previous
+        incarnation (a dynamic member it names, still in the group)."""
+        g, mid = self._group, request.member_id
         if request.instance_id is not None:
             mapped = g.static_members.get(request.instance_id)
-            if mapped is not None and mapped != mid:
-                replaces = mapped  # a newer incarnation takes over; the old one is fenced
-        elif existing is None and request.replaces not in (None, mid):
+            return mapped if mapped is not None and mapped != mid else None
+        if existing is None and request.replaces not in (None, mid):
             previous = g.member(request.replaces)
             if previous is not None and previous.instance_id is None:
-                replaces = previous.member_id  # a restarted query's previous incarnation
-        others = [m for k, m in g.members.items() if k not in (mid, replaces)]
-        if others:
-            if g.protocol_type is not None and request.protocol_type != g.protocol_type:
-                return fail(E.INCONSISTENT_GROUP_PROTOCOL)
-            if not g.candidate_protocols(others) & {n for n, _ in protocols}:
-                return fail(E.INCONSISTENT_GROUP_PROTOCOL)
-        if (
-            existing is None
-            and replaces is None
-            and cfg.max_group_size is not None
-            and len(g.members) >= cfg.max_group_size
-        ):
-            return fail(E.GROUP_MAX_SIZE_REACHED)
+                return previous.member_id
+        return None
 
-        subscription = Subscription(tuple(request.topics), request.pattern)
-        previous = existing or (g.members[replaces] if replaces else None)
-        changed = previous is None or (
-            previous.protocols != protocols or previous.subscription != subscription
+    def _protocols_fit(self, join: _Join, others: list[MemberMetadata]) -> bool:
+        """The joiner's protocol type is the group's, and it shares a protocol with the other
+        members (always, when it is alone)."""
+        g = self._group
+        if not others:
+            return True
+        if g.protocol_type is not None and join.request.protocol_type != g.protocol_type:
+            return False
+        return bool(g.candidate_protocols(others) & {n for n, _ in join.protocols})
+
+    def _join_new_member(self, join: _Join) -> tuple[list[GroupRecord], JoinResponse]:
+        """A member id the group does not know: added, starting a rebalance unless one is
+        being prepared (Kafka's ``classicGroupJoinNewMember``)."""
+        g = self._group
+        size = self.config.max_group_size
+        if size is not None and len(g.members) >= size:
+            return [], JoinResponse(E.GROUP_MAX_SIZE_REACHED, join.request.member_id)
+        rebalance = g.state != S.PREPARING_REBALANCE
+        return self._write_join(
+            join, rebalance=rebalance, replaces=None, new_member=True, reason="member joined"
         )
-        released = (
-            request.owned is not None
-            and existing is not None
-            and not existing.held <= frozenset(TopicPartition(t, p) for t, p in request.owned)
+
+    def _join_existing_member(
+        self, join: _Join, existing: MemberMetadata
+    ) -> tuple[list[GroupRecord], JoinResponse]:
+        """A member's rejoin (Kafka's ``classicGroupJoinExistingMember``): a rebalance when
+        its protocols or subscription changed, or it gave up partitions it held; otherwise
+        (or while it already joined the rebalance under way) it is answered without a
+        record."""
+        g, request = self._group, join.request
+        changed = _metadata_changed(existing, join)
+        released = request.owned is not None and not existing.held <= frozenset(
+            TopicPartition(t, p) for t, p in request.owned
         )
-        state = g.state
-        if replaces is not None:
-            if state == S.STABLE:
-                rebalance = changed or replaces == g.leader  # KIP-345: the leader's rejoin
-            elif state == S.COMPLETING_REBALANCE:
-                rebalance = changed
-            else:
-                rebalance = state == S.EMPTY
-        elif existing is None:
-            rebalance = state != S.PREPARING_REBALANCE
-        elif state == S.PREPARING_REBALANCE:
-            rebalance = False
+        if g.state == S.PREPARING_REBALANCE:
             if existing.joined and not changed and not released:
-                return [], self._join_response(g, mid)
+                return [], self._join_response(g, request.member_id)
+            rebalance = False
         else:
             rebalance = changed or released
             if not rebalance:
-                return [], self._join_response(g, mid)
-
-        joining_rebalance = rebalance or state == S.PREPARING_REBALANCE
-        owned: frozenset[TopicPartition] | None
-        if joining_rebalance and self.rebalance_protocol() is RebalanceProtocol.EAGER:
-            owned = frozenset()  # the eager protocol: a member gives up everything on rejoining
-        elif replaces is not None or request.owned is None:
-            owned = None
-        else:
-            owned = frozenset(TopicPartition(t, int(p)) for t, p in request.owned)
-        join_delay_until = self._join_delay_until(
-            g, state, existing is None and not replaces, request, now_ms
+                return [], self._join_response(g, request.member_id)
+        return self._write_join(
+            join,
+            rebalance=rebalance,
+            replaces=None,
+            new_member=False,
+            reason="member metadata changed",
         )
+
+    def _join_static_member(
+        self, join: _Join, replaces: str
+    ) -> tuple[list[GroupRecord], JoinResponse]:
+        """A static member's new incarnation (KIP-345; also a restarted query naming its
+        previous incarnation): it takes the old member's place and partitions, and the old
+        id is fenced. A rebalance only where Kafka's static join starts one: in Stable when
+        the metadata changed or the old member led (the leader must learn the new id), in
+        CompletingRebalance when the metadata changed, and in an Empty group."""
+        g = self._group
+        changed = _metadata_changed(g.members[replaces], join)
+        if g.state == S.STABLE:
+            rebalance = changed or replaces == g.leader
+        elif g.state == S.COMPLETING_REBALANCE:
+            rebalance = changed
+        else:
+            rebalance = g.state == S.EMPTY
+        static = join.request.instance_id is not None
+        return self._write_join(
+            join,
+            rebalance=rebalance,
+            replaces=replaces,
+            new_member=False,
+            reason="static member rejoined" if static else "restarted member rejoined",
+        )
+
+    def _write_join(
+        self,
+        join: _Join,
+        *,
+        rebalance: bool,
+        replaces: str | None,
+        new_member: bool,
+        reason: str,
+    ) -> tuple[list[GroupRecord], JoinResponse]:
+        """The JOIN record of any path, and the GENERATION record if it completes the join
+        phase."""
+        g, request, now_ms = self._group, join.request, join.now_ms
         payload = JoinPayload(
             client_id=request.client_id,
             client_host=request.client_host,
             session_timeout_ms=request.session_timeout_ms,
             rebalance_timeout_ms=request.rebalance_timeout_ms,
             protocol_type=request.protocol_type,
-            protocols=protocols,
-            subscription=subscription,
-            owned=owned,
+            protocols=join.protocols,
+            subscription=join.subscription,
+            owned=self._owned_at_join(request, rebalance=rebalance, replacing=replaces is not None),
             replaces=replaces,
             rebalance=rebalance,
             features=frozenset(request.features),
-            join_delay_until_ms=join_delay_until,
-            reason=request.reason
-            or (
-                ("static member rejoined" if request.instance_id else "restarted member rejoined")
-                if replaces
-                else "member joined"
-                if existing is None
-                else "member metadata changed"
-            ),
+            join_delay_until_ms=self._join_delay_until(g, g.state, new_member, request, now_ms),
+            reason=request.reason or reason,
         )
-        scratch = _Scratch(g)
+        scratch = Scratch(g)
         scratch.add(
             join_record(
                 now_ms=now_ms,
-                member_id=mid,
+                member_id=request.member_id,
                 instance_id=request.instance_id,
                 generation=g.generation,
                 payload=payload,
             )
         )
-        self._maybe_complete_join(scratch, now_ms, _sightings(seen, now_ms), writer=mid)
-        return scratch.records, self._join_response(scratch.group, mid)
+        seen = _sightings(join.seen, now_ms)
+        self._maybe_complete_join(scratch, now_ms, seen, writer=request.member_id)
+        return scratch.records, self._join_response(scratch.group, request.member_id)
+
+    def _owned_at_join(
+        self, request: JoinRequest, *, rebalance: bool, replacing: bool
+    ) -> frozenset[TopicPartition] | None:
+        """What the joiner keeps of what it holds (None: everything)."""
+        joining_rebalance = rebalance or self._group.state == S.PREPARING_REBALANCE
+        if joining_rebalance and self.rebalance_protocol() is RebalanceProtocol.EAGER:
+            return frozenset()  # the eager protocol: a member gives up everything on rejoining
+        if replacing or request.owned is None:
+            return None
+        return frozenset(TopicPartition(t, int(p)) for t, p in request.owned)
 
     def _join_delay_until(
         self,
@@ -366,7 +401,7 @@ class GroupCoordinator:
         )
 
     def _maybe_complete_join(
-        self, scratch: _Scratch, now_ms: int, seen: Sightings, writer: str | None
+        self, scratch: Scratch, now_ms: int, seen: Sightings, writer: str | None
     ) -> None:
         """If every member has rejoined (and the initial delay is over), write the next
         generation. Decided on one clock, the decider's (``seen``); ``now_ms`` only stamps the
@@ -422,7 +457,7 @@ class GroupCoordinator:
         all topics when a pattern is subscribed) and writes the assignment; the others read
         theirs (``pending`` until the leader has written it). ``seen``: the leader's
         sightings, for what remains of scheduled delays."""
-        err, m = self._check_member(member_id, instance_id)
+        err, m = check_member(self._group, member_id, instance_id)
         if m is None:
             return [], SyncResponse(err)
         g = self._group
@@ -439,7 +474,7 @@ class GroupCoordinator:
             return [], SyncResponse(E.INCONSISTENT_GROUP_PROTOCOL, g.generation, g.protocol)
         snapshot = dict(metadata) if metadata is not None else dict(g.latest_metadata or {})
         payload = sync_payload(g, assignor, snapshot, now_ms, _sightings(seen, now_ms))
-        scratch = _Scratch(g)
+        scratch = Scratch(g)
         scratch.add(
             sync_record(now_ms=now_ms, leader=member_id, generation=g.generation, payload=payload)
         )
@@ -462,7 +497,7 @@ class GroupCoordinator:
         self, member_id: str, generation: int, now_ms: int, *, instance_id: str | None = None
     ) -> tuple[list[GroupRecord], HeartbeatResponse]:
         """Heartbeat: REBALANCE_IN_PROGRESS tells a member it must rejoin."""
-        err, m = self._check_member(member_id, instance_id)
+        err, m = check_member(self._group, member_id, instance_id)
         if m is None:
             return [], HeartbeatResponse(err)
         g = self._group
@@ -486,10 +521,10 @@ class GroupCoordinator:
     ) -> tuple[list[GroupRecord], LeaveResponse]:
         """LeaveGroup (a graceful leave; static members do not call it on restart).
         ``seen``: the leaver's sightings, in case its leave completes a join phase."""
-        err, m = self._check_member(member_id, instance_id)
+        err, m = check_member(self._group, member_id, instance_id)
         if m is None:
             return [], LeaveResponse(err)
-        scratch = _Scratch(self._group)
+        scratch = Scratch(self._group)
         scratch.add(
             leave_record(
                 now_ms=now_ms,
@@ -502,72 +537,7 @@ class GroupCoordinator:
         self._maybe_complete_join(scratch, now_ms, _sightings(seen, now_ms), writer=None)
         return scratch.records, LeaveResponse(E.NONE)
 
-    # ------------------------------------------------------------------ offsets
-
-    def commit_offsets(
-        self,
-        member_id: str | None,
-        generation: int,
-        offsets: Mapping[TopicPartition, CommitValue],
-        now_ms: int,
-        *,
-        instance_id: str | None = None,
-        revoke: bool = False,
-    ) -> tuple[list[GroupRecord], CommitResponse]:
-        """OffsetCommit, fenced: accepted only for partitions the member holds (assigned, or
-        being revoked) in the current generation. ``revoke=True`` makes this the final commit
-        of the partitions being revoked: it also acks their revocation. ``member_id=None``
-        with ``generation=-1`` is an admin commit (e.g. importing a Kafka group's offsets),
-        accepted only while the group is Empty."""
-        g = self._group
-        parts = {TopicPartition(t, int(p)): v for (t, p), v in offsets.items()}
-
-        def reject(error: GroupError) -> tuple[list[GroupRecord], CommitResponse]:
-            return [], CommitResponse(error, {tp: error for tp in parts})
-
-        if member_id is None:
-            err = self._unavailable()
-            if err is not None:
-                return reject(err)
-            if generation >= 0 or g.state != S.EMPTY:
-                return reject(E.UNKNOWN_MEMBER_ID)
-            held: frozenset[TopicPartition] | None = None
-        else:
-            err, m = self._check_member(member_id, instance_id)
-            if m is None:
-                return reject(err)
-            if generation != g.generation or m.generation != g.generation:
-                return reject(E.ILLEGAL_GENERATION)
-            held = m.held
-        records: list[GroupRecord] = []
-        errors: dict[TopicPartition, GroupError] = {}
-        for tp, value in sorted(parts.items()):
-            offset, md = (value, None) if isinstance(value, int) else (value.offset, value.metadata)
-            if held is not None and tp not in held:
-                errors[tp] = E.ILLEGAL_GENERATION  # not its partition: a zombie commit
-            elif offset < 0:
-                errors[tp] = E.INVALID_REQUEST
-            elif md is not None and len(md) > self.config.max_offset_metadata_length:
-                errors[tp] = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                errors[tp] = E.NONE
-                records.append(
-                    commit_record(
-                        now_ms=now_ms,
-                        member_id=member_id,
-                        instance_id=instance_id,
-                        generation=generation,
-                        partition=tp,
-                        offset=int(offset),
-                        metadata=md,
-                    )
-                )
-        if revoke and member_id is not None:
-            accepted = [tp for tp, e in errors.items() if e is E.NONE]
-            ack = self._revoke_record(member_id, accepted, now_ms)
-            if ack is not None:
-                records.append(ack)
-        return records, CommitResponse(E.NONE, errors)
+    # ------------------------------------------------------------------ revocation
 
     def ack_revocation(
         self,
@@ -579,7 +549,7 @@ class GroupCoordinator:
         instance_id: str | None = None,
     ) -> tuple[list[GroupRecord], RevokeResponse]:
         """The member stopped consuming these revoked partitions (nothing left to commit)."""
-        err, m = self._check_member(member_id, instance_id)
+        err, m = check_member(self._group, member_id, instance_id)
         if m is None:
             return [], RevokeResponse(err)
         if generation != self._group.generation or m.generation != self._group.generation:
@@ -622,7 +592,7 @@ class GroupCoordinator:
         """A member saw topic metadata (topic -> partition count; every topic it knows when a
         pattern is subscribed). If the group's subscribed topics differ from what the last
         assignment used, record it and rebalance."""
-        err, m = self._check_member(member_id, instance_id)
+        err, m = check_member(self._group, member_id, instance_id)
         if m is None:
             return [], MetadataResponse(err)
         g = self._group
@@ -660,7 +630,7 @@ class GroupCoordinator:
         g = self._group
         if g.state in (S.DEAD, S.EMPTY):
             return []
-        scratch = _Scratch(g)
+        scratch = Scratch(g)
         for mid in list(g.members):
             s = scratch.group
             m = s.members.get(mid)
@@ -713,7 +683,7 @@ class GroupCoordinator:
 
     def delete_group(self, now_ms: int) -> tuple[list[GroupRecord], DeleteResponse]:
         """DeleteGroups: only an Empty group (its offsets go with it)."""
-        err = self._unavailable()
+        err = unavailable(self._group)
         if err is not None:
             return [], DeleteResponse(err)
         if self._group.state != S.EMPTY:

@@ -75,8 +75,8 @@ class SyncResponse:
     #: True: the leader has not written the assignment yet; poll again.
     pending: bool = False
     assignment: Partitions = ()
-    #: Partitions to give up: finish the in-flight batch, commit with ``revoke=True`` (or
-    #: ``ack_revocation``); they go to their new owner in the follow-up rebalance.
+    #: Partitions to give up: finish the in-flight batch, commit its end, then
+    #: ``ack_revocation``; they go to their new owner in the follow-up rebalance.
     revoking: Partitions = ()
     #: Remaining scheduled rebalance delay (KIP-415), 0 if none.
     delay_ms: int = 0

@@ -1,14 +1,18 @@
 """Committed offsets: which commits the group accepts, and what they write (the counterpart of
-Kafka's ``OffsetMetadataManager``).
+Kafka's ``OffsetMetadataManager``, a peer of the classic group's handlers in
+:mod:`.coordinator`).
 
 Everything that writes a committed offset decides here, so each rule exists once:
 
+* **OffsetCommit** (:func:`commit_offsets`, Kafka's ``validateOffsetCommit``): a member's
+  commit is accepted only from a member of the current generation (not fenced, its static
+  instance not taken over), per partition only for a partition it holds now, an offset >= 0
+  and metadata no longer than the group's limit; an admin commit (no member, generation -1)
+  only into an Empty group.
 * **The fence** (:func:`fence`): an offset reached by a batch planned in generation G may be
   committed, and a position of that batch continued, only for a partition held without
   interruption since G (a partition that moved away, and maybe back, since is never committed
-  from the stale batch). The coordinator's ``commit_offsets`` then checks, as Kafka's
-  ``validateOffsetCommit`` does, that the writer is a member of the current generation and
-  holds the partition now.
+  from the stale batch).
 * **Forward or back** (:func:`offsets_to_write`): an offset equal to the committed one is
   never written. Which other offsets are written depends on who commits (:class:`Source`): the
   member's own commits come in batch order, so any other value is news (a lower one is a reset
@@ -22,28 +26,26 @@ Everything that writes a committed offset decides here, so each rule exists once
   committed offsets of a topic the group no longer reads. Refused, per partition, with
   GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes to the topic or still holds one of its
   partitions; an Empty group has none, so it is always allowed there.
-* **The handlers** (:func:`commit_batch`, :func:`fold_commit_objects`, :func:`reset`,
-  :func:`listener_commit`, :func:`delete_offsets`): pure, as the coordinator's are: the
-  folded group, the request and the time in, records and a result out; they apply their
-  records to ``work`` (a fork).
+* **The handlers** (:func:`commit_offsets`, :func:`commit_batch`, :func:`simple_commit`,
+  :func:`fold_commit_objects`, :func:`reset`, :func:`listener_commit`,
+  :func:`delete_offsets`): pure, as the coordinator's are: the folded group, the request and
+  the time in, ``(records, response)`` out; the caller applies the records
+  (:mod:`.handling`).
 
-Two offset types, for two different things: a committed offset is the group's
-:class:`~spark_kafka_group.group.metadata.OffsetAndMetadata` (with its commit's metadata,
-time, generation and member); a commit not yet in the log is a :class:`RecordedOffset`, the
-offset and the generation of the member when it recorded it (what the fence needs), as the
-members' commit objects (:class:`CommitObject`) hold them.
+A commit not yet in the log is a :class:`~spark_kafka_group.group.types.RecordedOffset`
+(:mod:`.types`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
-from spark_kafka_group.group.coordinator import GroupCoordinator
+from spark_kafka_group.group.config import GroupConfig
 from spark_kafka_group.group.errors import GroupError
+from spark_kafka_group.group.handling import Scratch, check_member, unavailable
 from spark_kafka_group.group.messages import CommitResponse, OffsetDeleteResponse
 from spark_kafka_group.group.metadata import (
     GroupMetadata,
@@ -51,18 +53,20 @@ from spark_kafka_group.group.metadata import (
     OffsetAndMetadata,
     TopicPartition,
 )
-from spark_kafka_group.group.record_helpers import offset_delete_record
+from spark_kafka_group.group.record_helpers import commit_record, offset_delete_record
 from spark_kafka_group.group.records import GroupRecord
 from spark_kafka_group.group.state import GroupState
+from spark_kafka_group.group.types import (
+    LISTENER,
+    CommitObject,
+    Committed,
+    CommitValue,
+    RecordedOffset,
+)
 
 V = TypeVar("V")
 
-#: The group's committed offsets, as folded (``GroupMetadata.offsets``).
-Committed = Mapping[TopicPartition, OffsetAndMetadata]
-
-#: The writer of the progress listener's commit objects (``CommitObject.writer``).
-LISTENER = "listener"
-_WRITER_SEP = "~"
+_DEFAULT_CONFIG = GroupConfig()
 
 
 class Source(Enum):
@@ -76,65 +80,6 @@ class Source(Enum):
     FOLD = "fold"
     #: An operator's offset reset (the group has no members).
     ADMIN = "admin"
-
-
-@dataclass(frozen=True)
-class RecordedOffset:
-    """One partition's offset as a member recorded it, and the member's generation then (a
-    commit not in the log yet; the fence needs the generation)."""
-
-    offset: int
-    generation: int
-
-
-def object_key(member_id: str, writer: str = "") -> str:
-    """The key (file name) of ``writer``'s object for ``member_id`` ("": the member's own)."""
-    return f"{member_id}{_WRITER_SEP}{writer}" if writer else member_id
-
-
-def owner(key: str) -> str:
-    """The member whose offsets the object ``key`` holds."""
-    suffix = _WRITER_SEP + LISTENER
-    return key[: -len(suffix)] if key.endswith(suffix) else key
-
-
-@dataclass(frozen=True)
-class CommitObject:
-    """A member's newest recorded offsets (``seq`` grows with every object it writes), written
-    by the member itself (``writer`` "") or by its query's progress listener (:data:`LISTENER`)."""
-
-    member_id: str
-    seq: int
-    offsets: Mapping[TopicPartition, RecordedOffset] = field(default_factory=dict)
-    writer: str = ""
-
-    @property
-    def key(self) -> str:
-        """The object's name in its store: one newest object per key."""
-        return object_key(self.member_id, self.writer)
-
-    def to_bytes(self) -> bytes:
-        body: dict[str, object] = {"member_id": self.member_id, "seq": self.seq}
-        if self.writer:  # left out for the member's own: the format before listener objects
-            body["writer"] = self.writer
-        body["offsets"] = [
-            [tp.topic, tp.partition, r.offset, r.generation]
-            for tp, r in sorted(self.offsets.items())
-        ]
-        return json.dumps(body, separators=(",", ":")).encode()
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> CommitObject:
-        d = json.loads(data)
-        return cls(
-            member_id=str(d["member_id"]),
-            seq=int(d["seq"]),
-            offsets={
-                TopicPartition(str(t), int(p)): RecordedOffset(int(o), int(g))
-                for t, p, o, g in d["offsets"]
-            },
-            writer=str(d.get("writer", "")),
-        )
 
 
 # ---------------------------------------------------------------------------------- the rules
@@ -209,8 +154,79 @@ def rewinds(
 # ---------------------------------------------------------------------------------- handlers
 
 
+def commit_offsets(
+    group: GroupMetadata,
+    member_id: str | None,
+    generation: int,
+    offsets: Mapping[TopicPartition, CommitValue],
+    now_ms: int,
+    *,
+    instance_id: str | None = None,
+    config: GroupConfig = _DEFAULT_CONFIG,
+) -> tuple[list[GroupRecord], CommitResponse]:
+    """OffsetCommit, as Kafka validates it: accepted only from a member of the current
+    generation, per partition only for one it holds (assigned, or being revoked) now, an
+    offset >= 0 and metadata within ``config.max_offset_metadata_length``. ``member_id=None``
+    with ``generation=-1`` is an admin commit (an operator's reset, an ``assign`` query, an
+    import of a Kafka group's offsets), accepted only while the group is Empty."""
+    parts = {TopicPartition(t, int(p)): v for (t, p), v in offsets.items()}
+
+    def reject(error: GroupError) -> tuple[list[GroupRecord], CommitResponse]:
+        return [], CommitResponse(error, dict.fromkeys(parts, error))
+
+    held: frozenset[TopicPartition] | None = None
+    if member_id is None:
+        err = unavailable(group)
+        if err is not None:
+            return reject(err)
+        if generation >= 0 or group.state != GroupState.EMPTY:
+            return reject(GroupError.UNKNOWN_MEMBER_ID)
+    else:
+        err, m = check_member(group, member_id, instance_id)
+        if m is None:
+            return reject(err)
+        if generation != group.generation or m.generation != group.generation:
+            return reject(GroupError.ILLEGAL_GENERATION)
+        held = m.held
+    records: list[GroupRecord] = []
+    errors: dict[TopicPartition, GroupError] = {}
+    for tp, value in sorted(parts.items()):
+        offset, md = (value, None) if isinstance(value, int) else (value.offset, value.metadata)
+        errors[tp] = _partition_error(tp, held, offset, md, config)
+        if errors[tp] is GroupError.NONE:
+            records.append(
+                commit_record(
+                    now_ms=now_ms,
+                    member_id=member_id,
+                    instance_id=instance_id,
+                    generation=generation,
+                    partition=tp,
+                    offset=int(offset),
+                    metadata=md,
+                )
+            )
+    return records, CommitResponse(GroupError.NONE, errors)
+
+
+def _partition_error(
+    tp: TopicPartition,
+    held: frozenset[TopicPartition] | None,
+    offset: int,
+    metadata: str | None,
+    config: GroupConfig,
+) -> GroupError:
+    """Whether one partition of an OffsetCommit is accepted (``held`` None: an admin commit)."""
+    if held is not None and tp not in held:
+        return GroupError.ILLEGAL_GENERATION  # not its partition: a zombie commit
+    if offset < 0:
+        return GroupError.INVALID_REQUEST
+    if metadata is not None and len(metadata) > config.max_offset_metadata_length:
+        return GroupError.OFFSET_METADATA_TOO_LARGE
+    return GroupError.NONE
+
+
 def commit_batch(
-    work: GroupCoordinator,
+    group: GroupMetadata,
     member_id: str,
     offsets: Mapping[TopicPartition, RecordedOffset],
     now_ms: int,
@@ -220,58 +236,66 @@ def commit_batch(
     newest: Mapping[TopicPartition, int] | None = None,
 ) -> tuple[list[GroupRecord], CommitResponse | None]:
     """A commit in ``member_id``'s name (its own, its listener's, or a folded object): fenced,
-    filtered by the source's rule, then the coordinator's OffsetCommit in the current
-    generation. Applies its records to ``work``. The response is None when nothing was left to
-    write (or the member is not in the group: its commits are never applied any more)."""
-    member = work.group.member(member_id)
+    filtered by the source's rule, then OffsetCommit (:func:`commit_offsets`) in the current
+    generation. The response is None when nothing was left to write (or the member is not in
+    the group: its commits are never applied any more)."""
+    member = group.member(member_id)
     if member is None:
         return [], None
     valid = fence_recorded(member.held_since, offsets)
-    fresh = offsets_to_write(valid, work.group.offsets, source=source, starts=starts, newest=newest)
+    fresh = offsets_to_write(valid, group.offsets, source=source, starts=starts, newest=newest)
     if not fresh:
         return [], None
-    records, response = work.commit_offsets(
-        member_id, work.group.generation, fresh, now_ms, instance_id=member.instance_id
+    return commit_offsets(
+        group, member_id, group.generation, fresh, now_ms, instance_id=member.instance_id
     )
-    work.apply_all(records)
-    return records, response
+
+
+def simple_commit(
+    group: GroupMetadata, offsets: Mapping[TopicPartition, int], now_ms: int
+) -> tuple[list[GroupRecord], CommitResponse | None]:
+    """The commit of an ``assign`` query (Kafka's simple consumer: no member of the group):
+    its batches come in order, as a member's own; an admin commit, so accepted only while the
+    group is Empty. None when nothing was left to write."""
+    fresh = offsets_to_write(offsets, group.offsets, source=Source.MEMBER)
+    if not fresh:
+        return [], None
+    return commit_offsets(group, None, -1, fresh, now_ms)
 
 
 def fold_commit_objects(
-    work: GroupCoordinator, objects: Iterable[CommitObject], now_ms: int
+    group: GroupMetadata, objects: Mapping[str, CommitObject], now_ms: int
 ) -> tuple[list[GroupRecord], set[str]]:
-    """The COMMIT records that bring the log up to ``objects`` (applied to ``work``), and the
-    keys of the objects done with (:attr:`CommitObject.key`: a member's own and its progress
-    listener's are two): folded, or holding nothing that may still be applied. An object
-    refused for now (its member's generation is behind a rebalance) is not done. Objects of
-    members no longer in the group are never applied (a reset after they left stays)."""
-    out: list[GroupRecord] = []
+    """The COMMIT records that bring the log up to ``objects`` (by their store's key: a
+    member's own and its progress listener's are two), and the keys of the objects done
+    with: folded, or holding nothing that may still be applied. An object refused for now (its
+    member's generation is behind a rebalance) is not done. Objects of members no longer in
+    the group are never applied (a reset after they left stays)."""
+    scratch = Scratch(group)
     done: set[str] = set()
-    for obj in sorted(objects, key=lambda o: o.key):
+    for key, obj in sorted(objects.items()):
         records, response = commit_batch(
-            work, obj.member_id, obj.offsets, now_ms, source=Source.FOLD
+            scratch.group, obj.member_id, obj.offsets, now_ms, source=Source.FOLD
         )
-        out.extend(records)
+        scratch.add_all(records)
         if response is None or all(
             e is GroupError.NONE for e in response.partition_errors.values()
         ):
-            done.add(obj.key)
-    return out, done
+            done.add(key)
+    return scratch.records, done
 
 
 def reset(
-    work: GroupCoordinator, offsets: Mapping[TopicPartition, int], now_ms: int
+    group: GroupMetadata, offsets: Mapping[TopicPartition, int], now_ms: int
 ) -> tuple[list[GroupRecord], CommitResponse]:
     """An operator's offset reset: every offset named, accepted only while the group is Empty
-    (the coordinator's admin commit). Applies its records to ``work``."""
-    fresh = offsets_to_write(offsets, work.group.offsets, source=Source.ADMIN)
-    records, response = work.commit_offsets(None, -1, fresh, now_ms)
-    work.apply_all(records)
-    return records, response
+    (an admin commit)."""
+    fresh = offsets_to_write(offsets, group.offsets, source=Source.ADMIN)
+    return commit_offsets(group, None, -1, fresh, now_ms)
 
 
 def delete_offsets(
-    work: GroupCoordinator, partitions: Iterable[TopicPartition], now_ms: int
+    group: GroupMetadata, partitions: Iterable[TopicPartition], now_ms: int
 ) -> tuple[list[GroupRecord], OffsetDeleteResponse]:
     """An operator's OffsetDelete (Kafka's ``OffsetMetadataManager.deleteOffsets``): the
     committed offsets of ``partitions`` go, one OFFSET_DELETE record each. A topic that a
@@ -279,9 +303,8 @@ def delete_offsets(
     named (GROUP_SUBSCRIBED_TO_TOPIC); so an Empty group is always allowed. A partition
     without a committed offset is answered NONE and writes nothing, as Kafka's. A Dead group
     is GROUP_ID_NOT_FOUND; a non-empty group of another protocol type than ``consumer`` is
-    NON_EMPTY_GROUP (Kafka's rule for groups whose subscriptions it cannot read). Applies its
-    records to ``work``."""
-    g = work.group
+    NON_EMPTY_GROUP (Kafka's rule for groups whose subscriptions it cannot read)."""
+    g = group
     parts = sorted(set(partitions))
     group_error = None
     if g.state is GroupState.DEAD:
@@ -304,7 +327,6 @@ def delete_offsets(
         errors[tp] = GroupError.NONE
         if tp in g.offsets:
             records.append(offset_delete_record(now_ms=now_ms, partition=tp))
-    work.apply_all(records)
     return records, OffsetDeleteResponse(GroupError.NONE, errors, refusals)
 
 

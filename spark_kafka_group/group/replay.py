@@ -149,33 +149,10 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
     if member_id is None:
         raise GroupProtocolBug("JOIN record without member id")
     instance_id = record.instance_id
-    replaces = p.replaces
-    if replaces is not None:
-        old = group.members.pop(replaces, None)
-        if old is None or old.instance_id != instance_id or member_id in group.members:
-            raise GroupProtocolBug(f"JOIN of {member_id!r} replaces unknown member {replaces!r}")
-        member = MemberMetadata(
-            member_id=member_id,
-            generation=old.generation,
-            joined=old.joined,
-            assignment=old.assignment,
-            revoking=old.revoking,
-            held_since=old.held_since,
-        )
-        group.members[member_id] = member
-        # The fenced id maps to the instance id it held ("" for a restarted dynamic member).
-        group.fenced[replaces] = instance_id or ""
-        if group.leader == replaces:
-            group.leader = member_id
-        group.join_order = [member_id if x == replaces else x for x in group.join_order]
+    if p.replaces is not None:
+        member = _replace_incarnation(group, member_id, instance_id, p.replaces)
     else:
-        member = group.members.get(member_id) or MemberMetadata(member_id=member_id)
-        if member_id not in group.members:
-            if instance_id is not None and instance_id in group.static_members:
-                raise GroupProtocolBug(f"instance {instance_id!r} already has a member")
-            group.members[member_id] = member
-        elif member.instance_id != instance_id:
-            raise GroupProtocolBug(f"JOIN of {member_id!r} changes its instance id")
+        member = _joining_member(group, member_id, instance_id)
     member.instance_id = instance_id
     member.client_id = p.client_id
     member.client_host = p.client_host
@@ -198,12 +175,58 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
     if group.state == GroupState.EMPTY:
         raise GroupProtocolBug("a JOIN to an Empty group must start a rebalance")
     if group.state == GroupState.PREPARING_REBALANCE:
-        member.joined = True
-        if member_id not in group.join_order:
-            group.join_order.append(member_id)
-        if p.join_delay_until_ms is not None:
-            group.join_delay_until_ms = p.join_delay_until_ms
-            group.join_delay_opened = _opened(group, int(record.timestamp_ms))
+        _joined_rebalance(group, member, p, int(record.timestamp_ms))
+
+
+def _replace_incarnation(
+    group: GroupMetadata, member_id: str, instance_id: str | None, replaces: str
+) -> MemberMetadata:
+    """A new incarnation takes the place of ``replaces`` (its partitions, generation and
+    leadership); the old id is fenced."""
+    old = group.members.pop(replaces, None)
+    if old is None or old.instance_id != instance_id or member_id in group.members:
+        raise GroupProtocolBug(f"JOIN of {member_id!r} replaces unknown member {replaces!r}")
+    member = MemberMetadata(
+        member_id=member_id,
+        generation=old.generation,
+        joined=old.joined,
+        assignment=old.assignment,
+        revoking=old.revoking,
+        held_since=old.held_since,
+    )
+    group.members[member_id] = member
+    # The fenced id maps to the instance id it held ("" for a restarted dynamic member).
+    group.fenced[replaces] = instance_id or ""
+    if group.leader == replaces:
+        group.leader = member_id
+    group.join_order = [member_id if x == replaces else x for x in group.join_order]
+    return member
+
+
+def _joining_member(
+    group: GroupMetadata, member_id: str, instance_id: str | None
+) -> MemberMetadata:
+    """The member a JOIN without a replaced incarnation is about: known, or added."""
+    member = group.members.get(member_id)
+    if member is None:
+        if instance_id is not None and instance_id in group.static_members:
+            raise GroupProtocolBug(f"instance {instance_id!r} already has a member")
+        member = group.members[member_id] = MemberMetadata(member_id=member_id)
+    elif member.instance_id != instance_id:
+        raise GroupProtocolBug(f"JOIN of {member_id!r} changes its instance id")
+    return member
+
+
+def _joined_rebalance(
+    group: GroupMetadata, member: MemberMetadata, p: JoinPayload, timestamp_ms: int
+) -> None:
+    """The member joined the rebalance being prepared (which its initial delay may extend)."""
+    member.joined = True
+    if member.member_id not in group.join_order:
+        group.join_order.append(member.member_id)
+    if p.join_delay_until_ms is not None:
+        group.join_delay_until_ms = p.join_delay_until_ms
+        group.join_delay_opened = _opened(group, timestamp_ms)
 
 
 def _apply_generation(group: GroupMetadata, record: GroupRecord) -> None:

@@ -16,15 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupError, TopicPartition
 from spark_kafka_group.group.metadata import OffsetAndMetadata, partition_name
-from spark_kafka_group.group.offsets import (
-    LISTENER,
-    CommitObject,
-    RecordedOffset,
-    fence,
-    listener_offsets_to_take,
-    object_key,
-    rewinds,
-)
+from spark_kafka_group.group.offsets import fence, listener_offsets_to_take, rewinds
+from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
 from spark_kafka_group.member.decide import Decision, PendingWork
 from spark_kafka_group.member.folder import (
     COMMIT_FOLD_INTERVAL_MS,
@@ -36,6 +29,7 @@ from spark_kafka_group.member.in_flight import BatchesInFlight
 from spark_kafka_group.member.join import REBALANCE_POLL_MS
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.view import Holdings
+from spark_kafka_group.store.commit_objects import object_key
 
 log = logging.getLogger(__name__)
 

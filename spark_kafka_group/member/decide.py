@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from spark_kafka_group.group import (
     GroupCoordinator,
@@ -30,15 +31,11 @@ from spark_kafka_group.group import (
 from spark_kafka_group.group.clocks import Sightings, SingleClock, rebalance_deadline_ms
 from spark_kafka_group.group.messages import CommitResponse
 from spark_kafka_group.group.metadata import LEASES
-from spark_kafka_group.group.offsets import (
-    CommitObject,
-    RecordedOffset,
-    Source,
-    commit_batch,
-    fold_commit_objects,
-    owner,
-)
+from spark_kafka_group.group.offsets import Source, commit_batch, fold_commit_objects
+from spark_kafka_group.group.types import CommitObject, RecordedOffset
 from spark_kafka_group.member.in_flight import BatchesInFlight
+
+R = TypeVar("R")
 
 #: How often a member compares topic metadata with the group's assignment snapshot (new
 #: partitions, topics matching a pattern), in heartbeat intervals.
@@ -104,8 +101,8 @@ class StepContext:
     leases: bool = False
     #: The group's members record commits in commit objects (else: in the log directly).
     uses_commit_objects: bool = False
-    #: Commit objects to fold into the log at this step, by key (a member's own and its
-    #: progress listener's: ``CommitObject.key``).
+    #: Commit objects to fold into the log at this step, by their store's key (a member's own
+    #: and its progress listener's: ``store.commit_objects.object_key``).
     commit_objects: Mapping[str, CommitObject] = field(default_factory=dict)
     #: Members whose objects were looked up for this step (found or not).
     objects_looked_up: frozenset[str] = frozenset()
@@ -119,6 +116,17 @@ class StepContext:
         return self.request.instance_id
 
 
+def _apply(
+    work: GroupCoordinator, out: list[GroupRecord], result: tuple[list[GroupRecord], R]
+) -> R:
+    """A handler's result: its records applied to ``work`` and kept in ``out`` (the one place
+    a step applies records), its response returned."""
+    records, response = result
+    work.apply_all(records)
+    out.extend(records)
+    return response
+
+
 def decide_step(
     work: GroupCoordinator, now: int, ctx: StepContext, pending: PendingWork, timers: Timers
 ) -> Decision:
@@ -126,13 +134,12 @@ def decide_step(
     out: list[GroupRecord] = []
     folded: set[str] = set()
     if ctx.commit_objects:  # first: a commit recorded before a rebalance or an expiry
-        records, folded = fold_commit_objects(work, ctx.commit_objects.values(), now)
-        out.extend(records)
+        folded = _apply(work, out, fold_commit_objects(work.group, ctx.commit_objects, now))
     commit = _commit_and_release(work, now, ctx, pending, out)
     ticked = work.tick(now, ctx.seen)
     if ctx.uses_commit_objects:
         expiring = {r.member_id for r in ticked if r.kind == RecordKind.EXPIRE and r.member_id}
-        have = {owner(key) for key in ctx.commit_objects}
+        have = {obj.member_id for obj in ctx.commit_objects.values()}
         missing = expiring - have - ctx.objects_looked_up
         if missing:  # a crashed member's recorded commits are not lost: fold them first
             return Decision([], timers, needs_objects=frozenset(missing))
@@ -164,20 +171,30 @@ def _commit_and_release(
     view = work.member_view(me)
     if not view.known or view.fenced:
         return None
-    records, response = commit_batch(
-        work, me, pending.offsets, now, source=Source.MEMBER, newest=pending.in_flight.ends
+    response = _apply(
+        work,
+        out,
+        commit_batch(
+            work.group,
+            me,
+            pending.offsets,
+            now,
+            source=Source.MEMBER,
+            newest=pending.in_flight.ends,
+        ),
     )
-    out.extend(records)
     revoking = frozenset(view.revoking)
     # Whose last batch is committed (this write's commit included): released too.
     finished = {tp for tp in revoking if pending.in_flight.finished(tp, work.group.offsets)}
     to_release = (pending.release | finished) & revoking
     if to_release:
-        records, _ = work.ack_revocation(
-            me, view.group_generation, sorted(to_release), now, instance_id=ctx.instance_id
+        _apply(
+            work,
+            out,
+            work.ack_revocation(
+                me, view.group_generation, sorted(to_release), now, instance_id=ctx.instance_id
+            ),
         )
-        work.apply_all(records)
-        out.extend(records)
     return response
 
 
@@ -221,11 +238,8 @@ def _protocol_step(
     """Join, assign, check metadata or heartbeat, as the group needs from this member."""
     me, instance = ctx.member_id, ctx.instance_id
 
-    def do(result: tuple[list[GroupRecord], object]) -> object:
-        records, response = result
-        work.apply_all(records)
-        out.extend(records)
-        return response
+    def do(result: tuple[list[GroupRecord], R]) -> R:
+        return _apply(work, out, result)
 
     def wrote() -> bool:  # any record of a member counts as its heartbeat
         return any(r.member_id == me and r.kind != RecordKind.EXPIRE for r in out)
@@ -243,7 +257,7 @@ def _protocol_step(
         cooperative = work.rebalance_protocol() is not RebalanceProtocol.EAGER
         owned = sorted(pending.held) if view.known and cooperative else []
         response = do(work.join(replace(ctx.request, owned=owned), now, seen=ctx.seen))
-        join_error = getattr(response, "error", GroupError.NONE)
+        join_error = response.error
         # The last member to join completes the phase: a leader assigns in the same write
         # instead of one poll later (Kafka's JoinGroup response reaches it at once too).
         view = work.member_view(me)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from spark_kafka_group.errors import CommitRejectedError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
 from spark_kafka_group.group.metadata import MemberMetadata, TopicPartition
-from spark_kafka_group.group.offsets import Source, offsets_to_write
+from spark_kafka_group.group.offsets import simple_commit
 from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.member import new_member_id
@@ -103,12 +103,11 @@ class FixedAssignmentMember:
         def decide(
             work: GroupCoordinator, now: int
         ) -> tuple[list[GroupRecord], tuple[GroupError, list[str]]]:
-            fresh = offsets_to_write(mine, work.group.offsets, source=Source.MEMBER)
+            records, response = simple_commit(work.group, mine, now)
             written.clear()
-            written.update(fresh)
-            if not fresh:
+            if response is None:
                 return [], (GroupError.NONE, [])
-            records, response = work.commit_offsets(None, -1, fresh, now)
+            written.update({tp: mine[tp] for tp in response.accepted})
             members = [_describe_member(m) for m in work.group.members.values()]
             return records, (response.error, sorted(members))
 

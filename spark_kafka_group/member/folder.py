@@ -14,8 +14,8 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 
 from spark_kafka_group.errors import GroupStoreError
-from spark_kafka_group.group.offsets import LISTENER, CommitObject, object_key, owner
-from spark_kafka_group.store.commit_objects import CommitObjectStore
+from spark_kafka_group.group.types import LISTENER, CommitObject
+from spark_kafka_group.store.commit_objects import CommitObjectStore, object_key, owner
 
 log = logging.getLogger(__name__)
 

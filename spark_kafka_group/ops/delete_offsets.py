@@ -111,7 +111,7 @@ def delete_offsets(
         expired = work.tick(now, client.sightings())
         work.apply_all(expired)
         had = set(work.group.offsets)
-        records, response = delete_offsets_handler(work, partitions, now)
+        records, response = delete_offsets_handler(work.group, partitions, now)
         errors = response.partition_errors
         done = OffsetDeletion(
             group_id,

@@ -16,24 +16,69 @@ never applied (fencing, as for the log's own COMMIT records).
 The progress listener (in the query's driver, another process) commits each completed batch
 for the member in an object of its own, ``_offsets/<member id>~listener@<batch id + 1>``
 (``writer="listener"``): the same fold brings it in, so the listener never appends to the log
-either. An object's ``key`` names its file; ``owner`` maps a key back to its member: whatever lists
-objects for members (the fold, a LEAVE, an EXPIRE) filters by owner. The types, and what the
-fold accepts, are the protocol's (:mod:`spark_kafka_group.group.offsets`); this module only
-stores them.
+either. An object's key (:func:`object_key`) names its file; :func:`owner` maps a key back to its
+member: whatever lists objects for members (the fold, a LEAVE, an EXPIRE) filters by owner.
+The object's type is the protocol's (:mod:`spark_kafka_group.group.types`), and so is what the
+fold accepts (:mod:`spark_kafka_group.group.offsets`); this module names, encodes and stores
+objects.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from spark_kafka_group.group.offsets import LISTENER, CommitObject, object_key, owner
+from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
 from spark_kafka_group.store.member_files import MemberFiles
 
 OFFSETS_DIR = "_offsets"
 #: Objects read at once by a folder (object stores answer GETs in parallel).
 READ_THREADS = 16
+_WRITER_SEP = "~"
+
+
+def object_key(member_id: str, writer: str = "") -> str:
+    """The key (file name) of ``writer``'s object for ``member_id`` ("": the member's own)."""
+    return f"{member_id}{_WRITER_SEP}{writer}" if writer else member_id
+
+
+def key_of(obj: CommitObject) -> str:
+    """The key of ``obj``: one newest object per key in a store."""
+    return object_key(obj.member_id, obj.writer)
+
+
+def owner(key: str) -> str:
+    """The member whose offsets the object ``key`` holds."""
+    suffix = _WRITER_SEP + LISTENER
+    return key[: -len(suffix)] if key.endswith(suffix) else key
+
+
+def encode(obj: CommitObject) -> bytes:
+    """The object's file content (JSON)."""
+    body: dict[str, object] = {"member_id": obj.member_id, "seq": obj.seq}
+    if obj.writer:  # left out for the member's own: the format before listener objects
+        body["writer"] = obj.writer
+    body["offsets"] = [
+        [tp.topic, tp.partition, r.offset, r.generation] for tp, r in sorted(obj.offsets.items())
+    ]
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def decode(data: bytes) -> CommitObject:
+    """The object a file holds (:func:`encode`)."""
+    d = json.loads(data)
+    return CommitObject(
+        member_id=str(d["member_id"]),
+        seq=int(d["seq"]),
+        offsets={
+            TopicPartition(str(t), int(p)): RecordedOffset(int(o), int(g))
+            for t, p, o, g in d["offsets"]
+        },
+        writer=str(d.get("writer", "")),
+    )
 
 
 class CommitObjectStore(Protocol):
@@ -66,7 +111,7 @@ class CommitObjectFiles:
         self.uri = self._files.uri
 
     def put(self, obj: CommitObject) -> None:
-        self._files.write(obj.key, obj.seq, obj.to_bytes())
+        self._files.write(key_of(obj), obj.seq, encode(obj))
 
     def list(self) -> Mapping[str, int]:
         return self._files.newest()
@@ -74,7 +119,7 @@ class CommitObjectFiles:
     def _read(self, key: str, seq: int) -> CommitObject | None:
         data = self._files.read(key, seq)
         # None: replaced by a newer one since the listing; the next fold reads that
-        return None if data is None else CommitObject.from_bytes(data)
+        return None if data is None else decode(data)
 
     def get(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
         items = sorted(members.items())
@@ -83,7 +128,7 @@ class CommitObjectFiles:
         else:
             with ThreadPoolExecutor(min(READ_THREADS, len(items))) as pool:
                 found = list(pool.map(lambda item: self._read(*item), items))
-        return {o.key: o for o in found if o is not None}
+        return {key_of(o): o for o in found if o is not None}
 
     def drop(self, member_id: str) -> None:
         self._files.drop(member_id, object_key(member_id, LISTENER))
@@ -110,11 +155,11 @@ class InMemoryCommitObjects:
     def put(self, obj: CommitObject) -> None:
         self.puts += 1
         now = self._time()
-        versions = [v for v in self._objects.get(obj.key, []) if v[0] > now][-1:]
-        visible = self._newest(obj.key)
+        versions = [v for v in self._objects.get(key_of(obj), []) if v[0] > now][-1:]
+        visible = self._newest(key_of(obj))
         if visible is not None:
             versions.insert(0, (now, visible))
-        self._objects[obj.key] = [*versions, (now + self._latency_ms, obj)]
+        self._objects[key_of(obj)] = [*versions, (now + self._latency_ms, obj)]
 
     def _newest(self, key: str) -> CommitObject | None:
         now = self._time()
@@ -126,11 +171,11 @@ class InMemoryCommitObjects:
 
     def list(self) -> Mapping[str, int]:
         self.lists += 1
-        return {o.key: o.seq for o in self._visible()}
+        return {key_of(o): o.seq for o in self._visible()}
 
     def get(self, members: Mapping[str, int]) -> dict[str, CommitObject]:
         self.gets += len(members)
-        return {o.key: o for o in self._visible() if members.get(o.key) == o.seq}
+        return {key_of(o): o for o in self._visible() if members.get(key_of(o)) == o.seq}
 
     def drop(self, member_id: str) -> None:
         for key in [k for k in self._objects if owner(k) == member_id]:

@@ -20,6 +20,7 @@ from spark_kafka_group.group import (
     ManualClock,
 )
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.offsets import commit_offsets
 from spark_kafka_group.member.log_client import GroupLogClient
 
 
@@ -121,7 +122,7 @@ class GroupDriver:
         self.step(300)
 
         def decide(work: GroupCoordinator, now: int) -> tuple[list, Any]:
-            return work.commit_offsets(member, work.group.generation, by_partition, now)
+            return commit_offsets(work.group, member, work.group.generation, by_partition, now)
 
         response = self.client.transact(decide)
         assert response.accepted == set(offsets), response

@@ -32,6 +32,7 @@ import spark_kafka_group
 from spark_kafka_group.group import GroupCoordinator, GroupError
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.offsets import commit_offsets
 from spark_kafka_group.group.payloads import JoinPayload, RevokePayload, SyncPayload
 from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic, produce_sample
@@ -55,7 +56,7 @@ PARTITIONS = 6
 
 def _commit_unfenced(tp: TopicPartition, offset: int) -> Callable[[GroupCoordinator, int], Any]:
     """A commit of ``offset`` outside any generation (as an admin's), for ``transact``."""
-    return lambda work, now: work.commit_offsets(None, -1, {tp: offset}, now)
+    return lambda work, now: commit_offsets(work.group, None, -1, {tp: offset}, now)
 
 
 def reading_now(member: MemberProcess) -> bool:
@@ -371,8 +372,8 @@ def test_commit_conflict_storm(tmp_path: Path) -> None:
             for offset in range(1, commits + 1):
 
                 def decide(work: GroupCoordinator, now: int, offset: int = offset):
-                    return work.commit_offsets(
-                        None, -1, {TopicPartition("t", partition): offset}, now
+                    return commit_offsets(
+                        work.group, None, -1, {TopicPartition("t", partition): offset}, now
                     )
 
                 response = client.transact(decide)

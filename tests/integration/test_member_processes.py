@@ -18,6 +18,7 @@ import spark_kafka_group
 from spark_kafka_group.group import GroupError, replay
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.offsets import commit_offsets
 from spark_kafka_group.group.payloads import JoinPayload, payload_of
 from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.sample_data import create_topic, produce_sample
@@ -264,8 +265,8 @@ def test_restart_from_checkpoint_after_sigkill_takes_over_and_replays_only_the_i
         "it waited for the session timeout"
     )
     work = GroupLogClient(group_store, group, create=False).fold().fork()
-    _, response = work.commit_offsets(
-        old, work.group.generation, {TopicPartition(topic_name, 0): 0}, 0
+    _, response = commit_offsets(
+        work.group, old, work.group.generation, {TopicPartition(topic_name, 0): 0}, 0
     )
     assert response.error is GroupError.FENCED_INSTANCE_ID, response
     produced = {(p, o) for p, n in final.items() for o in range(n)}

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 
 from spark_kafka_group.group import GroupRecord, ManualClock, TopicPartition
 from spark_kafka_group.group.kinds import RecordKind
-from spark_kafka_group.group.offsets import CommitObject, RecordedOffset, fold_commit_objects
+from spark_kafka_group.group.offsets import fold_commit_objects
+from spark_kafka_group.group.types import CommitObject, RecordedOffset
 from spark_kafka_group.listener_writes import commit_batch_for_member
 from spark_kafka_group.member.folder import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
 from spark_kafka_group.member.log_client import GroupLogClient
@@ -236,13 +237,14 @@ def test_stale_objects_are_never_applied() -> None:
     a_tp = sorted(a.member.holdings.held)[0]
     since = a.coord.group.members["a"].held_since[a_tp]
     stale = CommitObject("a", 1, {a_tp: RecordedOffset(99, since - 1)})
-    records, done = fold_commit_objects(work, [gone, stale], now)
+    records, done = fold_commit_objects(work.group, {"ghost": gone, "a": stale}, now)
     assert records == [] and done == {"ghost", "a"}
     fresh = CommitObject("a", 2, {a_tp: RecordedOffset(50, since)})
-    records, _ = fold_commit_objects(work, [fresh], now)
+    records, _ = fold_commit_objects(work.group, {"a": fresh}, now)
     assert [r.offset for r in records] == [50]
+    work.apply_all(records)
     older = CommitObject("a", 3, {a_tp: RecordedOffset(40, since)})
-    records, _ = fold_commit_objects(work, [older], now)
+    records, _ = fold_commit_objects(work.group, {"a": older}, now)
     assert records == []
 
 

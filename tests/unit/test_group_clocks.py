@@ -27,6 +27,7 @@ from spark_kafka_group.group import (
 )
 from spark_kafka_group.group.clocks import Watch
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.offsets import commit_offsets
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
 from spark_kafka_group.testing.simulation import SimMember, converged, simulate
 
@@ -295,7 +296,9 @@ def test_a_watch_keeps_only_the_records_the_group_names() -> None:
     for second in range(86_400):
         generation = coord.group.generation
         tp = next(iter(coord.group.members["a"].assignment))
-        coord.apply_all(coord.commit_offsets("a", generation, {tp: second}, second * 1000)[0])
+        coord.apply_all(
+            commit_offsets(coord.group, "a", generation, {tp: second}, second * 1000)[0]
+        )
         watch.saw_log(coord.group, second * 1000)
     assert len(watch.sightings(0)._records) <= 2
     # a's commits keep it alive; b was last heard at the SYNC, seen at the first fold.

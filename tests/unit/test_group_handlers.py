@@ -19,6 +19,7 @@ from spark_kafka_group.group import (
     TopicPartition,
     replay,
 )
+from spark_kafka_group.group.offsets import commit_offsets
 from spark_kafka_group.group.payloads import ExpirePayload
 from spark_kafka_group.group.records import GroupRecord
 
@@ -71,7 +72,7 @@ def test_handlers_do_not_mutate_the_group() -> None:
     c.join(JoinRequest("x", ("range",), topics=("t",), session_timeout_ms=10_000), 5)
     c.leave("a", 5)
     c.heartbeat("a", gen, 5)
-    c.commit_offsets("a", gen, {TopicPartition("t", 0): 1}, 5)
+    commit_offsets(c.group, "a", gen, {TopicPartition("t", 0): 1}, 5)
     c.metadata_changed("a", {"t": 9}, 5)
     c.tick(10**9)
     assert c.group == before
@@ -111,11 +112,12 @@ def test_member_errors_heartbeat_sync_commit() -> None:
     assert c.sync("a", gen + 5, 1)[1].error is E.ILLEGAL_GENERATION
     assert c.heartbeat("a", gen, 1)[1].error is E.NONE
     assert (
-        c.commit_offsets("zz", gen, {TopicPartition("t", 0): 1}, 1)[1].error is E.UNKNOWN_MEMBER_ID
+        commit_offsets(c.group, "zz", gen, {TopicPartition("t", 0): 1}, 1)[1].error
+        is E.UNKNOWN_MEMBER_ID
     )
-    assert c.commit_offsets("a", gen - 1, {TopicPartition("t", 0): 1}, 1)[1].partition_errors == {
-        TopicPartition("t", 0): E.ILLEGAL_GENERATION
-    }
+    assert commit_offsets(c.group, "a", gen - 1, {TopicPartition("t", 0): 1}, 1)[
+        1
+    ].partition_errors == {TopicPartition("t", 0): E.ILLEGAL_GENERATION}
     grp.join("c", 2)
     assert c.heartbeat("a", gen, 3)[1].error is E.REBALANCE_IN_PROGRESS
     assert c.sync("a", gen, 3)[1].error is E.REBALANCE_IN_PROGRESS
@@ -131,7 +133,7 @@ def test_commits_only_from_the_owner_in_the_current_generation() -> None:
     mine = sorted(c.group.members["a"].assignment)
     theirs = sorted(c.group.members["b"].assignment)
     resp = grp.do(
-        c.commit_offsets("a", gen, {mine[0]: OffsetAndMetadata(10, "m"), theirs[0]: 5}, 1)
+        commit_offsets(c.group, "a", gen, {mine[0]: OffsetAndMetadata(10, "m"), theirs[0]: 5}, 1)
     )
     assert resp.partition_errors == {mine[0]: E.NONE, theirs[0]: E.ILLEGAL_GENERATION}
     committed = c.describe(1).offsets
@@ -140,17 +142,17 @@ def test_commits_only_from_the_owner_in_the_current_generation() -> None:
     assert resp.accepted == {mine[0]}
     # "a" leaves: its late commit is a zombie commit.
     grp.do(c.leave("a", 2))
-    assert c.commit_offsets("a", gen, {mine[0]: 11}, 3)[1].error is E.UNKNOWN_MEMBER_ID
+    assert commit_offsets(c.group, "a", gen, {mine[0]: 11}, 3)[1].error is E.UNKNOWN_MEMBER_ID
     assert [r.kind for r in grp.log].count(RecordKind.COMMIT.value) == 1
 
 
 def test_admin_commit_only_into_an_empty_group_and_delete() -> None:
     grp = Group()
-    resp = grp.do(grp.coord.commit_offsets(None, -1, {TopicPartition("t", 0): 42}, 0))
+    resp = grp.do(commit_offsets(grp.coord.group, None, -1, {TopicPartition("t", 0): 42}, 0))
     assert resp.accepted == {TopicPartition("t", 0)}
     grp.join("a")
     assert (
-        grp.coord.commit_offsets(None, -1, {TopicPartition("t", 0): 1}, 0)[1].error
+        commit_offsets(grp.coord.group, None, -1, {TopicPartition("t", 0): 1}, 0)[1].error
         is E.UNKNOWN_MEMBER_ID
     )
     assert grp.coord.delete_group(1)[1].error is E.NON_EMPTY_GROUP
@@ -240,9 +242,9 @@ def test_static_restart_within_session_timeout_keeps_assignment_without_rebalanc
     assert c.heartbeat("b", gen, 5_002)[1].error is E.FENCED_INSTANCE_ID
     assert c.heartbeat("b", gen, 5_002, instance_id="ib")[1].error is E.FENCED_INSTANCE_ID
     tp = next(iter(old))
-    assert c.commit_offsets("b", gen, {tp: 3}, 5_002)[1].error is E.FENCED_INSTANCE_ID
+    assert commit_offsets(c.group, "b", gen, {tp: 3}, 5_002)[1].error is E.FENCED_INSTANCE_ID
     assert grp.join("b", 5_003, instance_id="ib").error is E.FENCED_INSTANCE_ID
-    assert c.commit_offsets("b2", gen, {tp: 3}, 5_004)[1].accepted == {tp}
+    assert commit_offsets(c.group, "b2", gen, {tp: 3}, 5_004)[1].accepted == {tp}
 
 
 def test_restarted_dynamic_member_replaces_its_previous_incarnation_without_rebalance() -> None:
@@ -256,11 +258,11 @@ def test_restarted_dynamic_member_replaces_its_previous_incarnation_without_reba
     assert "b" not in c.group.members and c.group.members["b2"].assignment == old
     assert c.group.members["a"].assignment and not c.group.members["a"].revoking
     tp = next(iter(old))
-    assert c.commit_offsets("b", gen, {tp: 3}, 5_001)[1].error is E.FENCED_INSTANCE_ID
+    assert commit_offsets(c.group, "b", gen, {tp: 3}, 5_001)[1].error is E.FENCED_INSTANCE_ID
     assert c.heartbeat("b", gen, 5_002)[1].error is E.FENCED_INSTANCE_ID
     assert grp.join("b", 5_003).error is E.FENCED_INSTANCE_ID
     assert c.member_view("b").fenced
-    assert c.commit_offsets("b2", gen, {tp: 3}, 5_004)[1].accepted == {tp}
+    assert commit_offsets(c.group, "b2", gen, {tp: 3}, 5_004)[1].accepted == {tp}
     assert replay(grp.log, "g") == c.group  # replay reaches the same state
 
 
@@ -376,11 +378,11 @@ def test_eager_rejoin_gives_up_everything() -> None:
     grp.join("c", 1, protocols=("range",))
     # a may still commit its final offsets before rejoining ...
     tp = min(a_parts)
-    assert grp.do(grp.coord.commit_offsets("a", gen, {tp: 7}, 2)).accepted == {tp}
+    assert grp.do(commit_offsets(grp.coord.group, "a", gen, {tp: 7}, 2)).accepted == {tp}
     grp.join("a", 3, protocols=("range",), owned=sorted(a_parts))
     assert grp.coord.group.members["a"].assignment == frozenset()
     # ... but not after: it gave everything up.
-    assert grp.coord.commit_offsets("a", gen, {tp: 8}, 4)[1].accepted == frozenset()
+    assert commit_offsets(grp.coord.group, "a", gen, {tp: 8}, 4)[1].accepted == frozenset()
 
 
 def test_protocol_metadata_must_be_json_and_is_stored_canonically() -> None:
@@ -396,7 +398,7 @@ def test_describe_says_live_exactly_when_tick_would_not_expire() -> None:
     grp.stable(["a", "b"])  # session timeout 10 s, everything at t=0
     grp.do(grp.coord.heartbeat("b", grp.coord.group.generation, 8_000))
     gen = grp.coord.group.generation
-    grp.do(grp.coord.commit_offsets("a", gen, {TopicPartition("t", 0): 4}, 1_000))
+    grp.do(commit_offsets(grp.coord.group, "a", gen, {TopicPartition("t", 0): 4}, 1_000))
     at_limit = grp.coord.describe(11_000)  # a: silent 10 s = its session timeout, still live
     assert [(m.member_id, m.live) for m in at_limit.members] == [("a", True), ("b", True)]
     assert (

@@ -15,6 +15,7 @@ from spark_kafka_group.group import (
     ManualClock,
     replay,
 )
+from spark_kafka_group.group.offsets import commit_offsets
 from spark_kafka_group.store.memory import InMemoryLog, stored
 from spark_kafka_group.testing.simulation import SimMember, append
 
@@ -46,7 +47,8 @@ def random_log(seed: int, protocol: str, steps: int) -> list:
             d = live[rng.randrange(len(live))]
             d.fold()
             view = d.coord.member_view(d.member_id)
-            recs, _ = d.coord.commit_offsets(
+            recs, _ = commit_offsets(
+                d.coord.group,
                 d.member_id,
                 view.member_generation,
                 {tp: rng.randint(0, 100) for tp in view.assignment},

@@ -262,8 +262,9 @@ class GroupMachine(RuleBasedStateMachine):
         offsets = {tp: RecordedOffset(d.position.get(tp, 0) + 1, gen) for tp in view.assignment}
         work = d.coord.fork()
         records, _ = commit_batch(
-            work, d.member_id, offsets, d.clock.now_ms(), source=Source.MEMBER
+            work.group, d.member_id, offsets, d.clock.now_ms(), source=Source.MEMBER
         )
+        work.apply_all(records)
         if view.known and gen == d.coord.group.generation:
             # Held since at most its generation: every offset is accepted (the same one is
             # not written again).
@@ -350,7 +351,7 @@ class GroupMachine(RuleBasedStateMachine):
             parts = {TopicPartition("t", p) for p in range(4)}
         offsets = {tp: RecordedOffset(999, gen) for tp in parts}
         now = self.clock.now_ms()
-        records, _ = commit_batch(z.coord.fork(), z.member_id, offsets, now, source=Source.MEMBER)
+        records, _ = commit_batch(z.coord.group, z.member_id, offsets, now, source=Source.MEMBER)
         if z.member_id not in z.coord.group.members:
             assert records == []
         assert append(self.log, records, z.version)
@@ -450,7 +451,8 @@ class GroupMachine(RuleBasedStateMachine):
         coord.apply_all(self.log.records)
         work = coord.fork()
         tp = TopicPartition("t", i)
-        records, response = reset(work, {tp: offset}, self.clock.now_ms())
+        records, response = reset(work.group, {tp: offset}, self.clock.now_ms())
+        work.apply_all(records)
         if coord.group.state == S.EMPTY:
             assert response.accepted == {tp} and work.group.offsets[tp].offset == offset
         else:

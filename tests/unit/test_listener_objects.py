@@ -11,16 +11,11 @@ from __future__ import annotations
 
 from spark_kafka_group.group import TopicPartition
 from spark_kafka_group.group.kinds import RecordKind
-from spark_kafka_group.group.offsets import (
-    LISTENER,
-    CommitObject,
-    RecordedOffset,
-    object_key,
-    owner,
-)
+from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
 from spark_kafka_group.listener_writes import commit_batch_for_member, leave_for_member
 from spark_kafka_group.member.folder import COMMIT_FOLD_INTERVAL_MS
 from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.store.commit_objects import decode, encode, key_of, object_key, owner
 from spark_kafka_group.testing.simulation import SimMember
 from tests.unit.test_commit_objects import Group, commit
 
@@ -65,11 +60,11 @@ def commits_before(g: Group, kind: str, member_id: str) -> dict[TopicPartition, 
 
 def test_the_key_names_the_writer_and_maps_back_to_the_member() -> None:
     obj = CommitObject("m-1", 4, {TopicPartition("t", 0): RecordedOffset(9, 2)}, writer=LISTENER)
-    assert obj.key == object_key("m-1", LISTENER) == "m-1~listener"
-    assert owner(obj.key) == owner("m-1") == "m-1"
-    assert CommitObject.from_bytes(obj.to_bytes()) == obj
+    assert key_of(obj) == object_key("m-1", LISTENER) == "m-1~listener"
+    assert owner(key_of(obj)) == owner("m-1") == "m-1"
+    assert decode(encode(obj)) == obj
     # The member's own objects keep the format they had.
-    assert b"writer" not in CommitObject("m-1", 1).to_bytes()
+    assert b"writer" not in encode(CommitObject("m-1", 1))
 
 
 def test_the_listeners_commit_is_an_object_and_the_log_gets_no_append() -> None:

@@ -64,8 +64,7 @@ class Log:
         return self.clock.now_ms()
 
     def commit_while_empty(self, offsets: dict[TopicPartition, int]) -> None:
-        work = self.coord.fork()
-        records, response = reset(work, offsets, self.now())
+        records, response = reset(self.coord.group, offsets, self.now())
         assert response.accepted == set(offsets)
         self.do((records, response))
 
@@ -83,7 +82,8 @@ class Log:
 
     def delete(self, partitions: list[TopicPartition]):
         work = self.coord.fork()
-        records, response = delete_offsets(work, partitions, self.now())
+        records, response = delete_offsets(work.group, partitions, self.now())
+        work.apply_all(records)
         assert work.group.offsets == replay([*self.records, *records], "g").offsets
         return self.do((records, response)), records
 
@@ -156,13 +156,13 @@ def test_a_member_still_holding_a_topic_after_changing_its_subscription_reads_it
 
 def test_a_dead_group_is_not_found_and_another_protocol_type_must_be_empty() -> None:
     dead = GroupCoordinator("g", CFG, GroupMetadata("g", state=GroupState.DEAD))
-    records, response = delete_offsets(dead, tps("old", 0), 0)
+    records, response = delete_offsets(dead.group, tps("old", 0), 0)
     assert records == [] and response.error is E.GROUP_ID_NOT_FOUND
     assert response.partition_errors == {TopicPartition("old", 0): E.GROUP_ID_NOT_FOUND}
 
     log = committed_group()
     log.join("connector", topics=("orders",), protocol_type="connect")
-    records, response = delete_offsets(log.coord.fork(), tps("old", 0), 0)
+    records, response = delete_offsets(log.coord.group, tps("old", 0), 0)
     assert records == [] and response.error is E.NON_EMPTY_GROUP
 
 

@@ -9,9 +9,6 @@ from hypothesis import strategies as st
 from spark_kafka_group.group import GroupConfig, GroupCoordinator, JoinRequest, RecordKind
 from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
 from spark_kafka_group.group.offsets import (
-    LISTENER,
-    CommitObject,
-    RecordedOffset,
     Source,
     commit_batch,
     fence,
@@ -22,6 +19,8 @@ from spark_kafka_group.group.offsets import (
     reset,
     rewinds,
 )
+from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
+from spark_kafka_group.store.commit_objects import key_of
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -146,21 +145,24 @@ def test_commit_batch_is_fenced_and_filtered_by_its_source() -> None:
     gen = coord.group.generation
     offsets = {mine: RecordedOffset(10, gen), theirs: RecordedOffset(10, gen)}
     work = coord.fork()
-    records, response = commit_batch(work, "a", offsets, 1, source=Source.MEMBER)
+    records, response = commit_batch(work.group, "a", offsets, 1, source=Source.MEMBER)
     assert response is not None and response.accepted == {mine}  # the other's is fenced
     assert [r.kind for r in records] == [RecordKind.COMMIT]
+    assert work.group == coord.group  # a handler applies nothing: its caller does
+    work.apply_all(records)
     # The same offset again writes nothing; a lower one is a listener's late commit: nothing.
-    assert commit_batch(work, "a", offsets, 2, source=Source.MEMBER) == ([], None)
+    assert commit_batch(work.group, "a", offsets, 2, source=Source.MEMBER) == ([], None)
     back = {mine: RecordedOffset(4, gen)}
-    assert commit_batch(work, "a", back, 2, source=Source.LISTENER) == ([], None)
+    assert commit_batch(work.group, "a", back, 2, source=Source.LISTENER) == ([], None)
     # The member's own lower commit is a reset by policy: written.
-    records, _ = commit_batch(work, "a", back, 3, source=Source.MEMBER)
+    records, _ = commit_batch(work.group, "a", back, 3, source=Source.MEMBER)
+    work.apply_all(records)
     assert work.group.offsets[mine].offset == 4 and len(records) == 1
     # A batch from before the member held the partition (generation 0): never applied.
     stale = {mine: RecordedOffset(50, gen - 1)}
-    assert commit_batch(work, "a", stale, 4, source=Source.FOLD) == ([], None)
+    assert commit_batch(work.group, "a", stale, 4, source=Source.FOLD) == ([], None)
     # Not a member: nothing.
-    assert commit_batch(work, "zombie", offsets, 5, source=Source.MEMBER) == ([], None)
+    assert commit_batch(work.group, "zombie", offsets, 5, source=Source.MEMBER) == ([], None)
 
 
 def test_a_fold_applies_only_what_the_member_may_still_commit_and_only_forward() -> None:
@@ -172,7 +174,8 @@ def test_a_fold_applies_only_what_the_member_may_still_commit_and_only_forward()
         CommitObject("a", 7, {mine: RecordedOffset(20, gen)}, writer=LISTENER),
         CommitObject("ghost", 1, {mine: RecordedOffset(99, gen)}),
     ]
-    records, done = fold_commit_objects(work, objects, 1)
+    records, done = fold_commit_objects(work.group, {key_of(o): o for o in objects}, 1)
+    work.apply_all(records)
     assert work.group.offsets[mine].offset == 30  # the listener's lower one never undoes it
     assert {r.member_id for r in records} == {"a"}
     assert done == {"a", "a~listener", "ghost"}
@@ -180,11 +183,12 @@ def test_a_fold_applies_only_what_the_member_may_still_commit_and_only_forward()
 
 def test_an_operator_reset_is_refused_while_the_group_has_members() -> None:
     coord, mine, _ = stable_group()
-    records, response = reset(coord.fork(), {mine: 0}, 1)
+    records, response = reset(coord.group, {mine: 0}, 1)
     assert records == [] and response.accepted == set()
     empty = GroupCoordinator("g")
     work = empty.fork()
-    records, response = reset(work, {mine: 0}, 1)
+    records, response = reset(work.group, {mine: 0}, 1)
+    work.apply_all(records)
     assert response.accepted == {mine} and work.group.offsets[mine].offset == 0
 
 
@@ -192,7 +196,9 @@ def test_the_listeners_commit_writes_an_object_and_its_rewinds_directly() -> Non
     coord, mine, theirs = stable_group()
     gen = coord.group.generation
     work = coord.fork()
-    commit_batch(work, "a", {mine: RecordedOffset(40, gen)}, 1, source=Source.MEMBER)
+    work.apply_all(
+        commit_batch(work.group, "a", {mine: RecordedOffset(40, gen)}, 1, source=Source.MEMBER)[0]
+    )
     # A batch of a that started `mine` at 5 (below the committed 40) and read up to 12.
     commit = listener_commit(
         work.group, "a", gen, {mine: 12, theirs: 8}, batch_id=6, starts={mine: 5}

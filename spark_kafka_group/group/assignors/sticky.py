@@ -128,17 +128,15 @@ def _general_assign(
     # member -> topic -> partitions held, newest last
     held: dict[str, dict[str, list[TopicPartition]]] = {m: {} for m in order}
     originally: set[tuple[str, TopicPartition]] = set()
-    taken: set[TopicPartition] = set()
     for m in order:
         for tp in owned[m]:
             held[m].setdefault(tp.topic, []).append(tp)
             originally.add((m, tp))
-            taken.add(tp)
+    taken = {tp for _, tp in originally}
     # Unowned partitions to the least loaded candidate, scarce topics first.
-    for t in sorted(eligible, key=lambda t: (len(eligible[t]), t)):
+    topics = sorted(eligible, key=lambda t: (len(eligible[t]), t))
+    for t in topics:
         free = [p for p in range(partitions_per_topic[t]) if TopicPartition(t, p) not in taken]
-        if not free:
-            continue
         heap = [(count[m], rank[m], m) for m in eligible[t]]
         heapq.heapify(heap)
         for p in free:
@@ -147,38 +145,53 @@ def _general_assign(
             count[m] = c + 1
             heapq.heappush(heap, (c + 1, r, m))
     # Balance: move from the most to the least loaded member eligible for the same topic.
-    topics = sorted(eligible, key=lambda t: (len(eligible[t]), t))
-    moved = True
-    while moved:
-        moved = False
-        for t in topics:
-            members = eligible[t]
-            if len(members) < 2:
-                continue
-            lo = [(count[m], rank[m], m) for m in members]
-            hi = [(-count[m], rank[m], m) for m in members if held[m].get(t)]
-            heapq.heapify(lo)
-            heapq.heapify(hi)
-            while lo and hi:
-                c_u, r_u, u = lo[0]
-                if c_u != count[u]:
-                    heapq.heappop(lo)
-                    heapq.heappush(lo, (count[u], r_u, u))
-                    continue
-                nc_v, r_v, v = hi[0]
-                if -nc_v != count[v] or not held[v].get(t):
-                    heapq.heappop(hi)
-                    if held[v].get(t):
-                        heapq.heappush(hi, (-count[v], r_v, v))
-                    continue
-                if count[v] - count[u] <= 1:
-                    break
-                tp = _pick_movable(held[v][t], v, originally)
-                held[u].setdefault(t, []).append(tp)
-                count[v] -= 1
-                count[u] += 1
-                moved = True
+    balancer = _Balancer(rank, count, held, originally)
+    while any([balancer.balance(t, eligible[t]) for t in topics]):
+        pass
     return {m: sorted(tp for ps in held[m].values() for tp in ps) for m in order}
+
+
+class _Balancer:
+    """Moves partitions of one topic from the most to the least loaded eligible member."""
+
+    def __init__(
+        self,
+        rank: dict[str, int],
+        count: dict[str, int],
+        held: dict[str, dict[str, list[TopicPartition]]],
+        originally: set[tuple[str, TopicPartition]],
+    ) -> None:
+        self.rank, self.count, self.held, self.originally = rank, count, held, originally
+
+    def balance(self, t: str, members: list[str]) -> bool:
+        """Balance topic ``t`` among ``members``; whether anything moved."""
+        count, held, rank = self.count, self.held, self.rank
+        if len(members) < 2:
+            return False
+        moved = False
+        lo = [(count[m], rank[m], m) for m in members]
+        hi = [(-count[m], rank[m], m) for m in members if held[m].get(t)]
+        heapq.heapify(lo)
+        heapq.heapify(hi)
+        while lo and hi:
+            c_u, r_u, u = lo[0]
+            if c_u != count[u]:
+                heapq.heapreplace(lo, (count[u], r_u, u))
+                continue
+            nc_v, r_v, v = hi[0]
+            if -nc_v != count[v] or not held[v].get(t):
+                heapq.heappop(hi)
+                if held[v].get(t):
+                    heapq.heappush(hi, (-count[v], r_v, v))
+                continue
+            if count[v] - count[u] <= 1:
+                break
+            tp = _pick_movable(held[v][t], v, self.originally)
+            held[u].setdefault(t, []).append(tp)
+            count[v] -= 1
+            count[u] += 1
+            moved = True
+        return moved
 
 
 def _pick_movable(
