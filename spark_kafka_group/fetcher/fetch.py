@@ -386,11 +386,12 @@ class _RangeFetch:
         return next_offset
 
     def _refresh_leader(self) -> None:
-        """Ask a live broker for the partition's metadata: the consumer then fetches from the
+        """Ask a live broker for the partition's metadata, so that the consumer can learn the
         leader Kafka elected after the old one died. librdkafka refreshes its metadata once
-        when a leader's connection drops, before the controller has fenced that broker, and
-        then keeps sending to the dead one; Kafka's Java consumer refreshes on every
-        disconnect."""
+        when a leader's connection drops, before the controller has fenced that broker;
+        Kafka's Java consumer refreshes on every disconnect. It is not always enough: a fetch
+        under way has been seen to stay on the dead leader until that broker came back
+        (docs/performance.md, "Broker failures")."""
         try:
             self.consumer.list_topics(self.spec.topic, timeout=SEND_TIMEOUT_S)
         except KafkaException as exc:

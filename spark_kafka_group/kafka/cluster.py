@@ -11,7 +11,7 @@ request that gets no answer is retried as Spark's Kafka source does it on the Ja
 to ``fetchOffset.numRetries`` attempts, ``fetchOffset.retryIntervalMs`` apart, each lasting at
 most ``kafka.default.api.timeout.ms``
 (:class:`~spark_kafka_group.kafka.config.OffsetFetchRetry`). Within an attempt, a request that
-is not answered within :data:`SEND_TIMEOUT_S`, or answered with a leadership error, is sent
+is not answered within :data:`~.config.SEND_TIMEOUT_S`, or answered with a leadership error, is sent
 again after a metadata refresh, which is how it finds a partition's new leader after a broker
 dies (librdkafka's admin requests go by its cached metadata, which a dead leader's refused
 connections never refresh). An attempt ends after :data:`UNREACHABLE_FAST_FAIL_S` when no
