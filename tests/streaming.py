@@ -21,15 +21,19 @@ class Collected:
     """Rows per micro-batch, gathered by a foreachBatch sink in the test process."""
 
     batches: dict[int, list[tuple[int, int, bytes | None]]] = field(default_factory=dict)
-    #: Wall-clock time (s) at which each batch reached the sink.
+    #: Wall-clock time (s) at which each batch reached the sink, with all its rows.
     times: dict[int, float] = field(default_factory=dict)
+    #: Wall-clock time (s) at which each batch's sink began, before its rows were fetched.
+    began: dict[int, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sink(self, frame: DataFrame, batch_id: int) -> None:
+        began = time.time()  # collect() fetches the batch's records from Kafka
         rows = frame.select("partition", "offset", "value").collect()
         with self.lock:
             self.batches[batch_id] = [(r.partition, r.offset, r.value) for r in rows]
             self.times[batch_id] = time.time()
+            self.began[batch_id] = began
 
     @property
     def records(self) -> list[tuple[int, int]]:

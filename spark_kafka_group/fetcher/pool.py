@@ -42,8 +42,13 @@ IDLE_TTL_S = 300.0
 #: A topic's id, once asked, is trusted for this long (a topic deleted and re-created within
 #: it may meet a consumer that knew its old incarnation).
 TOPIC_ID_TTL_S = 1.0
-#: How long the DescribeTopics that finds a topic's id may take.
+#: How long finding a topic's id may take in all.
 TOPIC_ID_TIMEOUT_S = 5.0
+#: One DescribeTopics attempt. librdkafka sends DescribeTopics to the node its metadata names
+#: as the controller and waits for that node until the request times out, even when it is
+#: dead; so each attempt is short, and the next follows a metadata refresh, which names a
+#: node that answers.
+TOPIC_ID_ATTEMPT_S = 1.0
 #: A topic id standing for "the topic does not exist".
 NO_TOPIC = "<none>"
 
@@ -264,21 +269,30 @@ def _knew_another(
 
 def _describe_topic_id(admin: AdminClient, topic: str) -> str | None:
     """``topic``'s id from DescribeTopics, :data:`NO_TOPIC` if the cluster does not have it,
-    None if the cluster did not say (the fetch that follows reports an unreachable broker)."""
-    try:
-        future = admin.describe_topics(
-            TopicCollection([topic]), request_timeout=TOPIC_ID_TIMEOUT_S
-        )[topic]
-        return str(future.result(timeout=TOPIC_ID_TIMEOUT_S + 1).topic_id)
-    except KafkaException as exc:
-        error = exc.args[0] if exc.args else None
-        if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            return NO_TOPIC
-        log.debug("describing topic %s for the consumer pool failed: %s", topic, exc)
-        return None
-    except Exception as exc:  # a timeout: the fetch itself reports what is wrong
-        log.debug("describing topic %s for the consumer pool failed: %s", topic, exc)
-        return None
+    None if the cluster did not say within :data:`TOPIC_ID_TIMEOUT_S` (the fetch that follows
+    reports an unreachable broker)."""
+    deadline = time.monotonic() + TOPIC_ID_TIMEOUT_S
+    while True:
+        try:
+            future = admin.describe_topics(
+                TopicCollection([topic]), request_timeout=TOPIC_ID_ATTEMPT_S
+            )[topic]
+            return str(future.result(timeout=TOPIC_ID_ATTEMPT_S + 1).topic_id)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return NO_TOPIC
+            last: Exception = exc
+        except Exception as exc:  # a timeout of the future itself
+            last = exc
+        left = deadline - time.monotonic()
+        if left <= 0:
+            log.debug("describing topic %s for the consumer pool failed: %s", topic, last)
+            return None
+        try:
+            admin.list_topics(timeout=min(left, TOPIC_ID_ATTEMPT_S))
+        except KafkaException as exc:
+            log.debug("refreshing metadata for topic %s's id failed: %s", topic, exc)
 
 
 _POOL = ConsumerPool()

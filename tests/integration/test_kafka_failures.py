@@ -4,13 +4,15 @@ whose brokers die, restart and move leaders under a running group.
 Every scenario runs two ``format("kafka-group")`` queries of one group (two members, a 1 s
 trigger, ``commitToKafka``) on a six-partition topic under steady idempotent acks=all
 production; during the fault it also runs ``kafka-group describe --bootstrap-server``,
-``export-to-kafka`` and ``import-from-kafka`` as processes. It then checks:
+``export-to-kafka`` and ``import-from-kafka`` as processes, and the hard bounce and the rolling
+restart scrape a ``kafka-group exporter`` right after each loss. It then checks:
 
 - both queries are alive, and no process died with a signal;
 - the delivery checker (tests/delivery.py): every acknowledged record read, none twice (no
   partition moves between the members: the group store never failed), positions contiguous;
 - the first record of a partition the lost node led is read within :data:`FIRST_RECORD_S` of
-  the loss (records of that partition produced after it, read by either query).
+  the loss (a record past what was read of that partition at the loss, by a batch of either
+  query whose records were fetched after the loss).
 
 Each prints a one-line summary (run with ``-s`` to see it). The cluster is shared by the
 module; every scenario ends with all three nodes up and in sync.
@@ -22,13 +24,16 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql.streaming import StreamingQuery
 
+from spark_kafka_group.fetcher.pool import NO_TOPIC, TOPIC_ID_TTL_S, ConsumerPool
 from spark_kafka_group.testing.failover import Loss, first_record_after, highest_read
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.kafka_broker import kafka_tool
@@ -66,6 +71,8 @@ class GroupUnderFaults:
     queries: dict[str, StreamingQuery] = field(default_factory=dict)
     losses: list[Loss] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
+    exporter: subprocess.Popen[str] | None = None
+    exporter_url: str = ""
 
     def __post_init__(self) -> None:
         self.topic = f"faults-{self.name}"
@@ -125,6 +132,43 @@ class GroupUnderFaults:
 
         wait_until(recovered, timeout_s, f"the partitions of {loss.label} read again")
         self.assert_alive()
+
+    def start_exporter(self) -> None:
+        """``kafka-group exporter`` for the group, as its own process (no scrape cache)."""
+        self.exporter = subprocess.Popen(
+            [KAFKA_GROUP_CLI, "exporter", "--store", self.store, "--group", self.group,
+             "--bootstrap-server", self.bootstrap_servers, "--port", "0", "--addr", "127.0.0.1",
+             "--cache-seconds", "0"],
+            stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert self.exporter.stdout is not None
+        line = self.exporter.stdout.readline()
+        assert "Serving the lag of" in line, line
+        self.exporter_url = line.rsplit(" ", 1)[-1].strip()
+
+    def scrape(self, when: str) -> None:
+        """One scrape of the exporter: answered, the store read, and what the broker side and
+        the group's lag showed (noted in the summary)."""
+        started = time.monotonic()
+        with urllib.request.urlopen(self.exporter_url, timeout=60) as answer:
+            text = answer.read().decode()
+        took = time.monotonic() - started
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+        success = {
+            dict(labels)["source"]: value
+            for (name, labels), value in samples.items()
+            if name == "spark_kafka_group_scrape_success"
+        }
+        lag = [v for (name, _), v in samples.items() if name == "kafka_consumergroup_lag_sum"]
+        assert success.get("store") == 1.0, (when, success)
+        self.tools.append(
+            f"exporter({when}) {took:.1f}s broker_ok={success.get('broker', 0):.0f} "
+            f"lag={','.join(f'{v:.0f}' for v in lag) or '-'}"
+        )
 
     def run_tools(self) -> None:
         """kafka-group describe / export-to-kafka / import-from-kafka against the cluster, as
@@ -199,11 +243,13 @@ class GroupUnderFaults:
 
     def _first_record_s(self, loss: Loss) -> float | None:
         """Seconds from the loss to the first batch of either query that read a record of a
-        partition the lost node led, past what had been read of it before the loss."""
+        partition the lost node led, past what had been read of it before the loss, among the
+        batches whose records were fetched after the loss (their sink began after it)."""
         batches = [
             (t, [(p, o) for p, o, _ in c.batches[b]])
             for c in self.collected.values()
             for b, t in list(c.times.items())
+            if c.began[b] > loss.at
         ]
         return first_record_after(loss, batches)
 
@@ -219,6 +265,9 @@ class GroupUnderFaults:
 
     def close(self) -> None:
         self.producer.stop()
+        if self.exporter is not None:
+            self.exporter.terminate()
+            self.exporter.wait(30)
         for query in self.queries.values():
             if query.isActive:
                 query.stop()
@@ -244,16 +293,19 @@ def test_hard_bounce(scenario: GroupUnderFaults) -> None:
     """SIGKILL the node leading the most partitions, restart it; then the same on another."""
     kafka = scenario.kafka
     scenario.start_queries()
+    scenario.start_exporter()
     first_victim = None
     for round_ in (1, 2):
         victim = kafka.busiest_leader(scenario.topic, besides=first_victim)
         scenario.losing(victim, f"kill{round_}(node{victim.node_id})")
         victim.kill()
+        scenario.scrape(f"kill{round_}")
         scenario.wait_recovered()
         if round_ == 1:
             scenario.run_tools()
         kafka.restart(victim)
         kafka.wait_in_sync()
+        scenario.scrape(f"restarted{round_}")
         first_victim = victim
     scenario.finish()
 
@@ -262,9 +314,11 @@ def test_rolling_restart(scenario: GroupUnderFaults) -> None:
     """Every node in turn stopped cleanly (controlled shutdown) and started again."""
     kafka = scenario.kafka
     scenario.start_queries()
+    scenario.start_exporter()
     for node in kafka.nodes:
         scenario.losing(node, f"stop(node{node.node_id})")
         node.terminate()
+        scenario.scrape(f"stop{node.node_id}")
         scenario.wait_recovered()
         if node.node_id == 1:
             scenario.run_tools()
@@ -306,7 +360,8 @@ def test_zombie_broker_paused_past_its_session(scenario: GroupUnderFaults) -> No
 
 def test_reassignment_and_preferred_leader_election(scenario: GroupUnderFaults) -> None:
     """Kafka's kafka-reassign-partitions reverses every partition's replica order (so the
-    preferred leader changes), then kafka-leader-election moves the leaders to it."""
+    preferred leader changes), then kafka-leader-election moves the leaders to it. Kafka may
+    move a leader when the reassignment completes already; each step's moves are a loss."""
     kafka = scenario.kafka
     scenario.start_queries()
     servers = kafka.bootstrap_servers
@@ -320,6 +375,30 @@ def test_reassignment_and_preferred_leader_election(scenario: GroupUnderFaults) 
     }
     plan_file = scenario.tmp_path / "reassign.json"
     plan_file.write_text(json.dumps(plan))
+    steps = {
+        "reassignment": lambda: _reassign(servers, plan_file),
+        "election": lambda: kafka_tool(
+            "kafka-leader-election", "--bootstrap-server", servers,
+            "--election-type", "PREFERRED", "--all-topic-partitions",
+        ),
+    }  # fmt: skip
+    for label, step in steps.items():
+        before = kafka.leaders(scenario.topic)
+        read = scenario.last_read()
+        at = time.time()
+        step()
+        after = kafka.leaders(scenario.topic)
+        moved = [p for p in before if after[p] != before[p]]
+        if moved:
+            scenario.losses.append(Loss(label, at, {p: read.get(p, -1) for p in moved}))
+            scenario.wait_recovered()
+    assert kafka.leaders(scenario.topic) == {p: r[-1] for p, r in replicas.items()}
+    assert scenario.losses, "no leader moved"
+    scenario.run_tools()
+    scenario.finish()
+
+
+def _reassign(servers: str, plan_file: Path) -> None:
     kafka_tool("kafka-reassign-partitions", "--bootstrap-server", servers,
                "--reassignment-json-file", str(plan_file), "--execute")  # fmt: skip
     wait_until(
@@ -329,17 +408,6 @@ def test_reassignment_and_preferred_leader_election(scenario: GroupUnderFaults) 
         ).stdout,
         90, "the reassignment completed",
     )  # fmt: skip
-    before = kafka.leaders(scenario.topic)
-    moving = {p: leader for p, leader in before.items() if leader != replicas[p][-1]}
-    read = scenario.last_read()
-    scenario.losses.append(Loss("election", time.time(), {p: read.get(p, -1) for p in moving}))
-    kafka_tool("kafka-leader-election", "--bootstrap-server", servers,
-               "--election-type", "PREFERRED", "--all-topic-partitions")  # fmt: skip
-    after = kafka.leaders(scenario.topic)
-    assert all(after[p] == replicas[p][-1] for p in moving), (before, after)
-    scenario.wait_recovered()
-    scenario.run_tools()
-    scenario.finish()
 
 
 def test_a_dead_node_first_in_the_bootstrap_servers(
@@ -369,4 +437,32 @@ def test_a_dead_node_first_in_the_bootstrap_servers(
     finally:
         if not dead.running:
             kafka_nodes.restart(dead)
+        kafka_nodes.wait_in_sync()
+
+
+def test_the_fetch_consumer_pool_finds_a_topic_id_while_a_node_is_dead(
+    kafka_nodes: MultiNodeKafka,
+) -> None:
+    """Each fetch asks its topic's id (DescribeTopics, which librdkafka sends to the node its
+    metadata names as the controller). With that node dead, the answer must still come from
+    a live node, not after the request's timeout with no id."""
+    topic = "faults-topic-id"
+    kafka_nodes.create_topic(topic, PARTITIONS)
+    pool = ConsumerPool()
+    key = (kafka_nodes.bootstrap_servers, ())
+    known = pool.topic_id(key, topic)
+    assert known not in (None, NO_TOPIC)
+    victim = kafka_nodes.nodes[0]
+    victim.kill()
+    try:
+        answers = []
+        for _ in range(6):
+            time.sleep(TOPIC_ID_TTL_S)  # past the cache: every call asks the cluster
+            started = time.monotonic()
+            answers.append((pool.topic_id(key, topic), round(time.monotonic() - started, 1)))
+        print(f"\ntopic id with node {victim.node_id} dead (id, seconds): {answers}")
+        assert all(answer == known for answer, _ in answers), answers
+    finally:
+        pool.clear()
+        kafka_nodes.restart(victim)
         kafka_nodes.wait_in_sync()
