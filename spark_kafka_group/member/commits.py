@@ -16,7 +16,13 @@ from collections.abc import Callable, Iterable, Mapping
 from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupError, TopicPartition
 from spark_kafka_group.group.metadata import OffsetAndMetadata, partition_name
-from spark_kafka_group.group.offsets import fence, listener_offsets_to_take, rewinds
+from spark_kafka_group.group.offsets import (
+    Source,
+    fence,
+    listener_offsets_to_take,
+    offsets_to_write,
+    rewinds,
+)
 from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
 from spark_kafka_group.member.decide import Decision, PendingWork
 from spark_kafka_group.member.folder import (
@@ -29,7 +35,7 @@ from spark_kafka_group.member.in_flight import BatchesInFlight
 from spark_kafka_group.member.join import REBALANCE_POLL_MS
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.view import Holdings
-from spark_kafka_group.store.commit_objects import object_key
+from spark_kafka_group.store.commit_objects import key_of, object_key
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +59,14 @@ class MemberCommits:
         self._recorded: dict[TopicPartition, RecordedOffset] = {}
         self._written: dict[TopicPartition, RecordedOffset] = {}
         self._object_seq = 0
+        # The recorded commits that move a committed offset back (a reset by policy), marked
+        # as such in the object (the fold writes them although it otherwise only moves
+        # forward); and the object last written, which the member folds itself before a
+        # direct write (the direct write then comes after every object it wrote before).
+        # (partition -> the sequence number of the first object marking it: the mark is kept,
+        # on the batches that continue the rewind, until the log has folded that object)
+        self._rewinds: dict[TopicPartition, int] = {}
+        self._last_object: CommitObject | None = None
         self._waiting: dict[TopicPartition, tuple[int | None, int]] = {}
         #: The folder's role, as this member plays it (None without commit objects).
         self.folder = None if self._objects is None else CommitFolder(self._objects, self._group_id)
@@ -94,15 +108,30 @@ class MemberCommits:
         accepted: dict[TopicPartition, int] = {}
         if batch_member == member_id or batch_member in self.adopted:
             accepted = fence(holdings.held_since, offsets, batch_generation)
-        # A reset by policy (failOnDataLoss=false) is written directly: a fold only moves
-        # offsets forward.
-        back = rewinds(accepted, self._client.coordinator.group.offsets)
+        # A reset by policy (failOnDataLoss=false): marked in the object as a rewind (the
+        # member's own batches come in order, so a lower offset is news, except below its
+        # newest batch's end when the log holds exactly that: its listener was first).
+        committed = self._client.coordinator.group.offsets
+        newest = self._book.in_flight.ends
+        back = set(
+            rewinds(
+                offsets_to_write(accepted, committed, source=Source.MEMBER, newest=newest),
+                committed,
+            )
+        )
+        # Below its own commit not folded yet: a rewind whatever the log holds now.
+        mine = {tp: OffsetAndMetadata(r.offset) for tp, r in self._recorded.items()}
+        back |= rewinds(
+            offsets_to_write(accepted, mine, source=Source.MEMBER, newest=newest), mine
+        ).keys()
         for tp, offset in accepted.items():
             recorded = RecordedOffset(offset, holdings.generation)
-            if self._objects is None or tp in holdings.revoking or tp in back:
+            if self._objects is None or tp in holdings.revoking:
                 self.pending_offsets[tp] = recorded
             if self._objects is not None:
                 self._recorded[tp] = recorded
+                if tp in back:
+                    self._rewinds.setdefault(tp, self._object_seq + 1)
         released = set(release) & holdings.revoking
         self.pending_release.update(released)
         # Its last batch was committed earlier, in the commit object: its release must
@@ -150,10 +179,15 @@ class MemberCommits:
         changed = bool(recorded) and recorded != self._written
         if changed and not closing:
             self._object_seq += 1
-            obj = CommitObject(member_id, self._object_seq, recorded)
+            me = self._client.coordinator.group.member(member_id)
+            folded = -1 if me is None else me.folded_seq.get("", -1)
+            self._rewinds = {tp: n for tp, n in self._rewinds.items() if n > folded}
+            marked = frozenset(tp for tp in self._rewinds if tp in recorded)
+            obj = CommitObject(member_id, self._object_seq, recorded, rewinds=marked)
             try:
                 self._objects.put(obj)
                 self._written = recorded
+                self._last_object = obj
             except GroupStoreError as exc:  # kept, and written at the next step
                 log.warning("group %s: commit object not written: %s", self._group_id,
                             exc)  # fmt: skip
@@ -169,11 +203,22 @@ class MemberCommits:
         )
         leads = self._client.coordinator.group.leader == member_id
         assert self.folder is not None  # with commit objects
+        own = self._own_object_before_direct_writes(member_id)
         if not self.folder.due(now, leads=leads, stalled=stalled):
-            return self.objects_of(replaced), frozenset()
+            return {**self.objects_of(replaced), **own}, frozenset()
         objects = self.folder.read_new(now, self._client.coordinator.group.members, stalled=stalled)
         objects.update(self.objects_of(replaced))
+        objects.update(own)
         return objects, frozenset()
+
+    def _own_object_before_direct_writes(self, member_id: str) -> dict[str, CommitObject]:
+        """The member's last object, to fold in the step that writes to the log directly: its
+        direct writes come after it, and no folder may fold it (a rewind it marks) after
+        them."""
+        obj = self._last_object
+        if not self.pending_offsets or obj is None or obj.member_id != member_id:
+            return {}
+        return {key_of(obj): obj}
 
     def objects_of(self, members: frozenset[str]) -> dict[str, CommitObject]:
         """The newest commit objects of ``members`` (their progress listeners' too), by key."""
@@ -227,6 +272,7 @@ class MemberCommits:
             ):
                 del self._recorded[tp]
                 self._written.pop(tp, None)
+                self._rewinds.pop(tp, None)
 
     def flush(self) -> None:
         """Write the recorded commits to the log directly at the next step (the member leaves,
