@@ -17,7 +17,6 @@ from spark_kafka_group.group.offsets import (
     commit_batch,
     fold_commit_objects,
     listener_commit,
-    listener_needs_previous,
 )
 from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
 from spark_kafka_group.member.log_client import Decide, GroupLogClient
@@ -92,8 +91,8 @@ def commit_batch_for_member(
     partition, before its LEAVE). A partition the batch started below the committed offset (a
     reset by policy) is marked as a rewind in the object, which the fold writes although it
     otherwise only moves forward; a batch continuing such a rewind that is not folded yet
-    carries the mark on (the listener's previous object: as this client wrote it, else read
-    from the store when the batch may need it). Reading
+    carries the mark on. The new object replaces the listener's previous one (as this client
+    wrote it; read from the store once, by a client that has not written it). Reading
     the log to decide is a fold of its tail, never a compare-and-swap. Without commit objects
     (a log given without them: the simulation's and the tests'), or without a batch id to
     number the object by, the commit is an append (:func:`commit_for_member`).
@@ -107,7 +106,7 @@ def commit_batch_for_member(
         )
     group = client.fold().group
     previous = client.listener_objects.get(member_id)
-    if previous is None and listener_needs_previous(group, member_id, offsets, starts):
+    if previous is None and group.member(member_id) is not None:
         previous = _listener_object_of(client, objects, member_id)
     commit = listener_commit(
         group, member_id, generation, offsets, batch_id=batch_id, starts=starts, previous=previous

@@ -396,23 +396,30 @@ def listener_commit(
     previous: CommitObject | None = None,
 ) -> ListenerCommit | None:
     """The progress listener's commit object for batch ``batch_id`` (planned in
-    ``generation``) of ``member_id``; None when it moves nothing. It holds every offset of the
-    batch the member may still commit (it replaces the previous object, whose higher offsets
-    a later fold must not bring back), and marks as rewinds those that move an offset back
+    ``generation``) of ``member_id``; None when it moves nothing. It replaces the listener's
+    ``previous`` object for the member (None: it has none), so it keeps what that one holds
+    and the member may still commit, and takes from the batch every offset the member may
+    still commit, except one below the previous object's that is no rewind (a late commit of
+    an older batch). It marks as rewinds the offsets that move an offset back
     (:func:`listener_rewinds`). Its sequence number is ``batch_id + 1`` (a restarted driver
-    continues the query's batch ids, so it never goes back). ``previous``: the listener's
-    previous object for the member (None: it has none, or it is not known here)."""
+    continues the query's batch ids, so it never goes back)."""
     member = group.member(member_id)
     if member is None:
         return None  # left, expired or replaced: its commits are never applied any more
     held = fence(member.held_since, offsets, generation)
     marked = listener_rewinds(member, group.offsets, held, starts or {}, previous)
+    kept: dict[TopicPartition, RecordedOffset] = {}
+    if previous is not None:
+        before = fence_recorded(member.held_since, previous.offsets)
+        late = {tp for tp, o in held.items() if o < before.get(tp, -1) and tp not in marked}
+        held = {tp: o for tp, o in held.items() if tp not in late}
+        kept = {tp: previous.offsets[tp] for tp in before if tp not in held}
     fresh = offsets_to_write(
         held, group.offsets, source=Source.LISTENER, starts=starts, rewound=marked
     )
     if not fresh:
         return None
-    recorded = {tp: RecordedOffset(off, generation) for tp, off in held.items()}
+    recorded = {**kept, **{tp: RecordedOffset(off, generation) for tp, off in held.items()}}
     back = frozenset(rewinds(fresh, group.offsets)) | (marked & set(fresh))
     obj = CommitObject(member_id, batch_id + 1, recorded, writer=LISTENER, rewinds=back)
     return ListenerCommit(obj, moved=len(fresh))
@@ -444,23 +451,6 @@ def listener_rewinds(
 
 def _offset(recorded: RecordedOffset | None) -> int:
     return -1 if recorded is None else recorded.offset
-
-
-def listener_needs_previous(
-    group: GroupMetadata,
-    member_id: str,
-    offsets: Mapping[TopicPartition, int],
-    starts: Mapping[TopicPartition, int] | None,
-) -> bool:
-    """Whether :func:`listener_commit` must see the listener's previous object (when it is not
-    known already): the batch starts a partition anew, or continues one below its committed
-    offset (maybe from a rewind not folded yet)."""
-    starts = starts or {}
-    if group.member(member_id) is None:
-        return False
-    return bool(set(starts) & set(offsets)) or any(
-        tp in group.offsets and o < group.offsets[tp].offset for tp, o in offsets.items()
-    )
 
 
 @dataclass(frozen=True)

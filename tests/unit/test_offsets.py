@@ -14,7 +14,6 @@ from spark_kafka_group.group.offsets import (
     fence,
     fold_commit_objects,
     listener_commit,
-    listener_needs_previous,
     listener_offsets_to_take,
     offsets_to_write,
     reset,
@@ -213,7 +212,6 @@ def test_the_listeners_commit_is_an_object_with_its_rewinds_marked() -> None:
     assert listener_commit(work.group, "a", gen, {mine: 12}, batch_id=7) is None
     assert listener_commit(work.group, "gone", gen, {mine: 12}, batch_id=7) is None
     # The next batch continues the rewind, which is not folded yet: it carries the mark on.
-    assert listener_needs_previous(work.group, "a", {mine: 20}, None)
     carried = listener_commit(work.group, "a", gen, {mine: 20}, batch_id=7, previous=commit.obj)
     assert carried is not None and carried.obj.rewinds == {mine}
     # The fold writes the marked rewind, and never an older object of the same writer after.
