@@ -7,7 +7,7 @@ As kafka-python's ``coordinator/base.py`` keeps generic membership apart from th
 :class:`~spark_kafka_group.member.member.GroupMember`; the query's side (start, close, batches,
 commits) is in :mod:`.member`. Each further job has its own module: the join (:mod:`.join`),
 the lease (:mod:`.lease_keeper`), the commits (:mod:`.commits`), the holdings and the
-rebalance listener (:mod:`.assignments`), the error text (:mod:`.error_text`), and what a step
+rebalance listener (:mod:`.holdings`), the error text (:mod:`.error_text`), and what a step
 writes (:mod:`.decide`, pure).
 """
 
