@@ -160,14 +160,14 @@ class MemberCommits:
         member_id: str,
         closing: bool,
         replaced: frozenset[str],
-    ) -> tuple[dict[str, CommitObject], frozenset[str]]:
+    ) -> dict[str, CommitObject]:
         """Write this member's commit object if it recorded something new; as the group's
         folder (its leader, every fold interval; or any member whose own commit has waited
-        :data:`FOLD_FALLBACK_INTERVALS` intervals), read the objects to fold. Returns them,
-        and the members whose objects were looked up. ``replaced``: the incarnations this
+        :data:`FOLD_FALLBACK_INTERVALS` intervals), read the objects to fold, by key: what
+        it returns. ``replaced``: the incarnations this
         member replaces at its join, whose objects are folded before they are fenced."""
         if self._objects is None:
-            return {}, frozenset()
+            return {}
         # Its last batch completed and the progress listener committed it in its object: the
         # release needs that offset in the log, so it is taken into the recorded commits.
         self.uncommitted(holdings.revoking)
@@ -205,11 +205,11 @@ class MemberCommits:
         assert self.folder is not None  # with commit objects
         own = self._own_object_before_direct_writes(member_id)
         if not self.folder.due(now, leads=leads, stalled=stalled):
-            return {**self.objects_of(replaced), **own}, frozenset()
+            return {**self.objects_of(replaced), **own}
         objects = self.folder.read_new(now, self._client.coordinator.group.members, stalled=stalled)
         objects.update(self.objects_of(replaced))
         objects.update(own)
-        return objects, frozenset()
+        return objects
 
     def _own_object_before_direct_writes(self, member_id: str) -> dict[str, CommitObject]:
         """The member's last object, to fold in the step that writes to the log directly: its

@@ -187,7 +187,7 @@ class SimMember:
         if self.member.failure is not None:
             return
         self.member.refresh_metadata()
-        self._attempt = self.member.begin_step()
+        self._attempt = self.member.begin_step(commit_objects=True)
         assignment = self.member.holdings
         for t, p in assignment.held - assignment.revoking:  # "consume" a little
             tp = TopicPartition(t, p)
@@ -495,7 +495,7 @@ class _Simulation:
         key = m.member_id
         objects = self.objects
         listed = objects.lists + objects.gets if objects is not None else 0
-        attempt = m.member.begin_step()
+        attempt = m.member.begin_step(commit_objects=True)
         now = self.clock.now_ms()
         self.observe()  # what the step's fold or object put changed
         # Listing the commit objects and reading them (in parallel) costs a store round
