@@ -244,7 +244,7 @@ class Membership:
                     release=command.release,
                 )
             else:
-                self._commits.adopted.add(command.member_id)
+                self._commits.adopt(command.member_id)
 
     def _publish(self) -> None:
         """What other threads read of the folded log: a copy, made by its owner."""
