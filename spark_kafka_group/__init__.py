@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
     # What __getattr__ loads on first use, typed for the type checker.
     from spark_kafka_group.admin import describe_group, reset_offsets
-    from spark_kafka_group.progress import leave_group
-    from spark_kafka_group.progress_lag import lag
+    from spark_kafka_group.listener.lag import lag
+    from spark_kafka_group.listener.progress import leave_group
 
 __all__ = [
     "FORMAT_NAME",
@@ -47,7 +47,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     ``groupStore.*`` options without the prefix) when it needs any: the listener runs in the
     driver, not where the source reads its options, and offsets never carry credentials.
     """
-    from spark_kafka_group.progress import GroupProgressListener
+    from spark_kafka_group.listener.progress import GroupProgressListener
     from spark_kafka_group.source.datasource import KafkaGroupDataSource
 
     try:
@@ -76,11 +76,11 @@ def __getattr__(name: str) -> object:
 
         return getattr(admin, name)
     if name == "lag":
-        from spark_kafka_group.progress_lag import lag
+        from spark_kafka_group.listener.lag import lag
 
         return lag
     if name == "leave_group":
-        from spark_kafka_group.progress import leave_group
+        from spark_kafka_group.listener.progress import leave_group
 
         return leave_group
     raise AttributeError(f"module 'spark_kafka_group' has no attribute {name!r}")

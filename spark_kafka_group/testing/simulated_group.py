@@ -20,7 +20,7 @@ from spark_kafka_group.group import (
     TopicPartition,
 )
 from spark_kafka_group.group.metadata import IMPLICIT_REJOIN, LEASES
-from spark_kafka_group.listener_writes import commit_batch_for_member, commit_decision
+from spark_kafka_group.listener.writes import commit_batch_for_member, commit_decision
 from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog

@@ -17,7 +17,7 @@ import pytest
 
 from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.group.metadata import TopicPartition
-from spark_kafka_group.listener_writes import commit_batch_for_member
+from spark_kafka_group.listener.writes import commit_batch_for_member
 from spark_kafka_group.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 

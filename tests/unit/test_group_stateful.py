@@ -47,7 +47,7 @@ from spark_kafka_group.group.offsets import (
     reset,
 )
 from spark_kafka_group.group.payloads import JoinPayload, RevokePayload
-from spark_kafka_group.listener_writes import commit_batch_for_member, commit_decision
+from spark_kafka_group.listener.writes import commit_batch_for_member, commit_decision
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
