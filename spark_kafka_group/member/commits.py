@@ -145,7 +145,7 @@ class MemberCommits:
         stalled = self._stalled(now)
         leads = self._group.leader == member_id
         assert self.folder is not None  # with commit objects
-        own = self._own_object_before_direct_writes(member_id)
+        own = self.own_object_before_direct_writes(member_id)
         if not self.folder.due(now, leads=leads, stalled=stalled):
             return {**self.objects_of(replaced), **own}
         objects = self.folder.read_new(now, self._group.members, stalled=stalled)
@@ -183,7 +183,7 @@ class MemberCommits:
             for _, since in self._waiting.values()
         )
 
-    def _own_object_before_direct_writes(self, member_id: str) -> dict[str, CommitObject]:
+    def own_object_before_direct_writes(self, member_id: str) -> dict[str, CommitObject]:
         """The member's last object, to fold in the step that writes to the log directly: its
         direct writes come after it, and no folder may fold it (a rewind it marks) after
         them."""

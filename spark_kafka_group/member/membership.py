@@ -301,8 +301,11 @@ class Membership:
                 closing=self._closing.is_set(),
                 replaced=replaced,
             )
-        else:  # a join replacing an incarnation folds its objects first
-            objects = self._commits.objects_of(replaced)
+        else:  # a join replacing an incarnation folds its objects first (and its own last)
+            objects = {
+                **self._commits.objects_of(replaced),
+                **self._commits.own_object_before_direct_writes(self.member_id),
+            }
         ctx = StepContext(
             request=join_request(
                 self.settings,
