@@ -610,7 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kafka-group {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    # Listed for --help; main() hands its arguments to spark_kafka_group.quickstart.
+    # Listed for --help; main() hands its arguments to spark_kafka_group.quickstart.run.
     sub.add_parser("quickstart", help="two queries share a topic as one group, on this machine")
 
     def common(p: argparse.ArgumentParser, *, group: str = "one", json_output: bool = True) -> None:
@@ -870,7 +870,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["quickstart"]:  # options of its own: kafka-group quickstart --help
-        from spark_kafka_group.quickstart import main as quickstart
+        from spark_kafka_group.quickstart.run import main as quickstart
 
         return quickstart(argv[1:])
     parser = build_parser()

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spark_kafka_group.group import ManualClock
 from spark_kafka_group.ops.exporter import DEFAULT_CACHE_S, GroupLagCollector, serve
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from tests.integration.cli_support import GroupDriver, run_cli
 from tests.streaming import Collected, source_options, start_query
 

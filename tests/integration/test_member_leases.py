@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
+
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.member import GroupMember

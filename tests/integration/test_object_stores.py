@@ -15,7 +15,7 @@ from deltalake._internal import DeltaFileSystemHandler
 
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.records import GroupRecord
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import AppendConflict, GroupLog
 from spark_kafka_group.store.safety import PROBE_PREFIX, _stale_commit_accepted
 from spark_kafka_group.testing.servers import ObjectStore

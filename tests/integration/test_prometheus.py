@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from spark_kafka_group.ops.assets import GRAFANA_DASHBOARD, PROMETHEUS_RULES
-from spark_kafka_group.sample_data import create_topic
+from spark_kafka_group.quickstart.sample_data import create_topic
 from spark_kafka_group.testing.waiting import wait_until
 from tests.prometheus import free_port, prometheus_server, tool
 from tests.streaming import Collected, source_options, start_query

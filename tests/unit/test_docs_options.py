@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_group import options
-from spark_kafka_group.options import docs as docs_options
 from spark_kafka_group.options import OPTION_SPECS, specs
+from spark_kafka_group.options import docs as docs_options
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from spark_kafka_group.admin import describe_group, reset_offsets
+
 from spark_kafka_group.errors import GroupJoinTimeoutError, OptionError
 from spark_kafka_group.group import GroupConfig, TopicPartition
 from spark_kafka_group.group.kinds import RecordKind
