@@ -23,10 +23,11 @@ from spark_kafka_group.source.format_name import FORMAT_NAME
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    # What __getattr__ loads on first use, typed for the type checker.
-    from spark_kafka_group.admin import describe_group, reset_offsets
     from spark_kafka_group.listener.lag import lag
     from spark_kafka_group.listener.progress import leave_group
+
+    # What __getattr__ loads on first use, typed for the type checker.
+    from spark_kafka_group.ops.admin import describe_group, reset_offsets
 
 __all__ = [
     "FORMAT_NAME",
@@ -72,7 +73,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
 def __getattr__(name: str) -> object:
     # The group operations import pyspark / deltalake; load them on first use.
     if name in ("describe_group", "reset_offsets"):
-        from spark_kafka_group import admin
+        from spark_kafka_group.ops import admin
 
         return getattr(admin, name)
     if name == "lag":

@@ -18,7 +18,7 @@ to Kafka takes ``--bootstrap-server`` (default ``$KAFKA_BOOTSTRAP_SERVERS``), ``
 and ``--timeout``. ``--json`` prints a machine-readable result instead of text. Exit codes:
 0 success, 1 the
 operation failed (the message says why), 2 wrong usage. The logic lives in
-:mod:`spark_kafka_group.admin`, :mod:`spark_kafka_group.ops` and
+:mod:`spark_kafka_group.ops.admin`, :mod:`spark_kafka_group.ops` and
 :mod:`spark_kafka_group.kafka.consumer_group_offsets`.
 """
 
@@ -154,7 +154,7 @@ def _group_ids(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from spark_kafka_group.admin import describe_groups
+    from spark_kafka_group.ops.admin import describe_groups
     from spark_kafka_group.ops.kafka_views import list_view
 
     groups = describe_groups(args.store, storage_options=_storage_options(args))
@@ -180,7 +180,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    from spark_kafka_group.admin import describe_existing_group
+    from spark_kafka_group.ops.admin import describe_existing_group
     from spark_kafka_group.ops.kafka_views import (
         group_notice,
         members_view,
@@ -253,8 +253,8 @@ def _reset_mode(args: argparse.Namespace) -> tuple[str, int | str | None]:
 
 
 def cmd_reset_offsets(args: argparse.Namespace) -> int:
-    from spark_kafka_group.admin import describe_existing_group, reset_offsets
     from spark_kafka_group.group import SystemClock, TopicPartition
+    from spark_kafka_group.ops.admin import describe_existing_group, reset_offsets
     from spark_kafka_group.ops.kafka_views import reset_view
     from spark_kafka_group.ops.reset import (
         export_reset_plan,
@@ -355,7 +355,7 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
 def cmd_delete_offsets(args: argparse.Namespace) -> int:
     import re
 
-    from spark_kafka_group.admin import describe_existing_group
+    from spark_kafka_group.ops.admin import describe_existing_group
     from spark_kafka_group.ops.delete_offsets import (
         UNKNOWN_TOPIC_OR_PARTITION,
         delete_offsets,
@@ -411,8 +411,8 @@ def cmd_delete_offsets(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from spark_kafka_group.admin import describe_existing_group
     from spark_kafka_group.kafka.consumer_group_offsets import commit_to_kafka_group
+    from spark_kafka_group.ops.admin import describe_existing_group
 
     info = describe_existing_group(args.store, args.group, storage_options=_storage_options(args))
     offsets = dict(info.committed)
@@ -448,8 +448,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from spark_kafka_group.admin import reset_offsets
     from spark_kafka_group.kafka.consumer_group_offsets import kafka_group_offsets
+    from spark_kafka_group.ops.admin import reset_offsets
 
     kafka_group = args.kafka_group or args.group
     with _cluster(args) as cluster:
@@ -538,7 +538,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from spark_kafka_group.admin import describe_existing_group
+    from spark_kafka_group.ops.admin import describe_existing_group
     from spark_kafka_group.ops.delete import delete_group
 
     storage = _storage_options(args)

@@ -1,5 +1,8 @@
 """Operator-side building blocks of the ``kafka-group`` CLI.
 
+* :mod:`.admin`: describe a group, reset its offsets, and the rule of every command that
+  needs a group without live members (also the Python API's ``describe_group`` and
+  ``reset_offsets``).
 * :mod:`.lag`: a group's description with log end offsets and lag (``describe``).
 * :mod:`.kafka_views`: ``describe`` and ``list`` printed as ``kafka-consumer-groups`` prints.
 * :mod:`.reset`: the target offsets of ``reset-offsets``, and Kafka's CSV reset plans.
@@ -10,6 +13,7 @@
 
 A Kafka consumer group's committed offsets (``export-to-kafka``, ``import-from-kafka``, and
 the source options ``commitToKafka`` / ``importFromKafkaGroup``) are in
-:mod:`spark_kafka_group.kafka.consumer_group_offsets`: the running source needs them, and
-nothing on the source's path imports this package.
+:mod:`spark_kafka_group.kafka.consumer_group_offsets`: the running source needs them. The
+source imports one thing from here, :func:`.admin.describe_group`, for
+``startingOffsets=group`` (a read of the group's committed offsets, no join).
 """

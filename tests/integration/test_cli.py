@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
-from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
 
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.cluster import KafkaCluster
@@ -22,6 +21,7 @@ from spark_kafka_group.kafka.consumer_group_offsets import (
     seed_from_kafka_group,
 )
 from spark_kafka_group.kafka.java_settings import JKS_MAGIC
+from spark_kafka_group.ops.admin import GroupNotEmptyError, describe_group, reset_offsets
 from spark_kafka_group.options import parse_options
 from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.store.leases import LeaseFiles

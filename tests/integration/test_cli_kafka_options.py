@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from spark_kafka_group.admin import describe_group
 
+from spark_kafka_group.ops.admin import describe_group
 from spark_kafka_group.quickstart.sample_data import create_topic
 from tests.integration.cli_support import GroupDriver, run_cli
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from spark_kafka_group.admin import describe_group
 
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.cluster import KafkaCluster
@@ -27,6 +26,7 @@ from spark_kafka_group.kafka.consumer_group_offsets import (
     commit_to_kafka_group,
     kafka_group_offsets,
 )
+from spark_kafka_group.ops.admin import describe_group
 from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.kafka_broker import kafka_tool
 from spark_kafka_group.testing.waiting import wait_until
