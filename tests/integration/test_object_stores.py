@@ -125,7 +125,7 @@ def test_cli_processes_exit_cleanly_after_reading_the_store(s3_store: ObjectStor
     d.rebalance(["A"])
     d.commit("A", {("t", 0): 1, ("t", 1): 2, ("t", 2): 3})
     command = [
-        sys.executable, "-m", "spark_kafka_group.cli", "describe", "--store", root,
+        sys.executable, "-m", "spark_kafka_group.ops.cli", "describe", "--store", root,
         "--group", group, "--json", *s3_store.cli_options(),
     ]  # fmt: skip
 
