@@ -1,4 +1,5 @@
-"""Operator-side building blocks of the ``kafka-group`` CLI.
+"""The operator's side: the ``kafka-group`` command (:mod:`.cli`, one module per command) and
+what it is built on.
 
 * :mod:`.admin`: describe a group, reset its offsets, and the rule of every command that
   needs a group without live members (also the Python API's ``describe_group`` and
@@ -10,6 +11,8 @@
   seconds) and :mod:`.status` (a partition's Burrow-style status) are its parts.
 * :mod:`.assets`: the Grafana dashboard and Prometheus alert rules shipped with it.
 * :mod:`.timeline`: partition ownership and commits over the whole group log (``timeline``).
+* :mod:`.delete` (``delete``) and :mod:`.delete_offsets` (``delete-offsets``).
+* :mod:`.committed`: a group's committed offsets as one SQL query over its log.
 
 A Kafka consumer group's committed offsets (``export-to-kafka``, ``import-from-kafka``, and
 the source options ``commitToKafka`` / ``importFromKafkaGroup``) are in
