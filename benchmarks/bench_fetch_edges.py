@@ -36,7 +36,7 @@ from spark_kafka_group.errors import BrokerUnavailableError
 from spark_kafka_group.fetcher import FetchSpec, consumer_pool, fetch
 from spark_kafka_group.group.metadata import TopicPartition as GroupTopicPartition
 from spark_kafka_group.kafka import KafkaCluster
-from spark_kafka_group.sample_data import produce
+from spark_kafka_group.quickstart.sample_data import produce
 
 UNREACHABLE_TIMEOUT_S = 3.0
 

@@ -115,7 +115,7 @@ class SparkRuns:
     def runs(self, trigger_ms: int, heartbeat_ms: int, runs: int) -> tuple[list[float], float]:
         """Join-to-first-record of the newcomer per run; the owners' median batch time (ms)."""
         import spark_kafka_group
-        from spark_kafka_group.progress import group_offsets
+        from spark_kafka_group.listener.progress import group_offsets
 
         group = f"bench-join-{trigger_ms}-{uuid.uuid4().hex[:6]}"
         store = self.store

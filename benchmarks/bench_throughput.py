@@ -92,7 +92,7 @@ def prefill(servers: str, topic: str, records: int, partitions: int, value_bytes
     """Produce ``records`` records (8-byte keys, ``value_bytes`` values) round-robin over the
     partitions of ``topic``; the last produce batch of each partition holds one record
     (docs/contributing.md, "Test environment facts"). Returns the number of records in the topic."""
-    from spark_kafka_group.sample_data import produce
+    from spark_kafka_group.quickstart.sample_data import produce
 
     value = b"v" * value_bytes
     body = max(0, records - partitions)  # sample_data adds one final record per partition

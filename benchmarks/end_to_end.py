@@ -414,7 +414,7 @@ def spark_reader(
 @contextlib.contextmanager
 def producing(servers: str, topic: str, partitions: int, rate: float) -> Iterator[None]:
     """A fresh ``topic`` with a producer process writing ``rate`` records a second to it."""
-    from spark_kafka_group.sample_data import create_topic
+    from spark_kafka_group.quickstart.sample_data import create_topic
 
     create_topic(servers, topic, partitions)
     ctx = mp.get_context("spawn")

@@ -126,7 +126,7 @@ def store_from_args(args: argparse.Namespace, prefix: str) -> tuple[str | None, 
 @contextlib.contextmanager
 def fresh_topic(servers: str, prefix: str, partitions: int, *, delete: bool) -> Iterator[str]:
     """A new topic ``<prefix>-<id>``; with ``delete`` (a real cluster) it is deleted after."""
-    from spark_kafka_group.sample_data import create_topic
+    from spark_kafka_group.quickstart.sample_data import create_topic
 
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
     create_topic(servers, topic, partitions)

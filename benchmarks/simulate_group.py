@@ -1,6 +1,6 @@
 """The group log at sizes this machine cannot host: a printed report from the simulation.
 
-Runs :func:`spark_kafka_group.testing.simulation.simulate` (production members over the
+Runs :func:`spark_kafka_group.testing.simulated_group.simulate` (production members over the
 in-memory log, simulated clock and store latency; deterministic) over a grid of member counts,
 partition counts and store latencies, for the current design and for the classic one (every
 heartbeat a write, every member rejoins every rebalance, no initial delay), and prints per run:
@@ -43,7 +43,7 @@ import argparse
 import logging
 import sys
 
-from spark_kafka_group.testing.simulation import SimResult, simulate
+from spark_kafka_group.testing.simulated_group import SimResult, simulate
 
 
 def _row(r: SimResult, design: str) -> str:

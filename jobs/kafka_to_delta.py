@@ -51,8 +51,8 @@ import pyspark
 from pyspark.sql import SparkSession
 
 import spark_kafka_group
-from spark_kafka_group.embedded import bootstrap_or_embedded
 from spark_kafka_group.options import read_properties, storage_options_from
+from spark_kafka_group.quickstart.embedded import bootstrap_or_embedded
 
 #: Spark's Delta data source (the sink) and Delta's session extension, from delta-spark's jars.
 DELTA_JVM_CLASSES = (
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
         topics = args.topic or ([] if "subscribe" in options else None)
         if embedded:
             topic = (args.topic or [f"ingest-{uuid.uuid4().hex[:6]}"])[0]
-            from spark_kafka_group.sample_data import create_topic, produce_sample
+            from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 
             create_topic(servers, topic, args.partitions)
             counts = produce_sample(

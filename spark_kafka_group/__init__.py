@@ -23,10 +23,11 @@ from spark_kafka_group.source.format_name import FORMAT_NAME
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from spark_kafka_group.listener.lag import lag
+    from spark_kafka_group.listener.progress import leave_group
+
     # What __getattr__ loads on first use, typed for the type checker.
-    from spark_kafka_group.admin import describe_group, reset_offsets
-    from spark_kafka_group.progress import leave_group
-    from spark_kafka_group.progress_lag import lag
+    from spark_kafka_group.ops.admin import describe_group, reset_offsets
 
 __all__ = [
     "FORMAT_NAME",
@@ -47,7 +48,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     ``groupStore.*`` options without the prefix) when it needs any: the listener runs in the
     driver, not where the source reads its options, and offsets never carry credentials.
     """
-    from spark_kafka_group.progress import GroupProgressListener
+    from spark_kafka_group.listener.progress import GroupProgressListener
     from spark_kafka_group.source.datasource import KafkaGroupDataSource
 
     try:
@@ -72,15 +73,15 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
 def __getattr__(name: str) -> object:
     # The group operations import pyspark / deltalake; load them on first use.
     if name in ("describe_group", "reset_offsets"):
-        from spark_kafka_group import admin
+        from spark_kafka_group.ops import admin
 
         return getattr(admin, name)
     if name == "lag":
-        from spark_kafka_group.progress_lag import lag
+        from spark_kafka_group.listener.lag import lag
 
         return lag
     if name == "leave_group":
-        from spark_kafka_group.progress import leave_group
+        from spark_kafka_group.listener.progress import leave_group
 
         return leave_group
     raise AttributeError(f"module 'spark_kafka_group' has no attribute {name!r}")

@@ -78,7 +78,7 @@ def bootstrap_servers(kafka_broker: KafkaBroker | None) -> str:
 def tansu_bootstrap_servers() -> Iterator[str]:
     """The quickstart's embedded Tansu broker (pip only), for the small set of tests that
     keeps it supported (tests/integration/test_tansu_smoke.py)."""
-    from spark_kafka_group.embedded import EmbeddedBroker
+    from spark_kafka_group.quickstart.embedded import EmbeddedBroker
 
     with EmbeddedBroker() as broker:
         yield broker.bootstrap_servers

@@ -18,7 +18,7 @@ import time
 from pyspark.sql import SparkSession
 
 import spark_kafka_group
-from spark_kafka_group.progress import group_offsets
+from spark_kafka_group.listener.progress import group_offsets
 from tests.spark_apps import emit
 
 

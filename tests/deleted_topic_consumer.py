@@ -21,7 +21,7 @@ import uuid
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from spark_kafka_group.sample_data import create_topic, produce
+from spark_kafka_group.quickstart.sample_data import create_topic, produce
 from spark_kafka_group.testing.waiting import wait_until
 
 

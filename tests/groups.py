@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from spark_kafka_group.admin import describe_group
 from spark_kafka_group.group import GroupDescription, TopicPartition
+from spark_kafka_group.ops.admin import describe_group
 
 
 def describe(

@@ -11,10 +11,7 @@ decide the next one, so what it predicts is exactly what replay will do.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from spark_kafka_group.group import replay
 from spark_kafka_group.group.assignment import sync_payload
@@ -22,7 +19,6 @@ from spark_kafka_group.group.assignors import RebalanceProtocol
 from spark_kafka_group.group.clocks import (
     Sightings,
     SingleClock,
-    join_delay_end_ms,
     rebalance_deadline_ms,
     silent_past_session,
     window_end_ms,
@@ -30,7 +26,8 @@ from spark_kafka_group.group.clocks import (
 from spark_kafka_group.group.config import GroupConfig
 from spark_kafka_group.group.description import GroupDescription, MemberDescription
 from spark_kafka_group.group.errors import GroupError
-from spark_kafka_group.group.handling import Scratch, check_member, unavailable
+from spark_kafka_group.group.handling import Scratch, check_member, sightings, unavailable
+from spark_kafka_group.group.join import ClassicJoin
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.messages import (
     DeleteResponse,
@@ -44,20 +41,16 @@ from spark_kafka_group.group.messages import (
     SyncResponse,
 )
 from spark_kafka_group.group.metadata import (
-    IMPLICIT_REJOIN,
     LEASES,
     GroupMetadata,
     MemberMetadata,
-    Subscription,
     TopicPartition,
 )
-from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload, RevokePayload
+from spark_kafka_group.group.payloads import RevokePayload
 from spark_kafka_group.group.record_helpers import (
     delete_record,
     expire_record,
-    generation_record,
     heartbeat_record,
-    join_record,
     leave_record,
     metadata_record,
     rebalance_record,
@@ -70,34 +63,6 @@ from spark_kafka_group.group.state import GroupState
 
 S = GroupState
 E = GroupError
-
-
-#: A join's protocols: (name, metadata) pairs, the metadata in canonical JSON form.
-Protocols = tuple[tuple[str, Any], ...]
-
-
-@dataclass(frozen=True)
-class _Join:
-    """A JoinGroup request that passed its own checks, on its way down one join path."""
-
-    request: JoinRequest
-    protocols: Protocols
-    now_ms: int
-    seen: Sightings | None
-
-    @property
-    def subscription(self) -> Subscription:
-        return Subscription(tuple(self.request.topics), self.request.pattern)
-
-
-def _metadata_changed(previous: MemberMetadata, join: _Join) -> bool:
-    """The joiner's protocols or subscription differ from the member it rejoins as."""
-    return previous.protocols != join.protocols or previous.subscription != join.subscription
-
-
-def _sightings(seen: Sightings | None, now_ms: int) -> Sightings:
-    """The decider's sightings; without them, the one-clock world of the unit tests."""
-    return SingleClock(now_ms) if seen is None else seen
 
 
 class GroupCoordinator:
@@ -153,293 +118,17 @@ class GroupCoordinator:
 
     def rebalance_protocol(self) -> RebalanceProtocol | None:
         """Eager or cooperative, for the group's current protocol (None: no protocol yet)."""
-        protocol = self._group.protocol
-        if protocol is None:
-            return None
-        assignor = self.config.assignors.get(protocol)
-        return assignor.rebalance_protocol if assignor else RebalanceProtocol.EAGER
+        return ClassicJoin(self._group, self.config).rebalance_protocol()
 
     # ------------------------------------------------------------------ join
 
     def join(
         self, request: JoinRequest, now_ms: int, *, seen: Sightings | None = None
     ) -> tuple[list[GroupRecord], JoinResponse]:
-        """JoinGroup: join, rejoin for a rebalance, or replace a static instance (KIP-345).
-        ``seen``: the joiner's sightings (see :mod:`.clocks`), for the initial delay.
-
-        As Kafka's ``GroupMetadataManager`` splits the classic join, after the request's checks
-        a join takes one of three paths: a new member's, an existing member's, or a static
-        member's new incarnation (also a restarted query naming its previous incarnation),
-        which replaces the old member in place."""
-        mid = request.member_id
-        checked = self._check_join(request)
-        if isinstance(checked, GroupError):
-            return [], JoinResponse(checked, mid)
-        join = _Join(request, checked, now_ms, seen)
-        existing = self._group.member(mid)
-        replaces = self._replaced_incarnation(request, existing)
-        others = [m for k, m in self._group.members.items() if k not in (mid, replaces)]
-        if not self._protocols_fit(join, others):
-            return [], JoinResponse(E.INCONSISTENT_GROUP_PROTOCOL, mid)
-        if replaces is not None:
-            return self._join_static_member(join, replaces)
-        if existing is None:
-            return self._join_new_member(join)
-        return self._join_existing_member(join, existing)
-
-    def _check_join(self, request: JoinRequest) -> GroupError | Protocols:
-        """The request's own checks; its protocols in canonical JSON form if it passes (so
-        that live and replayed states compare equal)."""
-        err = unavailable(self._group)
-        if err is not None:
-            return err
-        cfg = self.config
-        if not request.member_id:
-            return E.INVALID_REQUEST
-        timeout = request.session_timeout_ms
-        if not cfg.min_session_timeout_ms <= timeout <= cfg.max_session_timeout_ms:
-            return E.INVALID_SESSION_TIMEOUT
-        if request.rebalance_timeout_ms <= 0:
-            return E.INVALID_REQUEST
-        try:
-            protocols = tuple(
-                (str(n), json.loads(json.dumps(md, allow_nan=False)))
-                for n, md in request.protocol_pairs()
-            )
-        except (TypeError, ValueError):
-            return E.INVALID_REQUEST
-        if not protocols or not request.protocol_type:
-            return E.INCONSISTENT_GROUP_PROTOCOL
-        mid = request.member_id
-        existing = self._group.member(mid)
-        if mid in self._group.fenced or (
-            existing is not None and existing.instance_id != request.instance_id
-        ):
-            return E.FENCED_INSTANCE_ID
-        return protocols
-
-    def _replaced_incarnation(
-        self, request: JoinRequest, existing: MemberMetadata | None
-    ) -> str | None:
-        """The member this join replaces: the instance's current member when a static
-        instance joins with a new member id (it is fenced), or a restarted query's previous
-        incarnation (a dynamic member it names, still in the group)."""
-        g, mid = self._group, request.member_id
-        if request.instance_id is not None:
-            mapped = g.static_members.get(request.instance_id)
-            return mapped if mapped is not None and mapped != mid else None
-        if existing is None and request.replaces not in (None, mid):
-            previous = g.member(request.replaces)
-            if previous is not None and previous.instance_id is None:
-                return previous.member_id
-        return None
-
-    def _protocols_fit(self, join: _Join, others: list[MemberMetadata]) -> bool:
-        """The joiner's protocol type is the group's, and it shares a protocol with the other
-        members (always, when it is alone)."""
-        g = self._group
-        if not others:
-            return True
-        if g.protocol_type is not None and join.request.protocol_type != g.protocol_type:
-            return False
-        return bool(g.candidate_protocols(others) & {n for n, _ in join.protocols})
-
-    def _join_new_member(self, join: _Join) -> tuple[list[GroupRecord], JoinResponse]:
-        """A member id the group does not know: added, starting a rebalance unless one is
-        being prepared (Kafka's ``classicGroupJoinNewMember``)."""
-        g = self._group
-        size = self.config.max_group_size
-        if size is not None and len(g.members) >= size:
-            return [], JoinResponse(E.GROUP_MAX_SIZE_REACHED, join.request.member_id)
-        rebalance = g.state != S.PREPARING_REBALANCE
-        return self._write_join(
-            join, rebalance=rebalance, replaces=None, new_member=True, reason="member joined"
-        )
-
-    def _join_existing_member(
-        self, join: _Join, existing: MemberMetadata
-    ) -> tuple[list[GroupRecord], JoinResponse]:
-        """A member's rejoin (Kafka's ``classicGroupJoinExistingMember``): a rebalance when
-        its protocols or subscription changed, or it gave up partitions it held; otherwise
-        (or while it already joined the rebalance under way) it is answered without a
-        record."""
-        g, request = self._group, join.request
-        changed = _metadata_changed(existing, join)
-        released = request.owned is not None and not existing.held <= frozenset(
-            TopicPartition(t, p) for t, p in request.owned
-        )
-        if g.state == S.PREPARING_REBALANCE:
-            if existing.joined and not changed and not released:
-                return [], self._join_response(g, request.member_id)
-            rebalance = False
-        else:
-            rebalance = changed or released
-            if not rebalance:
-                return [], self._join_response(g, request.member_id)
-        return self._write_join(
-            join,
-            rebalance=rebalance,
-            replaces=None,
-            new_member=False,
-            reason="member metadata changed",
-        )
-
-    def _join_static_member(
-        self, join: _Join, replaces: str
-    ) -> tuple[list[GroupRecord], JoinResponse]:
-        """A static member's new incarnation (KIP-345; also a restarted query naming its
-        previous incarnation): it takes the old member's place and partitions, and the old
-        id is fenced. A rebalance only where Kafka's static join starts one: in Stable when
-        the metadata changed or the old member led (the leader must learn the new id), in
-        CompletingRebalance when the metadata changed, and in an Empty group."""
-        g = self._group
-        changed = _metadata_changed(g.members[replaces], join)
-        if g.state == S.STABLE:
-            rebalance = changed or replaces == g.leader
-        elif g.state == S.COMPLETING_REBALANCE:
-            rebalance = changed
-        else:
-            rebalance = g.state == S.EMPTY
-        static = join.request.instance_id is not None
-        return self._write_join(
-            join,
-            rebalance=rebalance,
-            replaces=replaces,
-            new_member=False,
-            reason="static member rejoined" if static else "restarted member rejoined",
-        )
-
-    def _write_join(
-        self,
-        join: _Join,
-        *,
-        rebalance: bool,
-        replaces: str | None,
-        new_member: bool,
-        reason: str,
-    ) -> tuple[list[GroupRecord], JoinResponse]:
-        """The JOIN record of any path, and the GENERATION record if it completes the join
-        phase."""
-        g, request, now_ms = self._group, join.request, join.now_ms
-        payload = JoinPayload(
-            client_id=request.client_id,
-            client_host=request.client_host,
-            session_timeout_ms=request.session_timeout_ms,
-            rebalance_timeout_ms=request.rebalance_timeout_ms,
-            protocol_type=request.protocol_type,
-            protocols=join.protocols,
-            subscription=join.subscription,
-            owned=self._owned_at_join(request, rebalance=rebalance, replacing=replaces is not None),
-            replaces=replaces,
-            rebalance=rebalance,
-            features=frozenset(request.features),
-            join_delay_until_ms=self._join_delay_until(g, g.state, new_member, request, now_ms),
-            reason=request.reason or reason,
-        )
-        scratch = Scratch(g)
-        scratch.add(
-            join_record(
-                now_ms=now_ms,
-                member_id=request.member_id,
-                instance_id=request.instance_id,
-                generation=g.generation,
-                payload=payload,
-            )
-        )
-        seen = _sightings(join.seen, now_ms)
-        self._maybe_complete_join(scratch, now_ms, seen, writer=request.member_id)
-        return scratch.records, self._join_response(scratch.group, request.member_id)
-
-    def _owned_at_join(
-        self, request: JoinRequest, *, rebalance: bool, replacing: bool
-    ) -> frozenset[TopicPartition] | None:
-        """What the joiner keeps of what it holds (None: everything)."""
-        joining_rebalance = rebalance or self._group.state == S.PREPARING_REBALANCE
-        if joining_rebalance and self.rebalance_protocol() is RebalanceProtocol.EAGER:
-            return frozenset()  # the eager protocol: a member gives up everything on rejoining
-        if replacing or request.owned is None:
-            return None
-        return frozenset(TopicPartition(t, int(p)) for t, p in request.owned)
-
-    def _join_delay_until(
-        self,
-        g: GroupMetadata,
-        state: GroupState,
-        new_member: bool,
-        request: JoinRequest,
-        now_ms: int,
-    ) -> int | None:
-        """When the join phase may complete at the earliest, if this join sets or extends the
-        initial rebalance delay: the first join of an empty group sets it, and each new member
-        joining within it extends it, up to the rebalance deadline (Kafka's InitialDelayedJoin).
-        On the joiner's clock, counted from its JOIN record: the delay restarts there, and
-        whoever completes the join caps it at the rebalance deadline (``clocks``)."""
-        delay = self.config.initial_rebalance_delay_ms
-        if delay <= 0:
-            return None
-        if state == S.EMPTY:
-            return now_ms + min(delay, request.rebalance_timeout_ms)
-        if state == S.PREPARING_REBALANCE and new_member and g.join_delay_until_ms is not None:
-            return now_ms + delay
-        return None
-
-    def _join_response(self, g: GroupMetadata, mid: str) -> JoinResponse:
-        m = g.members[mid]
-        if g.state == S.PREPARING_REBALANCE:
-            return JoinResponse(E.NONE, mid, pending=True)
-        return (
-            JoinResponse(
-                E.NONE,
-                mid,
-                generation=g.generation,
-                protocol=g.protocol,
-                leader=g.leader,
-                members=tuple(g.members) if g.leader == mid else (),
-            )
-            if m.generation == g.generation
-            else JoinResponse(E.NONE, mid, pending=True)
-        )
-
-    def _maybe_complete_join(
-        self, scratch: Scratch, now_ms: int, seen: Sightings, writer: str | None
-    ) -> None:
-        """If every member has rejoined (and the initial delay is over), write the next
-        generation. Decided on one clock, the decider's (``seen``); ``now_ms`` only stamps the
-        record, whose sync deadline the record factory writes relative to that stamp."""
-        s = scratch.group
-        if s.state != S.PREPARING_REBALANCE or not s.all_joined():
-            return
-        delay_end = join_delay_end_ms(s, seen)
-        if delay_end is not None and seen.now_ms < delay_end:
-            return  # the initial delay: more members may be on their way
-        order = [mid for mid in s.join_order if mid in s.members]
-        order += [mid for mid in s.members if mid not in order]
-        leader = s.leader if s.leader in s.members else (order[0] if order else None)
-        if leader is not None:
-            order.remove(leader)
-            order.insert(0, leader)
-        members = [s.members[mid] for mid in order]
-        protocol = s.select_protocol(members)
-        assignor = self.config.assignors.get(protocol) if protocol else None
-        cooperative = assignor is not None and (
-            assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE
-        )
-        payload = GenerationPayload(
-            leader=leader,
-            protocol=protocol,
-            members=tuple(order),
-            deadline_ms=None,
-            rejoin_implicitly=cooperative and s.all_have(IMPLICIT_REJOIN),
-        )
-        scratch.add(
-            generation_record(
-                now_ms=now_ms,
-                writer=writer,
-                generation=s.generation + 1,
-                payload=payload,
-                deadline_after_ms=s.max_rebalance_timeout_ms() if members else None,
-            )
-        )
+        """JoinGroup: join, rejoin for a rebalance, or replace a static instance (KIP-345), by
+        Kafka's three paths (:class:`~spark_kafka_group.group.join.ClassicJoin`). ``seen``:
+        the joiner's sightings (see :mod:`.clocks`), for the initial delay."""
+        return ClassicJoin(self._group, self.config).join(request, now_ms, seen=seen)
 
     # ------------------------------------------------------------------ sync
 
@@ -473,7 +162,7 @@ class GroupCoordinator:
         if assignor is None:
             return [], SyncResponse(E.INCONSISTENT_GROUP_PROTOCOL, g.generation, g.protocol)
         snapshot = dict(metadata) if metadata is not None else dict(g.latest_metadata or {})
-        payload = sync_payload(g, assignor, snapshot, now_ms, _sightings(seen, now_ms))
+        payload = sync_payload(g, assignor, snapshot, now_ms, sightings(seen, now_ms))
         scratch = Scratch(g)
         scratch.add(
             sync_record(now_ms=now_ms, leader=member_id, generation=g.generation, payload=payload)
@@ -534,7 +223,8 @@ class GroupCoordinator:
                 reason=reason or "member left",
             )
         )
-        self._maybe_complete_join(scratch, now_ms, _sightings(seen, now_ms), writer=None)
+        joining = ClassicJoin(self._group, self.config)
+        joining.maybe_complete(scratch, now_ms, sightings(seen, now_ms), writer=None)
         return scratch.records, LeaveResponse(E.NONE)
 
     # ------------------------------------------------------------------ revocation
@@ -626,7 +316,7 @@ class GroupCoordinator:
         seen for its session timeout, and a window ends its length after the writer saw the
         record that opened it. No time another machine wrote is compared with this clock.
         """
-        seen = _sightings(seen, now_ms)
+        seen = sightings(seen, now_ms)
         g = self._group
         if g.state in (S.DEAD, S.EMPTY):
             return []
@@ -649,7 +339,7 @@ class GroupCoordinator:
         if self._past_deadline(scratch.group, seen, S.PREPARING_REBALANCE):
             for m in [m for m in scratch.group.members.values() if not m.joined]:
                 scratch.add(self._expire(m, now_ms, "rebalance_timeout"))
-        self._maybe_complete_join(scratch, now_ms, seen, writer=None)
+        ClassicJoin(self._group, self.config).maybe_complete(scratch, now_ms, seen, writer=None)
         s = scratch.group
         if self._past_deadline(s, seen, S.COMPLETING_REBALANCE) and s.leader is not None:
             # The leader never wrote the assignment: drop it so another member leads.

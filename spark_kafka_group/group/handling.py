@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from spark_kafka_group.group import replay
+from spark_kafka_group.group.clocks import Sightings, SingleClock
 from spark_kafka_group.group.errors import GroupError
 from spark_kafka_group.group.metadata import GroupMetadata, MemberMetadata
 from spark_kafka_group.group.records import GroupRecord
@@ -42,6 +43,11 @@ class Scratch:
     def add_all(self, records: Iterable[GroupRecord]) -> None:
         for record in records:
             self.add(record)
+
+
+def sightings(seen: Sightings | None, now_ms: int) -> Sightings:
+    """The decider's sightings; without them, the one-clock world of the unit tests."""
+    return SingleClock(now_ms) if seen is None else seen
 
 
 def unavailable(g: GroupMetadata) -> GroupError | None:

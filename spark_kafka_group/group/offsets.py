@@ -38,7 +38,7 @@ A commit not yet in the log is a :class:`~spark_kafka_group.group.types.Recorded
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
@@ -117,15 +117,25 @@ def offsets_to_write(
     source: Source,
     starts: Mapping[TopicPartition, int] | None = None,
     newest: Mapping[TopicPartition, int] | None = None,
+    rewound: Collection[TopicPartition] = (),
 ) -> dict[TopicPartition, int]:
     """The offsets of a commit by ``source`` worth writing, given what the group has committed
     (the module docstring says why each source gets its rule). ``starts``: the listener's
     batch's start offsets where it did not continue from the previous batch. ``newest``: the
-    member's own commits: the end of its newest batch of each partition."""
+    member's own commits: the end of its newest batch of each partition. ``rewound``: a
+    folded object's partitions its writer marked as rewinds (written whatever the log holds:
+    the record orders the writer's objects), or the listener's partitions whose batch
+    continues a rewind not folded yet."""
     if source is Source.ADMIN:
         return dict(offsets)
     starts = starts or {}
     newest = newest or {}
+    if source is Source.FOLD:
+        return {
+            tp: o
+            for tp, o in offsets.items()
+            if tp in rewound or tp not in committed or o > committed[tp].offset
+        }
     out: dict[TopicPartition, int] = {}
     for tp, offset in offsets.items():
         current = committed.get(tp)
@@ -137,8 +147,10 @@ def offsets_to_write(
             out[tp] = offset
         elif source is Source.MEMBER and newest.get(tp) != current.offset:
             out[tp] = offset  # an older batch's commit is newer only than a reset by policy
-        elif source is Source.LISTENER and starts.get(tp, current.offset) < current.offset:
-            out[tp] = offset  # the batch itself started below the commit: a reset by policy
+        elif source is Source.LISTENER and (
+            tp in rewound or starts.get(tp, current.offset) < current.offset
+        ):
+            out[tp] = offset  # the batch (or one it continues) started below: a reset by policy
     return out
 
 
@@ -163,12 +175,14 @@ def commit_offsets(
     *,
     instance_id: str | None = None,
     config: GroupConfig = _DEFAULT_CONFIG,
+    folded_from: tuple[str, int] | None = None,
 ) -> tuple[list[GroupRecord], CommitResponse]:
     """OffsetCommit, as Kafka validates it: accepted only from a member of the current
     generation, per partition only for one it holds (assigned, or being revoked) now, an
     offset >= 0 and metadata within ``config.max_offset_metadata_length``. ``member_id=None``
     with ``generation=-1`` is an admin commit (an operator's reset, an ``assign`` query, an
-    import of a Kafka group's offsets), accepted only while the group is Empty."""
+    import of a Kafka group's offsets), accepted only while the group is Empty.
+    ``folded_from``: the writer and sequence number of the commit object folded."""
     parts = {TopicPartition(t, int(p)): v for (t, p), v in offsets.items()}
 
     def reject(error: GroupError) -> tuple[list[GroupRecord], CommitResponse]:
@@ -203,6 +217,7 @@ def commit_offsets(
                     partition=tp,
                     offset=int(offset),
                     metadata=md,
+                    folded_from=folded_from,
                 )
             )
     return records, CommitResponse(GroupError.NONE, errors)
@@ -234,20 +249,30 @@ def commit_batch(
     source: Source,
     starts: Mapping[TopicPartition, int] | None = None,
     newest: Mapping[TopicPartition, int] | None = None,
+    rewound: Collection[TopicPartition] = (),
+    folded_from: tuple[str, int] | None = None,
 ) -> tuple[list[GroupRecord], CommitResponse | None]:
-    """A commit in ``member_id``'s name (its own, its listener's, or a folded object): fenced,
-    filtered by the source's rule, then OffsetCommit (:func:`commit_offsets`) in the current
-    generation. The response is None when nothing was left to write (or the member is not in
-    the group: its commits are never applied any more)."""
+    """A commit in ``member_id``'s name (its own, or a folded object): fenced, filtered by the
+    source's rule, then OffsetCommit (:func:`commit_offsets`) in the current generation. The
+    response is None when nothing was left to write (or the member is not in the group: its
+    commits are never applied any more)."""
     member = group.member(member_id)
     if member is None:
         return [], None
     valid = fence_recorded(member.held_since, offsets)
-    fresh = offsets_to_write(valid, group.offsets, source=source, starts=starts, newest=newest)
+    fresh = offsets_to_write(
+        valid, group.offsets, source=source, starts=starts, newest=newest, rewound=rewound
+    )
     if not fresh:
         return [], None
     return commit_offsets(
-        group, member_id, group.generation, fresh, now_ms, instance_id=member.instance_id
+        group,
+        member_id,
+        group.generation,
+        fresh,
+        now_ms,
+        instance_id=member.instance_id,
+        folded_from=folded_from,
     )
 
 
@@ -270,12 +295,26 @@ def fold_commit_objects(
     member's own and its progress listener's are two), and the keys of the objects done
     with: folded, or holding nothing that may still be applied. An object refused for now (its
     member's generation is behind a rebalance) is not done. Objects of members no longer in
-    the group are never applied (a reset after they left stays)."""
+    the group are never applied (a reset after they left stays), nor an object older than
+    one of its writer's already folded (``MemberMetadata.folded_seq``: a folder that read it
+    before a newer one, a rewind, was folded must not bring its offsets back). A fold moves
+    offsets forward, except those the object marks as rewinds; each record names the object
+    it comes from."""
     scratch = Scratch(group)
     done: set[str] = set()
     for key, obj in sorted(objects.items()):
+        member = scratch.group.member(obj.member_id)
+        if member is None or obj.seq <= member.folded_seq.get(obj.writer, -1):
+            done.add(key)
+            continue
         records, response = commit_batch(
-            scratch.group, obj.member_id, obj.offsets, now_ms, source=Source.FOLD
+            scratch.group,
+            obj.member_id,
+            obj.offsets,
+            now_ms,
+            source=Source.FOLD,
+            rewound=obj.rewinds,
+            folded_from=(obj.writer, obj.seq),
         )
         scratch.add_all(records)
         if response is None or all(
@@ -346,21 +385,6 @@ def subscribed_refusal(group_id: str, topic: str, readers: Iterable[MemberMetada
     )
 
 
-@dataclass(frozen=True)
-class ListenerCommit:
-    """What the progress listener writes for one completed batch of a member."""
-
-    #: The listener's new commit object for the member: every offset of the batch the member
-    #: may still commit, the rewound ones too (it replaces the previous object, whose higher
-    #: offsets a later fold must not bring back).
-    obj: CommitObject
-    #: Offsets that move a committed offset back (the batch was reset by policy): written to
-    #: the log directly, in the member's name.
-    rewinds: Mapping[TopicPartition, RecordedOffset]
-    #: How many offsets it moves.
-    moved: int
-
-
 def listener_commit(
     group: GroupMetadata,
     member_id: str,
@@ -369,24 +393,73 @@ def listener_commit(
     *,
     batch_id: int,
     starts: Mapping[TopicPartition, int] | None = None,
+    previous: CommitObject | None = None,
 ) -> ListenerCommit | None:
-    """The progress listener's commit of batch ``batch_id`` (planned in ``generation``) for
-    ``member_id``; None when it moves nothing. Its object's sequence number is ``batch_id + 1``
-    (a restarted driver continues the query's batch ids, so it never goes back)."""
+    """The progress listener's commit object for batch ``batch_id`` (planned in
+    ``generation``) of ``member_id``; None when it moves nothing. It replaces the listener's
+    ``previous`` object for the member (None: it has none), so it keeps what that one holds
+    and the member may still commit, and takes from the batch every offset the member may
+    still commit, except one below the previous object's that is no rewind (a late commit of
+    an older batch). It marks as rewinds the offsets that move an offset back
+    (:func:`listener_rewinds`). Its sequence number is ``batch_id + 1`` (a restarted driver
+    continues the query's batch ids, so it never goes back)."""
     member = group.member(member_id)
     if member is None:
         return None  # left, expired or replaced: its commits are never applied any more
     held = fence(member.held_since, offsets, generation)
-    fresh = offsets_to_write(held, group.offsets, source=Source.LISTENER, starts=starts)
+    marked = listener_rewinds(member, group.offsets, held, starts or {}, previous)
+    kept: dict[TopicPartition, RecordedOffset] = {}
+    if previous is not None:
+        before = fence_recorded(member.held_since, previous.offsets)
+        late = {tp for tp, o in held.items() if o < before.get(tp, -1) and tp not in marked}
+        held = {tp: o for tp, o in held.items() if tp not in late}
+        kept = {tp: previous.offsets[tp] for tp in before if tp not in held}
+    fresh = offsets_to_write(
+        held, group.offsets, source=Source.LISTENER, starts=starts, rewound=marked
+    )
     if not fresh:
         return None
-    recorded = {tp: RecordedOffset(off, generation) for tp, off in held.items()}
-    back = rewinds(fresh, group.offsets)
-    return ListenerCommit(
-        obj=CommitObject(member_id, batch_id + 1, recorded, writer=LISTENER),
-        rewinds={tp: recorded[tp] for tp in back},
-        moved=len(fresh),
-    )
+    recorded = {**kept, **{tp: RecordedOffset(off, generation) for tp, off in held.items()}}
+    back = frozenset(rewinds(fresh, group.offsets)) | (marked & set(fresh))
+    obj = CommitObject(member_id, batch_id + 1, recorded, writer=LISTENER, rewinds=back)
+    return ListenerCommit(obj, moved=len(fresh))
+
+
+def listener_rewinds(
+    member: MemberMetadata,
+    committed: Committed,
+    offsets: Mapping[TopicPartition, int],
+    starts: Mapping[TopicPartition, int],
+    previous: CommitObject | None,
+) -> frozenset[TopicPartition]:
+    """The partitions of a listener's batch that move an offset back, whatever the log holds
+    now: the batch started below the committed offset, or, while the listener's previous
+    object is not folded yet, below that object's offset, or continued that object's rewind.
+    (Once the previous object is folded, the log holds its offsets: the committed offset
+    alone decides.)"""
+    out = {
+        tp
+        for tp in offsets
+        if tp in starts and tp in committed and starts[tp] < committed[tp].offset
+    }
+    if previous is not None and previous.seq > member.folded_seq.get(LISTENER, -1):
+        before = previous.offsets
+        out |= {tp for tp in offsets if tp in starts and starts[tp] < _offset(before.get(tp))}
+        out |= {tp for tp in previous.rewinds if tp in offsets and tp not in starts}
+    return frozenset(out)
+
+
+def _offset(recorded: RecordedOffset | None) -> int:
+    return -1 if recorded is None else recorded.offset
+
+
+@dataclass(frozen=True)
+class ListenerCommit:
+    """What the progress listener writes for one completed batch of a member: its new commit
+    object (rewinds marked), and how many offsets it moves."""
+
+    obj: CommitObject
+    moved: int
 
 
 def listener_offsets_to_take(

@@ -284,13 +284,23 @@ class CommitPayload(RecordPayload):
     KIND: ClassVar[RecordKind] = RecordKind.COMMIT
 
     metadata: str | None = None
+    #: The commit object it was folded from: its writer ("": the member's own; the progress
+    #: listener's) and sequence number (None: not from an object).
+    folded_from: tuple[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metadata": self.metadata}
+        d: dict[str, Any] = {"metadata": self.metadata}
+        if self.folded_from is not None:  # left out otherwise: the format before it
+            d["object"] = list(self.folded_from)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CommitPayload:
-        return cls(metadata=d.get("metadata"))
+        obj = d.get("object")
+        return cls(
+            metadata=d.get("metadata"),
+            folded_from=None if obj is None else (str(obj[0]), int(obj[1])),
+        )
 
 
 @dataclass(frozen=True)

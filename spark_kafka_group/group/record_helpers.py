@@ -134,8 +134,10 @@ def commit_record(
     partition: TopicPartition,
     offset: int,
     metadata: str | None,
+    folded_from: tuple[str, int] | None = None,
 ) -> GroupRecord:
-    """COMMIT: ``member_id`` None with generation -1 is an admin commit."""
+    """COMMIT: ``member_id`` None with generation -1 is an admin commit; ``folded_from``: the
+    writer and sequence number of the commit object it comes from."""
     return GroupRecord(
         kind=RecordKind.COMMIT.value,
         timestamp_ms=now_ms,
@@ -145,7 +147,7 @@ def commit_record(
         topic=partition.topic,
         partition=partition.partition,
         offset=offset,
-        payload=CommitPayload(metadata=metadata).to_dict(),
+        payload=CommitPayload(metadata=metadata, folded_from=folded_from).to_dict(),
     )
 
 

@@ -345,9 +345,15 @@ def _apply_commit(group: GroupMetadata, record: GroupRecord) -> None:
     if record.member_id is not None:
         _require_member(group, record)
     tp = TopicPartition(record.topic, int(record.partition))
+    payload = CommitPayload.of(record)
+    member = group.member(record.member_id)
+    if payload.folded_from is not None and member is not None:
+        writer, seq = payload.folded_from
+        if seq > member.folded_seq.get(writer, -1):
+            member.folded_seq = {**member.folded_seq, writer: seq}
     group.offsets[tp] = OffsetAndMetadata(
         offset=int(record.offset),
-        metadata=CommitPayload.of(record).metadata,
+        metadata=payload.metadata,
         commit_timestamp_ms=int(record.timestamp_ms),
         generation=-1 if record.generation is None else int(record.generation),
         member_id=record.member_id,

@@ -39,9 +39,11 @@ class RecordedOffset:
 class CommitObject:
     """A member's newest recorded offsets (``seq`` grows with every object its writer writes),
     written by the member itself (``writer`` "") or by its query's progress listener
-    (:data:`LISTENER`)."""
+    (:data:`LISTENER`). ``rewinds``: the partitions whose offset moves the committed one back
+    (a reset by policy), which the fold writes although it otherwise only moves forward."""
 
     member_id: str
     seq: int
     offsets: Mapping[TopicPartition, RecordedOffset] = field(default_factory=dict)
     writer: str = ""
+    rewinds: frozenset[TopicPartition] = frozenset()

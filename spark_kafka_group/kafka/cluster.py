@@ -24,7 +24,6 @@ and ListOffsets by timestamp unreliably (docs/contributing.md, "Test environment
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -37,12 +36,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
-from spark_kafka_group.errors import (
-    BrokerUnavailableError,
-    KafkaGroupError,
-    OptionError,
-    TopicNotFoundError,
-)
+from spark_kafka_group.errors import BrokerUnavailableError, KafkaGroupError, OptionError
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.kafka.config import (
@@ -57,6 +51,7 @@ from spark_kafka_group.kafka.config import (
     refused_message,
     unreachable_message,
 )
+from spark_kafka_group.kafka.topics import check_partitions_exist, select_topics
 from spark_kafka_group.retry import Backoff
 
 if TYPE_CHECKING:
@@ -96,11 +91,6 @@ def cluster_for_source(opts: SourceOptions) -> KafkaCluster:
         client_conf=dict(opts.kafka_params),
         retry=opts.fetch_offset_retry,
     )
-
-
-def is_internal_topic(name: str) -> bool:
-    """Kafka's internal topics (``__consumer_offsets``, ``__transaction_state``, ...)."""
-    return name.startswith("__")
 
 
 class KafkaCluster:
@@ -318,66 +308,16 @@ class KafkaCluster:
         pattern: str | None = None,
         assign: Mapping[str, Sequence[int]] | None = None,
     ) -> dict[str, int]:
-        """``topic -> partition count`` for exactly one of subscribe / pattern / assign.
-
-        * ``subscribe``: every listed topic must exist (TopicNotFoundError otherwise).
-        * ``pattern``: regular expression that must match the whole topic name; internal
-          topics (``__...``) are never matched. No match is not an error (empty dict).
-        * ``assign``: every listed partition must exist (TopicNotFoundError with numbers).
-        """
-        given = [x is not None for x in (subscribe, pattern, assign)]
-        if sum(given) != 1:
-            raise OptionError(
-                "Exactly one of 'subscribe', 'subscribePattern' and 'assign' must be set"
-            )
+        """``topic -> partition count`` for exactly one of subscribe / pattern / assign
+        (:func:`~.topics.select_topics` says what each requires)."""
         md = self.metadata()
         counts = {
             name: len(meta.partitions)
             for name, meta in md.topics.items()
             if meta.error is None or meta.partitions
         }
-        if pattern is not None:
-            try:
-                regex = re.compile(pattern)
-            except re.error as exc:
-                raise OptionError(
-                    f"subscribePattern {pattern!r} is not a valid regular expression: {exc}"
-                ) from None
-            return {
-                name: counts[name]
-                for name in sorted(counts)
-                if not is_internal_topic(name) and regex.fullmatch(name)
-            }
-        if subscribe is not None:
-            topics = list(dict.fromkeys(subscribe))
-            missing = [t for t in topics if t not in counts]
-            if missing:
-                raise self._topic_not_found(missing, counts)
-            return {t: counts[t] for t in topics}
-        assert assign is not None
-        result: dict[str, int] = {}
-        for topic, partitions in assign.items():
-            if topic not in counts:
-                raise self._topic_not_found([topic], counts)
-            count = counts[topic]
-            bad = sorted({int(p) for p in partitions if not 0 <= int(p) < count})
-            if bad:
-                raise TopicNotFoundError(
-                    f"assign lists partition(s) {bad} of topic {topic!r}, which has {count} "
-                    f"partition(s) (0..{count - 1}) on Kafka cluster "
-                    f"{self.bootstrap_servers!r}. Fix the 'assign' option."
-                )
-            result[topic] = count
-        return result
-
-    def _topic_not_found(self, missing: list[str], counts: Mapping[str, int]) -> TopicNotFoundError:
-        visible = sorted(t for t in counts if not is_internal_topic(t))
-        shown = ", ".join(visible[:20]) + (" ..." if len(visible) > 20 else "")
-        names = ", ".join(repr(t) for t in missing)
-        return TopicNotFoundError(
-            f"Topic(s) {names} not found on Kafka cluster {self.bootstrap_servers!r} "
-            f"(visible topics: {shown or 'none'}). Create the topic, fix the name in "
-            "'subscribe'/'assign', or check that the credentials may describe it (ACLs)."
+        return select_topics(
+            counts, self.bootstrap_servers, subscribe=subscribe, pattern=pattern, assign=assign
         )
 
     # ------------------------------------------------------------------ offsets
@@ -565,17 +505,7 @@ class KafkaCluster:
     def _check_partitions_exist(self, tps: Sequence[TopicPartition]) -> None:
         md = self.metadata()
         counts = {name: len(meta.partitions) for name, meta in md.topics.items()}
-        missing_topics = sorted({t for t, _ in tps if t not in counts})
-        if missing_topics:
-            raise self._topic_not_found(missing_topics, counts)
-        bad = [(t, p) for t, p in tps if not 0 <= p < counts[t]]
-        if bad:
-            t, p = bad[0]
-            raise TopicNotFoundError(
-                f"Partition {p} of topic {t!r} does not exist on Kafka cluster "
-                f"{self.bootstrap_servers!r}: the topic has {counts[t]} partition(s). "
-                "Was the topic deleted and re-created with fewer partitions?"
-            )
+        check_partitions_exist(tps, counts, self.bootstrap_servers)
 
 
 def _offset_required(answer: Future[Any]) -> Future[Any]:

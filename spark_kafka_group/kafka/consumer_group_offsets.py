@@ -46,8 +46,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_group.errors import KafkaGroupError, KafkaGroupOffsetsError
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
-from spark_kafka_group.kafka.cluster import RESEND_BACKOFF, KafkaCluster, is_internal_topic
+from spark_kafka_group.kafka.cluster import RESEND_BACKOFF, KafkaCluster
 from spark_kafka_group.kafka.config import error_code, error_text
+from spark_kafka_group.kafka.topics import is_internal_topic
 
 log = logging.getLogger(__name__)
 

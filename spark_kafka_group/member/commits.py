@@ -1,7 +1,9 @@
-"""One member's commits: recorded in its commit object, folded into the log by the group's
-folder (its leader, or the member itself when the folder is gone), or written to the log
-directly (the final offset of a partition being revoked; every commit without commit objects);
-and which of them the log now holds (``on_durable``).
+"""One member's commits, the I/O around its pending commits: the value
+(:class:`~spark_kafka_group.group.pending.PendingCommits`, pure transitions) is recorded here,
+written as the member's commit object, folded into the log by the group's folder (its leader,
+or the member itself when the folder is gone) or written to the log directly (the final offset
+of a partition being revoked; every commit without commit objects); and which of them the log
+now holds (``on_durable``).
 
 How the objects and the fold work: docs/design.md, "The write path at scale"; which commits
 are accepted and what a fold writes: :mod:`spark_kafka_group.group.offsets` (the one place of
@@ -15,9 +17,9 @@ from collections.abc import Callable, Iterable, Mapping
 
 from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupError, TopicPartition
-from spark_kafka_group.group.metadata import OffsetAndMetadata, partition_name
-from spark_kafka_group.group.offsets import fence, listener_offsets_to_take, rewinds
-from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
+from spark_kafka_group.group.metadata import GroupMetadata, OffsetAndMetadata, partition_name
+from spark_kafka_group.group.pending import PendingCommits
+from spark_kafka_group.group.types import LISTENER, CommitObject
 from spark_kafka_group.member.decide import Decision, PendingWork
 from spark_kafka_group.member.folder import (
     COMMIT_FOLD_INTERVAL_MS,
@@ -29,7 +31,7 @@ from spark_kafka_group.member.in_flight import BatchesInFlight
 from spark_kafka_group.member.join import REBALANCE_POLL_MS
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.member.view import Holdings
-from spark_kafka_group.store.commit_objects import object_key
+from spark_kafka_group.store.commit_objects import key_of, object_key
 
 log = logging.getLogger(__name__)
 
@@ -45,28 +47,20 @@ class MemberCommits:
         self._book = book  # what the member holds, and the batches it handed to Spark
         self._objects = client.commit_objects
         self._group_id = client.group_id
-        # Commits recorded in commit objects: the newest offset per partition not yet seen in
-        # the log (with the generation it was recorded in), what the last object held, its
-        # sequence number, and for each partition with a recorded commit, the log's offset
-        # when it began to wait and since when (this member's clock): the log not moving for
-        # a few fold intervals means the folder is gone.
-        self._recorded: dict[TopicPartition, RecordedOffset] = {}
-        self._written: dict[TopicPartition, RecordedOffset] = {}
-        self._object_seq = 0
+        #: The member's commits not in the log yet (replaced at every change).
+        self.pending_commits = PendingCommits(objects=self._objects is not None)
+        # For each partition with a recorded commit, the log's offset when it began to wait
+        # and since when (this member's clock): the log not moving for a few fold intervals
+        # means the folder is gone.
         self._waiting: dict[TopicPartition, tuple[int | None, int]] = {}
         #: The folder's role, as this member plays it (None without commit objects).
         self.folder = None if self._objects is None else CommitFolder(self._objects, self._group_id)
         # The offsets last reported to ``on_durable``.
         self._reported: dict[TopicPartition, int] = {}
-        # The key and sequence number of the progress listener's object last merged.
-        self._listener_merged: tuple[str, int] | None = None
-        #: Offsets and releases waiting to be written to the log directly (the final offsets
-        #: of partitions being revoked; every commit without commit objects).
-        self.pending_offsets: dict[TopicPartition, RecordedOffset] = {}
-        self.pending_release: set[TopicPartition] = set()
-        #: Earlier incarnations of this query (from its checkpoint) whose batches it resumes:
-        #: their commits are accepted as this member's.
-        self.adopted: set[str] = set()
+
+    @property
+    def _group(self) -> GroupMetadata:
+        return self._client.coordinator.group
 
     @property
     def uses_objects(self) -> bool:
@@ -76,7 +70,7 @@ class MemberCommits:
     @property
     def pending(self) -> bool:
         """Something must be written to the log directly."""
-        return bool(self.pending_offsets or self.pending_release)
+        return self.pending_commits.has_direct_writes
 
     def record(
         self,
@@ -88,36 +82,37 @@ class MemberCommits:
         batch_member: str,
         release: Iterable[TopicPartition],
     ) -> None:
-        """Record a completed batch's end offsets (only for partitions held since the batch's
-        generation, of a batch of this member or of an incarnation it adopted) and the
-        releases of revoked partitions it finished."""
-        accepted: dict[TopicPartition, int] = {}
-        if batch_member == member_id or batch_member in self.adopted:
-            accepted = fence(holdings.held_since, offsets, batch_generation)
-        # A reset by policy (failOnDataLoss=false) is written directly: a fold only moves
-        # offsets forward.
-        back = rewinds(accepted, self._client.coordinator.group.offsets)
-        for tp, offset in accepted.items():
-            recorded = RecordedOffset(offset, holdings.generation)
-            if self._objects is None or tp in holdings.revoking or tp in back:
-                self.pending_offsets[tp] = recorded
-            if self._objects is not None:
-                self._recorded[tp] = recorded
-        released = set(release) & holdings.revoking
-        self.pending_release.update(released)
+        """Record a completed batch's end offsets and the releases it finished
+        (:meth:`PendingCommits.record`)."""
+        self.pending_commits = self.pending_commits.record(
+            member_id,
+            offsets,
+            batch_generation=batch_generation,
+            batch_member=batch_member,
+            release=release,
+            held_since=holdings.held_since,
+            revoking=holdings.revoking,
+            generation=holdings.generation,
+            committed=self._group.offsets,
+            newest=self._book.in_flight.ends,
+        )
         # Its last batch was committed earlier, in the commit object: its release must
         # come with that offset in the log (the new owner starts there).
-        self._write_recorded(released)
+        self._write_recorded(set(release) & holdings.revoking)
+
+    def adopt(self, member_id: str) -> None:
+        """An earlier incarnation of this query: its batches' commits are this member's."""
+        self.pending_commits = self.pending_commits.adopt(member_id)
 
     def lost(self) -> None:
         """The member lost its partitions (fenced, expired): nothing waits to be written."""
-        self.pending_offsets.clear()
+        self.pending_commits = self.pending_commits.lost()
 
     def pending_work(self, holdings: Holdings, in_flight: BatchesInFlight) -> PendingWork:
         """What the step must write (a snapshot; ``in_flight`` as the book hands it over)."""
         return PendingWork(
-            offsets=dict(self.pending_offsets),
-            release=frozenset(self.pending_release),
+            offsets=dict(self.pending_commits.direct),
+            release=self.pending_commits.releases,
             in_flight=in_flight,
             held=holdings.held,
             had_generation=holdings.generation >= 0,
@@ -131,49 +126,71 @@ class MemberCommits:
         member_id: str,
         closing: bool,
         replaced: frozenset[str],
-    ) -> tuple[dict[str, CommitObject], frozenset[str]]:
+    ) -> dict[str, CommitObject]:
         """Write this member's commit object if it recorded something new; as the group's
         folder (its leader, every fold interval; or any member whose own commit has waited
-        :data:`FOLD_FALLBACK_INTERVALS` intervals), read the objects to fold. Returns them,
-        and the members whose objects were looked up. ``replaced``: the incarnations this
-        member replaces at its join, whose objects are folded before they are fenced."""
+        :data:`FOLD_FALLBACK_INTERVALS` intervals), read the objects to fold, by key: what
+        it returns. ``replaced``: the incarnations this member replaces at its join, whose
+        objects are folded before they are fenced."""
         if self._objects is None:
-            return {}, frozenset()
+            return {}
         # Its last batch completed and the progress listener committed it in its object: the
         # release needs that offset in the log, so it is taken into the recorded commits.
         self.uncommitted(holdings.revoking)
         # Recorded before its revocation began: its final offset goes to the log now, directly
         # (its release waits for exactly that offset).
         self._write_recorded(holdings.revoking)
-        committed = self._client.coordinator.group.offsets
-        recorded = dict(self._recorded)
-        changed = bool(recorded) and recorded != self._written
-        if changed and not closing:
-            self._object_seq += 1
-            obj = CommitObject(member_id, self._object_seq, recorded)
-            try:
-                self._objects.put(obj)
-                self._written = recorded
-            except GroupStoreError as exc:  # kept, and written at the next step
-                log.warning("group %s: commit object not written: %s", self._group_id,
-                            exc)  # fmt: skip
+        if not closing:
+            self._write_object(member_id)
+        stalled = self._stalled(now)
+        leads = self._group.leader == member_id
+        assert self.folder is not None  # with commit objects
+        own = self.own_object_before_direct_writes(member_id)
+        if not self.folder.due(now, leads=leads, stalled=stalled):
+            return {**self.objects_of(replaced), **own}
+        objects = self.folder.read_new(now, self._group.members, stalled=stalled)
+        objects.update(self.objects_of(replaced))
+        objects.update(own)
+        return objects
+
+    def _write_object(self, member_id: str) -> None:
+        """Put the member's next commit object, if it recorded something new."""
+        assert self._objects is not None
+        me = self._group.member(member_id)
+        folded = -1 if me is None else me.folded_seq.get("", -1)
+        written, obj = self.pending_commits.write(member_id, folded)
+        if obj is None:
+            return
+        try:
+            self._objects.put(obj)
+            self.pending_commits = written
+        except GroupStoreError as exc:  # kept, and written at the next step
+            log.warning("group %s: commit object not written: %s", self._group_id, exc)
+
+    def _stalled(self, now: int) -> bool:
+        """Whether a recorded commit has waited :data:`FOLD_FALLBACK_INTERVALS` intervals
+        with the log not moving (the folder is gone)."""
+        committed = self._group.offsets
+        recorded = self.pending_commits.recorded
         for tp in recorded:
             log_offset = committed[tp].offset if tp in committed else None
             if tp not in self._waiting or self._waiting[tp][0] != log_offset:
                 self._waiting[tp] = (log_offset, now)  # new, or the log moved on: folded
         for tp in set(self._waiting) - set(recorded):
             del self._waiting[tp]
-        stalled = any(
+        return any(
             now - since >= FOLD_FALLBACK_INTERVALS * COMMIT_FOLD_INTERVAL_MS
             for _, since in self._waiting.values()
         )
-        leads = self._client.coordinator.group.leader == member_id
-        assert self.folder is not None  # with commit objects
-        if not self.folder.due(now, leads=leads, stalled=stalled):
-            return self.objects_of(replaced), frozenset()
-        objects = self.folder.read_new(now, self._client.coordinator.group.members, stalled=stalled)
-        objects.update(self.objects_of(replaced))
-        return objects, frozenset()
+
+    def own_object_before_direct_writes(self, member_id: str) -> dict[str, CommitObject]:
+        """The member's last object, to fold in the step that writes to the log directly: its
+        direct writes come after it, and no folder may fold it (a rewind it marks) after
+        them."""
+        obj = self.pending_commits.last_object
+        if not self.pending_commits.direct or obj is None or obj.member_id != member_id:
+            return {}
+        return {key_of(obj): obj}
 
     def objects_of(self, members: frozenset[str]) -> dict[str, CommitObject]:
         """The newest commit objects of ``members`` (their progress listeners' too), by key."""
@@ -187,10 +204,7 @@ class MemberCommits:
             self._waiting = {
                 tp: (o, max(since, fold_started)) for tp, (o, since) in self._waiting.items()
             }
-        for tp, offset in pending.offsets.items():  # what this step wrote
-            if self.pending_offsets.get(tp) == offset:
-                del self.pending_offsets[tp]
-        self.pending_release -= pending.release
+        self.pending_commits = self.pending_commits.landed(pending.offsets, pending.release)
         commit = decision.commit
         rejected = {
             tp: error
@@ -208,25 +222,10 @@ class MemberCommits:
 
     def settle(self) -> None:
         """Forget recorded commits the log now holds, that no longer apply, or that a newer
-        commit superseded: the log holds the end of the last batch this member handed to Spark
-        for that partition (the progress listener commits a completed batch in the member's
-        name, often before the member hears of it; after ``query.stop()`` the member never
-        does). Written later, such a stale offset would move the committed offset back, and
-        the partition's next owner would read that batch again."""
-        if not self._recorded:
-            return
-        committed = self._client.coordinator.group.offsets
-        held = self._book.holdings.held
-        last_ends = self._book.in_flight.ends
-        for tp, recorded in list(self._recorded.items()):
-            current = None if tp not in committed else committed[tp].offset
-            if (
-                tp not in held
-                or current == recorded.offset
-                or (current is not None and current == last_ends.get(tp))
-            ):
-                del self._recorded[tp]
-                self._written.pop(tp, None)
+        commit superseded (:meth:`PendingCommits.settle`)."""
+        self.pending_commits = self.pending_commits.settle(
+            self._book.holdings.held, self._group.offsets, self._book.in_flight.ends
+        )
 
     def flush(self) -> None:
         """Write the recorded commits to the log directly at the next step (the member leaves,
@@ -234,7 +233,7 @@ class MemberCommits:
         commit of a batch the member never saw committed (after ``query.stop()`` Spark calls
         no ``commit()`` for the last one) is taken in first."""
         self.uncommitted()
-        self._write_recorded(self._recorded)
+        self._write_recorded(self.pending_commits.recorded)
 
     def uncommitted(
         self, among: Iterable[TopicPartition] | None = None
@@ -257,15 +256,14 @@ class MemberCommits:
 
     def take_listener_commits(self) -> None:
         """Take the progress listener's newest object for this member into the recorded
-        commits: each offset of a partition held since the generation of its batch, and only
-        forward of what the log and the recorded commits hold (a late object must not undo a
-        newer commit). Best effort: unreadable, it is left to the fold."""
+        commits (:meth:`PendingCommits.take_listener`). Best effort: unreadable, it is left
+        to the fold."""
         if self._objects is None:
             return
         key = object_key(self._book.holdings.member_id, LISTENER)
         try:
             seq = self._objects.list().get(key)
-            if seq is None or self._listener_merged == (key, seq):
+            if seq is None or self.pending_commits.listener_taken == seq:
                 return  # none, or read already (taking it in again adds nothing)
             obj = self._objects.get({key: seq}).get(key)
         except GroupStoreError as exc:
@@ -273,35 +271,22 @@ class MemberCommits:
             return
         if obj is None:
             return  # replaced since the listing: the next call reads the newer one
-        self._listener_merged = (key, seq)
-        self._recorded.update(
-            listener_offsets_to_take(
-                self._book.holdings.held_since,
-                obj,
-                self._client.coordinator.group.offsets,
-                self._recorded,
-            )
+        self.pending_commits = self.pending_commits.take_listener(
+            obj, self._book.holdings.held_since, self._group.offsets
         )
 
     def _write_recorded(self, partitions: Iterable[TopicPartition]) -> None:
-        """Write the recorded commits of ``partitions`` to the log directly at the next step.
-        Settled first, so what the log holds, or a newer commit superseded, is not written;
-        the newest recorded offset wins over an older one still pending."""
+        """Write the recorded commits of ``partitions`` to the log directly at the next step,
+        settled first (:meth:`PendingCommits.to_direct`)."""
         self.settle()
-        for tp in set(partitions) & set(self._recorded):
-            self.pending_offsets[tp] = self._recorded[tp]
+        self.pending_commits = self.pending_commits.to_direct(partitions)
 
     def committed_with_recorded(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """The log's committed offsets, with this member's commits that are not in it yet
         over them (recorded in its object, or waiting for a direct write): a LEAVE writes
         those first."""
         self.settle()
-        committed = dict(self._client.coordinator.group.offsets)
-        for tp, recorded in self._recorded.items():
-            committed[tp] = OffsetAndMetadata(recorded.offset)
-        for tp, pending in self.pending_offsets.items():
-            committed[tp] = OffsetAndMetadata(pending.offset)
-        return committed
+        return self.pending_commits.over(self._group.offsets)
 
     def report_durable(
         self, member_id: str, on_durable: Callable[[dict[TopicPartition, int]], None] | None
@@ -310,10 +295,10 @@ class MemberCommits:
         the log newly holds."""
         if on_durable is None:
             return
-        mine = {member_id} | self.adopted
+        mine = {member_id} | self.pending_commits.adopted
         fresh = {
             tp: o.offset
-            for tp, o in self._client.coordinator.group.offsets.items()
+            for tp, o in self._group.offsets.items()
             if o.member_id in mine and self._reported.get(tp) != o.offset
         }
         if fresh:
@@ -335,6 +320,6 @@ class MemberCommits:
         if self.folder is not None and folder:
             due = self.folder.until_next_fold_ms(now)
             return max(REBALANCE_POLL_MS // 2, min(interval_ms, due))
-        if self._objects is not None and self._recorded:
+        if self._objects is not None and self.pending_commits.recorded:
             return min(interval_ms, COMMIT_FOLD_INTERVAL_MS)
         return interval_ms

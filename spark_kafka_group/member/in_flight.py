@@ -2,7 +2,7 @@
 
 A query's member hands batches to Spark (``begin_batch``) and learns of their completion by a
 commit: its own at the next trigger, or the progress listener's on its behalf, usually much
-sooner (:func:`spark_kafka_group.listener_writes.commit_batch_for_member`, in its own commit
+sooner (:func:`spark_kafka_group.listener.writes.commit_batch_for_member`, in its own commit
 object for the member). Between the two the batch is in flight. That decides when a partition being
 revoked may be released (once a commit reaches the end of its last batch; the pure step,
 :mod:`.decide`), whether a closing member may leave yet (``GroupMember.close``) and which

@@ -31,6 +31,7 @@ from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord, RecordKind
 from spark_kafka_group.group.clocks import LocalSightings, Watch
 from spark_kafka_group.group.timer import Clock, SystemClock
+from spark_kafka_group.group.types import CommitObject
 from spark_kafka_group.retry import Backoff
 from spark_kafka_group.store import AppendConflict, GroupLog, group_log_uri
 from spark_kafka_group.store.commit_objects import CommitObjectFiles, CommitObjectStore
@@ -112,6 +113,9 @@ class GroupLogClient:
         self.leases: LeaseStore | None = leases
         #: The members' commit objects (None: members commit to the log directly).
         self.commit_objects: CommitObjectStore | None = commit_objects
+        #: A progress listener's newest commit object of each member, as this client wrote
+        #: it (the next batch's rewinds are marked against it).
+        self.listener_objects: dict[str, CommitObject] = {}
         self._random = random.Random(random_seed)
         #: Seconds one append took lately (the unit of the conflict backoff).
         self.append_s = MIN_BACKOFF_BASE_S

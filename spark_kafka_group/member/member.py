@@ -223,7 +223,7 @@ class GroupMember(Membership):
         if self._closing.is_set():
             return self._book.holdings
         try:
-            self._step()
+            self._step(commit_objects=False)
         except GroupStoreError as exc:
             # Keep consuming what we own; the heartbeat thread retries with backoff.
             log.warning("group %s: group log unavailable: %s", self.settings.group_id, exc)

@@ -7,7 +7,7 @@ As kafka-python's ``coordinator/base.py`` keeps generic membership apart from th
 :class:`~spark_kafka_group.member.member.GroupMember`; the query's side (start, close, batches,
 commits) is in :mod:`.member`. Each further job has its own module: the join (:mod:`.join`),
 the lease (:mod:`.lease_keeper`), the commits (:mod:`.commits`), the holdings and the
-rebalance listener (:mod:`.assignments`), the error text (:mod:`.error_text`), and what a step
+rebalance listener (:mod:`.holdings`), the error text (:mod:`.error_text`), and what a step
 writes (:mod:`.decide`, pure).
 """
 
@@ -216,7 +216,7 @@ class Membership:
         self._take_commands()
         self._commits.flush()
         if self._commits.pending:
-            self._step()
+            self._step(commit_objects=False)
 
     # -- the protocol step -------------------------------------------------------------------
 
@@ -244,7 +244,7 @@ class Membership:
                     release=command.release,
                 )
             else:
-                self._commits.adopted.add(command.member_id)
+                self._commits.adopt(command.member_id)
 
     def _publish(self) -> None:
         """What other threads read of the folded log: a copy, made by its owner."""
@@ -275,7 +275,7 @@ class Membership:
         members = len(self._client.coordinator.group.members)
         return rebalance_poll_ms(members, self.settings.heartbeat_interval_ms) / 1000.0
 
-    def _step(self, *, commit_objects: bool = False) -> None:
+    def _step(self, *, commit_objects: bool) -> None:
         """One write (or none): the pending commits, the release of revoked partitions whose
         last batch is committed, and the protocol step (tick, join, sync), retried on
         compare-and-swap conflicts. ``commit_objects``: also write this member's commit object
@@ -283,7 +283,7 @@ class Membership:
         it)."""
         self._client.retry(lambda: self.begin_step(commit_objects=commit_objects), self.end_step)
 
-    def begin_step(self, *, commit_objects: bool = True) -> Step:
+    def begin_step(self, *, commit_objects: bool) -> Step:
         """Renew the lease if due, fold the log and decide this step's records. With nothing
         to write the step is over; otherwise :meth:`end_step` appends them."""
         self._client.fold()  # first: which leases it needs depends on who is in the group
@@ -294,15 +294,18 @@ class Membership:
         holdings = self._book.holdings
         replaced = self._replaced()
         if commit_objects:  # commit-object timing on this process's monotonic clock
-            objects, looked_up = self._commits.step(
+            objects = self._commits.step(
                 self._clock.monotonic_ms(),
                 holdings,
                 member_id=self.member_id,
                 closing=self._closing.is_set(),
                 replaced=replaced,
             )
-        else:  # a join replacing an incarnation folds its objects first
-            objects, looked_up = self._commits.objects_of(replaced), frozenset()
+        else:  # a join replacing an incarnation folds its objects first (and its own last)
+            objects = {
+                **self._commits.objects_of(replaced),
+                **self._commits.own_object_before_direct_writes(self.member_id),
+            }
         ctx = StepContext(
             request=join_request(
                 self.settings,
@@ -318,7 +321,6 @@ class Membership:
             leases=self._leases.enabled,
             uses_commit_objects=self._commits.uses_objects,
             commit_objects=objects,
-            objects_looked_up=looked_up,
         )
         timers = self._timers
 

@@ -2,7 +2,7 @@
 
 Two steps. First a DELETE record through the protocol's handler
 (:meth:`GroupCoordinator.delete_group`), written by compare-and-swap under the same rule as an
-offset reset (:func:`~spark_kafka_group.admin.expire_and_require_no_members`): a member that
+offset reset (:func:`~spark_kafka_group.ops.admin.expire_and_require_no_members`): a member that
 joins meanwhile makes the append conflict, the group is folded again and the delete refused.
 Then the group's directory goes: the Delta table, the member leases (``_members``) and the
 write probes beside it. A group whose log already ends in DELETE (a removal that failed half
@@ -17,14 +17,14 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from spark_kafka_group.admin import (
+from spark_kafka_group.errors import GroupStoreError, KafkaGroupError
+from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord, GroupState
+from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.ops.admin import (
     describe_existing_group,
     expire_and_require_no_members,
     expire_stopped_members,
 )
-from spark_kafka_group.errors import GroupStoreError, KafkaGroupError
-from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord, GroupState
-from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store.errors import describe_error
 from spark_kafka_group.store.paths import is_local_uri, local_path
 

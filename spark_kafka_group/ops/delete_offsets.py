@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from spark_kafka_group.admin import expire_stopped_members
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord, TopicPartition
 from spark_kafka_group.group.offsets import delete_offsets as delete_offsets_handler
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.ops.admin import expire_stopped_members
 from spark_kafka_group.ops.reset import TopicSpec
 
 #: The partition-level errors here: the protocol's, and the cluster's for a partition that

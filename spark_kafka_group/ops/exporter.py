@@ -19,7 +19,7 @@ Lag in seconds is measured from the timestamp of the first unread record
 (:mod:`.record_times`).
 
 Collected at scrape time (a custom collector, as kafka_exporter does), through
-:func:`~spark_kafka_group.admin.describe_existing_group` and
+:func:`~spark_kafka_group.ops.admin.describe_existing_group` and
 :func:`~spark_kafka_group.ops.lag.with_lag`, the code behind ``kafka-group describe``, so the
 two never disagree. Within ``cache_s`` of a collection, scrapes are answered from it without
 reading the store or the broker (several Prometheus servers, or a short scrape interval, cost
@@ -46,10 +46,10 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
-from spark_kafka_group.admin import describe_existing_group
 from spark_kafka_group.errors import KafkaGroupError
 from spark_kafka_group.group import GroupDescription, GroupState, SystemClock, TopicPartition
 from spark_kafka_group.group.timer import Clock
+from spark_kafka_group.ops.admin import describe_existing_group
 from spark_kafka_group.ops.lag import GroupLag, partitions_of, with_lag
 from spark_kafka_group.ops.record_times import first_unread_timestamps
 from spark_kafka_group.ops.status import CommitSighting, PartitionStatus, partition_status

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from spark_kafka_group.admin import describe_existing_group
 from spark_kafka_group.errors import TopicNotFoundError
 from spark_kafka_group.group import GroupDescription, TopicPartition
+from spark_kafka_group.ops.admin import describe_existing_group
 
 if TYPE_CHECKING:
     from spark_kafka_group.kafka.cluster import KafkaCluster

@@ -1,5 +1,5 @@
 """Target offsets of ``kafka-group reset-offsets`` (the choices of ``kafka-consumer-groups
---reset-offsets``). Writing them is :func:`spark_kafka_group.admin.reset_offsets`.
+--reset-offsets``). Writing them is :func:`spark_kafka_group.ops.admin.reset_offsets`.
 
 Every target is clamped to [log start, log end], as Kafka does: an offset outside the log
 would only make the next reader fail (``failOnDataLoss``) or reset by policy.

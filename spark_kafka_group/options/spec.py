@@ -13,7 +13,7 @@ from spark_kafka_group.options.values import Check, ValueType
 @dataclass(frozen=True)
 class OptionSpec:
     """One option as users see it. Parsing an option is :meth:`value`; ``docs/options.md`` is
-    generated from these (:mod:`spark_kafka_group.docs_options`), so ``doc`` is the option's
+    generated from these (:mod:`spark_kafka_group.options.docs`), so ``doc`` is the option's
     user documentation, in Markdown: a one-sentence summary, then optionally a blank line and
     the details."""
 

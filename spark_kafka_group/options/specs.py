@@ -1,7 +1,7 @@
 """Every option of the source, declared: name, type, default, checks and documentation.
 
 Parsing is a loop over :data:`OPTION_SPECS` (:mod:`spark_kafka_group.options.parse`), the
-reference page is generated from them (:mod:`spark_kafka_group.docs_options`), and
+reference page is generated from them (:mod:`spark_kafka_group.options.docs`), and
 ``GroupSettings`` takes its defaults from them. A default that another layer applies too is
 read from that layer (the group protocol's from :mod:`spark_kafka_group.group.defaults`), never
 written here a second time.

@@ -168,7 +168,7 @@ def _ends(
 
 def _group_committed(options: SourceOptions) -> dict[TopicPartition, int]:
     """The group's committed offsets, read from its log (read only: no join, no commit)."""
-    from spark_kafka_group.admin import describe_group
+    from spark_kafka_group.ops.admin import describe_group
 
     info = describe_group(
         options.group.store,

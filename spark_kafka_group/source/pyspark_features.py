@@ -1,7 +1,7 @@
 """What the running pyspark offers a Python streaming source: from pyspark 4.2, admission
 control (read limits) and Trigger.AvailableNow; on 4.0 / 4.1 neither, and ``latestOffset()``
 takes no arguments. A module of its own so that code that only needs the flag (the lag figures
-of :mod:`spark_kafka_group.progress_lag`) does not load the reader."""
+of :mod:`spark_kafka_group.listener.lag`) does not load the reader."""
 
 from __future__ import annotations
 

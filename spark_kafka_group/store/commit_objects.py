@@ -64,6 +64,8 @@ def encode(obj: CommitObject) -> bytes:
     body["offsets"] = [
         [tp.topic, tp.partition, r.offset, r.generation] for tp, r in sorted(obj.offsets.items())
     ]
+    if obj.rewinds:  # left out when there are none: the format before rewinds were marked
+        body["rewinds"] = [[tp.topic, tp.partition] for tp in sorted(obj.rewinds)]
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -78,6 +80,7 @@ def decode(data: bytes) -> CommitObject:
             for t, p, o, g in d["offsets"]
         },
         writer=str(d.get("writer", "")),
+        rewinds=frozenset(TopicPartition(str(t), int(p)) for t, p in d.get("rewinds", ())),
     )
 
 

@@ -11,7 +11,6 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from typing import Any
 
-from spark_kafka_group.cli import main
 from spark_kafka_group.group import (
     GroupConfig,
     GroupCoordinator,
@@ -22,6 +21,7 @@ from spark_kafka_group.group import (
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.offsets import commit_offsets
 from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.ops.cli.main import main
 
 
 @dataclass

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.waiting import wait_until
 from tests.members import group_member
 from tests.streaming import Collected, source_options, start_query

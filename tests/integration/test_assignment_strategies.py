@@ -15,7 +15,7 @@ import spark_kafka_group
 from spark_kafka_group.group import GroupMetadata, GroupRecord, TopicPartition, apply
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.payloads import GenerationPayload
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.waiting import wait_until

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.cluster import KafkaCluster
 from spark_kafka_group.kafka.consumer_group_offsets import (
@@ -22,8 +21,9 @@ from spark_kafka_group.kafka.consumer_group_offsets import (
     seed_from_kafka_group,
 )
 from spark_kafka_group.kafka.java_settings import JKS_MAGIC
+from spark_kafka_group.ops.admin import GroupNotEmptyError, describe_group, reset_offsets
 from spark_kafka_group.options import parse_options
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.store.leases import LeaseFiles
 from spark_kafka_group.store.paths import list_dir
 from tests.integration.cli_support import GroupDriver, run_cli

@@ -16,11 +16,11 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
-from spark_kafka_group.admin import describe_group, reset_offsets
 from spark_kafka_group.group import TopicPartition
+from spark_kafka_group.ops.admin import describe_group, reset_offsets
 from spark_kafka_group.ops.committed import committed_offsets_table
 from spark_kafka_group.ops.exporter import GroupLagCollector
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import group_log_uri
 from spark_kafka_group.testing.kafka_broker import kafka_tool
 from spark_kafka_group.testing.waiting import wait_until

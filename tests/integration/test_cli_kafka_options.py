@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from spark_kafka_group.admin import describe_group
-from spark_kafka_group.sample_data import create_topic
+from spark_kafka_group.ops.admin import describe_group
+from spark_kafka_group.quickstart.sample_data import create_topic
 from tests.integration.cli_support import GroupDriver, run_cli
 
 OFFSETS_HEADER = [
@@ -215,7 +215,7 @@ def test_describe_prints_what_kafka_consumer_groups_prints_of_the_mirrored_group
     same table: columns, offsets, log end offsets, lag (the query stopped: no owners)."""
     from spark_kafka_group.kafka.cluster import KafkaCluster
     from spark_kafka_group.kafka.consumer_group_offsets import kafka_group_offsets
-    from spark_kafka_group.sample_data import produce_sample
+    from spark_kafka_group.quickstart.sample_data import produce_sample
     from spark_kafka_group.testing.kafka_broker import kafka_tool
     from spark_kafka_group.testing.waiting import wait_until
     from tests.streaming import run_available_now, source_options

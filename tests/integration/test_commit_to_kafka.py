@@ -18,7 +18,6 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_group.admin import describe_group
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.cluster import KafkaCluster
 from spark_kafka_group.kafka.consumer_group_offsets import (
@@ -27,7 +26,8 @@ from spark_kafka_group.kafka.consumer_group_offsets import (
     commit_to_kafka_group,
     kafka_group_offsets,
 )
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.ops.admin import describe_group
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.kafka_broker import kafka_tool
 from spark_kafka_group.testing.waiting import wait_until
 from tests.integration.cli_support import run_cli

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import spark_kafka_group
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.waiting import wait_until
 from tests.processes import REPO
 from tests.spark_apps import AppProcess

@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from spark_kafka_group.ops.committed import committed_offsets_table
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import maintenance
 from spark_kafka_group.store.codec import REQUIRED_COLUMNS
 from spark_kafka_group.store.files import query_table

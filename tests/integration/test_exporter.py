@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spark_kafka_group.group import ManualClock
 from spark_kafka_group.ops.exporter import DEFAULT_CACHE_S, GroupLagCollector, serve
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from tests.integration.cli_support import GroupDriver, run_cli
 from tests.streaming import Collected, source_options, start_query
 
@@ -58,7 +58,14 @@ def exporter_process(group_store: str, bootstrap_servers: str, tmp_path: Path) -
     started: list[subprocess.Popen[str]] = []
 
     def start(*groups: str) -> str:
-        args = [sys.executable, "-m", "spark_kafka_group.cli", "exporter", "--store", group_store]
+        args = [
+            sys.executable,
+            "-m",
+            "spark_kafka_group.ops.cli",
+            "exporter",
+            "--store",
+            group_store,
+        ]
         args += ["--bootstrap-server", bootstrap_servers, "--port", "0", "--addr", "127.0.0.1"]
         args += ["--cache-seconds", "0"]  # compared with describe at the same moment
         for g in groups:

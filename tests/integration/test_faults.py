@@ -35,7 +35,7 @@ from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.offsets import commit_offsets
 from spark_kafka_group.group.payloads import JoinPayload, RevokePayload, SyncPayload
 from spark_kafka_group.member import GroupLogClient
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import GroupLog, group_log_uri
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.kafka_broker import KafkaBroker

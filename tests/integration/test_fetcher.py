@@ -25,7 +25,7 @@ from spark_kafka_group.fetcher import (
 from spark_kafka_group.fetcher.pool import TOPIC_ID_TTL_S
 from spark_kafka_group.group.metadata import TopicPartition as GroupTopicPartition
 from spark_kafka_group.kafka import KafkaCluster
-from spark_kafka_group.sample_data import create_topic, produce
+from spark_kafka_group.quickstart.sample_data import create_topic, produce
 from spark_kafka_group.testing.waiting import wait_until
 
 pytestmark = pytest.mark.broker

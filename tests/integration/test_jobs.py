@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 from deltalake import DeltaTable
 
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.store.files import query_table
 from spark_kafka_group.testing.waiting import wait_until
 from tests.maven_spark import DELTA_SQL_CONF, maven_spark_jars, not_maven_spark_reason

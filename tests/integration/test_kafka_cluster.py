@@ -13,7 +13,7 @@ from spark_kafka_group.kafka import KafkaCluster
 from spark_kafka_group.kafka.cluster import UNREACHABLE_FAST_FAIL_S, cluster_for_source
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.options import parse_options
-from spark_kafka_group.sample_data import create_topic, produce
+from spark_kafka_group.quickstart.sample_data import create_topic, produce
 
 pytestmark = pytest.mark.broker
 

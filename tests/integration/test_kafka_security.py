@@ -24,11 +24,11 @@ from cryptography.hazmat.primitives.serialization import BestAvailableEncryption
 from cryptography.x509.oid import NameOID
 from pyspark.errors import StreamingQueryException
 
-from spark_kafka_group.admin import describe_group
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.cluster import KafkaCluster
 from spark_kafka_group.kafka.consumer_group_offsets import kafka_group_offsets
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.ops.admin import describe_group
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.kafka_broker import (
     SCRAM_MECHANISM,
     SCRAM_PASSWORD,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group.admin import GroupNotEmptyError, describe_group, reset_offsets
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.member import GroupMember
+from spark_kafka_group.ops.admin import GroupNotEmptyError, describe_group, reset_offsets
 from spark_kafka_group.store import group_log_uri
 from spark_kafka_group.store.leases import LEASE_DIR, LeaseFiles
 from spark_kafka_group.testing.group_log import group_records

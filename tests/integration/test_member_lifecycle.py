@@ -20,7 +20,7 @@ from pyspark.errors import StreamingQueryException
 import spark_kafka_group
 from spark_kafka_group.errors import GroupJoinTimeoutError
 from spark_kafka_group.group.kinds import RecordKind
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.waiting import wait_until
 from tests.processes import MemberProcess

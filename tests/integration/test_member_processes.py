@@ -21,7 +21,7 @@ from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.offsets import commit_offsets
 from spark_kafka_group.group.payloads import JoinPayload, payload_of
 from spark_kafka_group.member import GroupLogClient
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.production import SteadyProducer

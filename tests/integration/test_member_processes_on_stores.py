@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group.sample_data import create_topic
+from spark_kafka_group.quickstart.sample_data import create_topic
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.servers import ObjectStore

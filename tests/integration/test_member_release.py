@@ -1,10 +1,10 @@
 """When a member gives up a partition being revoked: as soon as its last batch is committed.
 
 Real group logs (delta-rs, local directory), real :class:`GroupMember` s and the commit path of
-the progress listener (:func:`spark_kafka_group.admin.commit_batch_for_member`: its own commit
-object for the member, which the member's background step reads while it revokes a partition
-with a batch in flight); no Spark, no broker (the members' topic metadata comes from a
-function).
+the progress listener (:func:`spark_kafka_group.listener.writes.commit_batch_for_member`: its
+own commit object for the member, which the member's background step reads while it revokes a
+partition with a batch in flight); no Spark, no broker (the members' topic metadata comes from
+a function).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from spark_kafka_group.group.assignors import load_assignor
 from spark_kafka_group.group.metadata import TopicPartition
-from spark_kafka_group.listener_writes import commit_batch_for_member
+from spark_kafka_group.listener.writes import commit_batch_for_member
 from spark_kafka_group.member import GroupMember, SubscriptionSpec
 from spark_kafka_group.options import GroupSettings
 

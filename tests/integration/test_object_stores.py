@@ -15,7 +15,7 @@ from deltalake._internal import DeltaFileSystemHandler
 
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.records import GroupRecord
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.store import AppendConflict, GroupLog
 from spark_kafka_group.store.safety import PROBE_PREFIX, _stale_commit_accepted
 from spark_kafka_group.testing.servers import ObjectStore
@@ -125,7 +125,7 @@ def test_cli_processes_exit_cleanly_after_reading_the_store(s3_store: ObjectStor
     d.rebalance(["A"])
     d.commit("A", {("t", 0): 1, ("t", 1): 2, ("t", 2): 3})
     command = [
-        sys.executable, "-m", "spark_kafka_group.cli", "describe", "--store", root,
+        sys.executable, "-m", "spark_kafka_group.ops.cli", "describe", "--store", root,
         "--group", group, "--json", *s3_store.cli_options(),
     ]  # fmt: skip
 

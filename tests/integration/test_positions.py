@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 import spark_kafka_group
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka import KafkaCluster
-from spark_kafka_group.sample_data import create_topic
+from spark_kafka_group.quickstart.sample_data import create_topic
 from spark_kafka_group.source.positions import LogBounds
 from spark_kafka_group.source.timestamps import offsets_for_timestamps
 from spark_kafka_group.testing.waiting import wait_until

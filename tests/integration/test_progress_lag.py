@@ -10,7 +10,7 @@ import pytest
 import spark_kafka_group
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka import KafkaCluster
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
 from tests.streaming import Collected, source_options, start_query
 

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from spark_kafka_group.ops.assets import GRAFANA_DASHBOARD, PROMETHEUS_RULES
-from spark_kafka_group.sample_data import create_topic
+from spark_kafka_group.quickstart.sample_data import create_topic
 from spark_kafka_group.testing.waiting import wait_until
 from tests.prometheus import free_port, prometheus_server, tool
 from tests.streaming import Collected, source_options, start_query
@@ -80,7 +80,7 @@ def test_prometheus_scrapes_the_exporter_alerts_and_evaluates_the_dashboard(
     port = free_port()
     exporter = subprocess.Popen(
         [
-            sys.executable, "-m", "spark_kafka_group.cli", "exporter", "--store", group_store,
+            sys.executable, "-m", "spark_kafka_group.ops.cli", "exporter", "--store", group_store,
             "--bootstrap-server", bootstrap_servers, "--group", group, "--port", str(port),
             "--addr", "127.0.0.1", "--cache-seconds", "1",
         ],

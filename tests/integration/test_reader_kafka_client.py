@@ -17,7 +17,7 @@ from spark_kafka_group.kafka.consumer_group_offsets import (
     kafka_group_offsets,
 )
 from spark_kafka_group.options import parse_options
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.offsets import SourceOffset
 from spark_kafka_group.source.reader import KafkaGroupStreamReader
 from spark_kafka_group.testing.waiting import wait_until

@@ -10,7 +10,7 @@ from pyspark.errors import StreamingQueryException
 
 import spark_kafka_group
 from spark_kafka_group.group.metadata import TopicPartition
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
 from spark_kafka_group.testing.waiting import wait_until
 from tests.groups import committed
@@ -173,7 +173,7 @@ def test_out_of_range_committed_offset(
 def test_schema_headers_and_tombstones(
     spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:
-    from spark_kafka_group.sample_data import produce
+    from spark_kafka_group.quickstart.sample_data import produce
 
     create_topic(bootstrap_servers, topic_name, 1)
     produce(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.waiting import wait_until
 from tests.groups import committed
 from tests.streaming import expected_records, run_available_now, source_options

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from spark_kafka_group.sample_data import create_topic
+from spark_kafka_group.quickstart.sample_data import create_topic
 from spark_kafka_group.testing.waiting import wait_until
 from tests.streaming import source_options
 

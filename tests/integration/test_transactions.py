@@ -14,7 +14,7 @@ import spark_kafka_group
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka import KafkaCluster
 from spark_kafka_group.ops.lag import describe_with_lag
-from spark_kafka_group.sample_data import create_topic
+from spark_kafka_group.quickstart.sample_data import create_topic
 from spark_kafka_group.testing.waiting import wait_until
 from tests.streaming import Collected, source_options, start_query
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group import cli
+from spark_kafka_group.ops.cli.arguments import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from spark_kafka_group.ops.cli.main import main
 
 TROUBLESHOOTING = Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md"
 
@@ -28,7 +29,7 @@ def code_for(meaning: str) -> int:
 
 
 def test_the_documented_exit_codes_are_the_clis() -> None:
-    assert set(documented_exit_codes()) == {cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE, 130}
+    assert set(documented_exit_codes()) == {EXIT_OK, EXIT_FAILED, EXIT_USAGE, 130}
 
 
 def test_an_option_error_and_a_failed_operation_exit_as_documented(
@@ -39,17 +40,17 @@ def test_an_option_error_and_a_failed_operation_exit_as_documented(
     (tmp_path / "stdin").write_text("")
     with open(tmp_path / "stdin", encoding="utf-8") as not_a_terminal:
         monkeypatch.setattr("sys.stdin", not_a_terminal)
-        deleted = cli.main(["delete", "--store", str(tmp_path), "--group", "g"])
+        deleted = main(["delete", "--store", str(tmp_path), "--group", "g"])
     assert deleted == code_for("or an `OptionError`")
     assert "--yes" in capsys.readouterr().err
     # A failed operation: no group log where the command looks.
-    assert cli.main(["describe", "--store", str(tmp_path), "--group", "g"]) == code_for(
+    assert main(["describe", "--store", str(tmp_path), "--group", "g"]) == code_for(
         "the operation failed"
     )
     assert "no group log" in capsys.readouterr().err.lower()
     # A wrong argument: argparse's usage error.
     with pytest.raises(SystemExit) as raised:
-        cli.main(["describe", "--no-such-flag"])
+        main(["describe", "--no-such-flag"])
     assert raised.value.code == code_for("wrong usage")
 
 
@@ -60,6 +61,6 @@ def test_a_command_without_a_store_is_refused_naming_the_option(
     that no query wrote."""
     monkeypatch.delenv("SPARK_KAFKA_GROUP_STORE", raising=False)
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["describe", "--group", "g"])
-    assert exit_info.value.code == cli.EXIT_USAGE
+        main(["describe", "--group", "g"])
+    assert exit_info.value.code == EXIT_USAGE
     assert "--store is required (or $SPARK_KAFKA_GROUP_STORE)" in capsys.readouterr().err

@@ -15,7 +15,7 @@ from spark_kafka_group.group import GroupRecord, ManualClock, TopicPartition
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.offsets import fold_commit_objects
 from spark_kafka_group.group.types import CommitObject, RecordedOffset
-from spark_kafka_group.listener_writes import commit_batch_for_member
+from spark_kafka_group.listener.writes import commit_batch_for_member
 from spark_kafka_group.member.folder import COMMIT_FOLD_INTERVAL_MS, FOLD_FALLBACK_INTERVALS
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store.commit_objects import InMemoryCommitObjects

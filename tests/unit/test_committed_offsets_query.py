@@ -8,9 +8,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from spark_kafka_group.admin import describe_group, reset_offsets
 from spark_kafka_group.group import TopicPartition
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
+from spark_kafka_group.ops.admin import describe_group, reset_offsets
 from spark_kafka_group.ops.committed import committed_offsets_table
 from spark_kafka_group.ops.delete_offsets import delete_offsets
 from spark_kafka_group.store import group_log_uri

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group.cli import _properties_file, _UsageError
+from spark_kafka_group.ops.cli.arguments import _UsageError, properties_file
 from spark_kafka_group.options import parse_options, read_properties, storage_options_from
 from spark_kafka_group.store.safety import check_storage_options
 
@@ -74,7 +74,7 @@ def test_properties_files_are_read_as_java_reads_them(tmp_path: Path) -> None:
 def test_an_unreadable_command_config_is_a_usage_error_naming_the_file(tmp_path: Path) -> None:
     missing = str(tmp_path / "missing.properties")
     with pytest.raises(_UsageError, match=r"--command-config .*missing\.properties"):
-        _properties_file(missing)
+        properties_file(missing)
 
 
 def test_spark_defaults_holds_only_settings_that_act_on_kafka_group_jobs() -> None:

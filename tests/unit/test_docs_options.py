@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group import docs_options, options
+from spark_kafka_group import options
 from spark_kafka_group.options import OPTION_SPECS, specs
+from spark_kafka_group.options import docs as docs_options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +19,7 @@ def test_the_checked_in_page_is_the_generated_one() -> None:
     page = (ROOT / docs_options.PAGE).read_text(encoding="utf-8")
     assert page == docs_options.render(), (
         "docs/options.md differs from the option specs in spark_kafka_group/options/: run "
-        "`python -m spark_kafka_group.docs_options` and commit the page"
+        "`python -m spark_kafka_group.options.docs` and commit the page"
     )
     assert docs_options.main(["--root", str(ROOT), "--check"]) == 0
 
@@ -57,7 +58,7 @@ def test_an_option_documented_but_placed_in_no_section_fails(
     spec = dataclasses.replace(OPTION_SPECS[0], name="brandNewOption", doc="Does a new thing.")
     monkeypatch.setattr(docs_options, "OPTION_SPECS", (*OPTION_SPECS, spec))
     assert docs_options.check_specs() == [
-        "option 'brandNewOption' is in no section of spark_kafka_group/docs_options.py SECTIONS"
+        "option 'brandNewOption' is in no section of spark_kafka_group/options/docs.py SECTIONS"
     ]
 
 
@@ -70,7 +71,7 @@ def test_a_changed_spec_makes_the_checked_in_page_stale(
     )
     monkeypatch.setattr(docs_options, "OPTION_SPECS", changed)
     assert docs_options.main(["--root", str(ROOT), "--check"]) == 1
-    assert "python -m spark_kafka_group.docs_options" in capsys.readouterr().err
+    assert "python -m spark_kafka_group.options.docs" in capsys.readouterr().err
 
 
 def test_a_long_summary_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

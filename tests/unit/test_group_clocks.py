@@ -29,7 +29,8 @@ from spark_kafka_group.group.clocks import Watch
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.offsets import commit_offsets
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
-from spark_kafka_group.testing.simulation import SimMember, converged, simulate
+from spark_kafka_group.testing.simulated_group import simulate
+from spark_kafka_group.testing.simulation import SimMember, converged
 
 HOUR = 3600_000
 PARTITIONS = 12

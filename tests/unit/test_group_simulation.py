@@ -13,7 +13,8 @@ from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.group.payloads import SyncPayload
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
-from spark_kafka_group.testing.simulation import Phase, SimMember, append, converged, simulate
+from spark_kafka_group.testing.simulated_group import Phase, simulate
+from spark_kafka_group.testing.simulation import SimMember, append, converged
 
 
 def run(drivers: list[SimMember], clock: ManualClock, rng: random.Random, rounds: int) -> None:

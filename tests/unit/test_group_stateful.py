@@ -47,7 +47,7 @@ from spark_kafka_group.group.offsets import (
     reset,
 )
 from spark_kafka_group.group.payloads import JoinPayload, RevokePayload
-from spark_kafka_group.listener_writes import commit_batch_for_member, commit_decision
+from spark_kafka_group.listener.writes import commit_batch_for_member, commit_decision
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
@@ -180,6 +180,13 @@ class GroupMachine(RuleBasedStateMachine):
         self.batches.setdefault(d.member_id, []).append((generation, dict(ends)))
         for tp, end in ends.items():
             self.planned[(tp, end)] = generation
+
+    def the_listener_appended_nothing(self, version: int) -> None:
+        """With commit objects, a member's commits reach the log through one writer, the fold
+        (its own step's direct writes aside): its progress listener only writes its object,
+        rewinds included."""
+        if self.objects is not None:
+            assert self.log.version == version, "the progress listener appended to the log"
 
     def race(self) -> None:
         for d in self.live:
@@ -317,10 +324,12 @@ class GroupMachine(RuleBasedStateMachine):
         batch_id = self.batch_ids[d.member_id] = self.batch_ids.get(d.member_id, -1) + 1
         client = GroupLogClient("memory", "g", log=self.log, clock=d.clock,
                                 commit_objects=self.objects)  # fmt: skip
+        version = self.log.version
         commit_batch_for_member(
             "memory", "g", d.member_id, assignment.generation, ends, batch_id=batch_id,
             client=client,
         )  # fmt: skip
+        self.the_listener_appended_nothing(version)
         for tp, offset in ends.items():
             self.last_commit[(d.member_id, tp)] = offset
 
@@ -392,10 +401,12 @@ class GroupMachine(RuleBasedStateMachine):
             batch_id = self.batch_ids[d.member_id] = self.batch_ids.get(d.member_id, -1) + 1
             client = GroupLogClient("memory", "g", log=self.log, clock=d.clock,
                                     commit_objects=self.objects)  # fmt: skip
+            version = self.log.version
             commit_batch_for_member(
                 "memory", "g", d.member_id, holdings.generation, ends, batch_id=batch_id,
                 starts={tp: start}, client=client,
             )  # fmt: skip
+            self.the_listener_appended_nothing(version)
         else:
             d.member.commit(ends, batch_generation=holdings.generation, batch_member=d.member_id)
         self.last_commit[(d.member_id, tp)] = end
@@ -414,9 +425,11 @@ class GroupMachine(RuleBasedStateMachine):
         batch_id = self.batch_ids[d.member_id] = self.batch_ids.get(d.member_id, -1) + 1
         client = GroupLogClient("memory", "g", log=self.log, clock=d.clock,
                                 commit_objects=self.objects)  # fmt: skip
+        version = self.log.version
         commit_batch_for_member(
             "memory", "g", d.member_id, generation, ends, batch_id=batch_id, client=client
         )
+        self.the_listener_appended_nothing(version)
 
     @precondition(lambda self: self.live)
     @rule(i=st.integers(0, MAX_MEMBERS - 1), listener=st.booleans())

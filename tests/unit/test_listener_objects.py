@@ -12,7 +12,7 @@ from __future__ import annotations
 from spark_kafka_group.group import TopicPartition
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
-from spark_kafka_group.listener_writes import commit_batch_for_member, leave_for_member
+from spark_kafka_group.listener.writes import commit_batch_for_member, leave_for_member
 from spark_kafka_group.member.folder import COMMIT_FOLD_INTERVAL_MS
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store.commit_objects import decode, encode, key_of, object_key, owner
@@ -193,9 +193,10 @@ def test_an_expiring_members_listener_object_is_folded_in_the_append_of_its_expi
     assert g.objects.list() == {}  # both of its objects are gone with it
 
 
-def test_a_rewind_by_policy_still_goes_to_the_log_directly() -> None:
+def test_a_rewind_by_policy_is_marked_in_the_listeners_object_and_folded() -> None:
     """A batch that started below the committed offset (``failOnDataLoss=false`` after the topic
-    was recreated) lowers it: the fold only moves forward, so the listener writes it at once."""
+    was recreated) lowers it: the listener marks it as a rewind in its object (no append), and
+    the fold writes it although it otherwise only moves forward."""
     g = Group()
     a = g.add("a")
     g.settle()
@@ -207,7 +208,9 @@ def test_a_rewind_by_policy_still_goes_to_the_log_directly() -> None:
     appends = g.log.appends
     rewound = planned(a, {tp: 3 for tp in held})
     listener_commit(g, a, rewound, batch_id=5, starts={tp: 0 for tp in held})
-    assert g.log.appends - appends == 1
+    assert g.log.appends == appends  # the listener never appends
+    g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)
+    assert g.log.appends - appends == 1  # the leader's fold
     assert g.committed() == rewound
     for _ in range(3):
         g.step([a], ms=COMMIT_FOLD_INTERVAL_MS)

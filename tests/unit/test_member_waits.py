@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group.admin import describe_group, reset_offsets
 from spark_kafka_group.errors import GroupJoinTimeoutError, OptionError
 from spark_kafka_group.group import GroupConfig, TopicPartition
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.timer import ManualClock
 from spark_kafka_group.member.member import GroupMember, SubscriptionSpec
+from spark_kafka_group.ops.admin import describe_group, reset_offsets
 from spark_kafka_group.options import GroupSettings, parse_options
 from spark_kafka_group.source.reader import KafkaGroupStreamReader
 from spark_kafka_group.store.memory import InMemoryLog

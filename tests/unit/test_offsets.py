@@ -192,7 +192,7 @@ def test_an_operator_reset_is_refused_while_the_group_has_members() -> None:
     assert response.accepted == {mine} and work.group.offsets[mine].offset == 0
 
 
-def test_the_listeners_commit_writes_an_object_and_its_rewinds_directly() -> None:
+def test_the_listeners_commit_is_an_object_with_its_rewinds_marked() -> None:
     coord, mine, theirs = stable_group()
     gen = coord.group.generation
     work = coord.fork()
@@ -204,11 +204,23 @@ def test_the_listeners_commit_writes_an_object_and_its_rewinds_directly() -> Non
         work.group, "a", gen, {mine: 12, theirs: 8}, batch_id=6, starts={mine: 5}
     )
     assert commit is not None
-    assert commit.obj == CommitObject("a", 7, {mine: RecordedOffset(12, gen)}, writer=LISTENER)
-    assert commit.rewinds == {mine: RecordedOffset(12, gen)} and commit.moved == 1
+    assert commit.obj == CommitObject(
+        "a", 7, {mine: RecordedOffset(12, gen)}, writer=LISTENER, rewinds=frozenset({mine})
+    )
+    assert commit.moved == 1
     # A late one (no reset) moves nothing: no object.
     assert listener_commit(work.group, "a", gen, {mine: 12}, batch_id=7) is None
     assert listener_commit(work.group, "gone", gen, {mine: 12}, batch_id=7) is None
+    # The next batch continues the rewind, which is not folded yet: it carries the mark on.
+    carried = listener_commit(work.group, "a", gen, {mine: 20}, batch_id=7, previous=commit.obj)
+    assert carried is not None and carried.obj.rewinds == {mine}
+    # The fold writes the marked rewind, and never an older object of the same writer after.
+    records, _ = fold_commit_objects(work.group, {"a~listener": carried.obj}, 2)
+    work.apply_all(records)
+    assert work.group.offsets[mine].offset == 20
+    assert work.group.members["a"].folded_seq == {LISTENER: 8}
+    stale = CommitObject("a", 6, {mine: RecordedOffset(40, gen)}, writer=LISTENER)
+    assert fold_commit_objects(work.group, {"a~listener": stale}, 3) == ([], {"a~listener"})
 
 
 def test_a_member_takes_only_forward_offsets_from_its_listeners_object() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 
-from spark_kafka_group.progress import GroupProgressListener
+from spark_kafka_group.listener.progress import GroupProgressListener
 
 
 def test_listener_pickles_with_its_options_only() -> None:

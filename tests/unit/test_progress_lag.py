@@ -14,8 +14,8 @@ import pytest
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 import spark_kafka_group
-from spark_kafka_group import progress_lag
-from spark_kafka_group.progress_lag import OffsetsBehindLatest
+from spark_kafka_group.listener import lag as progress_lag
+from spark_kafka_group.listener.lag import OffsetsBehindLatest
 
 OFFSET = {
     "group": "g-lag",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_group import cli
+from spark_kafka_group.ops.cli.main import main
 from spark_kafka_group.ops.timeline import INSTALL_TIMELINE
 
 
@@ -22,7 +22,7 @@ def test_timeline_without_matplotlib_names_the_extra_to_install(
     out = tmp_path / "timeline.png"
     store = str(tmp_path / "groups")
 
-    code = cli.main(["timeline", "--store", store, "--group", "g", "--out", str(out)])
+    code = main(["timeline", "--store", store, "--group", "g", "--out", str(out)])
 
     err = capsys.readouterr().err
     assert code == 1, err

@@ -2,7 +2,7 @@
 every command that needs a group without live members. Used by the CLI and the Python API
 (``spark_kafka_group.describe_group`` ...). Every change goes through the protocol's handlers,
 like a member's. (The progress listener's writes in a member's name are
-:mod:`spark_kafka_group.listener_writes`.)
+:mod:`spark_kafka_group.listener.writes`.)
 """
 
 from __future__ import annotations

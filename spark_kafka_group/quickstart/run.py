@@ -106,9 +106,9 @@ def _run(args: argparse.Namespace) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from spark_kafka_group.embedded import bootstrap_or_embedded
     from spark_kafka_group.ops.timeline import build_timeline, render_png, require_matplotlib
-    from spark_kafka_group.sample_data import create_topic, produce_sample
+    from spark_kafka_group.quickstart.embedded import bootstrap_or_embedded
+    from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 
     work = tempfile.mkdtemp(prefix="kafka-group-quickstart-")
     store = args.group_store or os.path.join(work, "groups")

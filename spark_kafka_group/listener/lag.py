@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spark_kafka_group.progress import source_offset
+from spark_kafka_group.listener.progress import source_offset
 from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
 
 

@@ -1,6 +1,6 @@
 """The progress listener's writes in a member's name: the commit of a completed batch, and the
-LEAVE when its query terminates (:mod:`spark_kafka_group.progress`; the simulation uses them
-too). What is accepted and written is decided by the protocol's offsets rules
+LEAVE when its query terminates (:mod:`spark_kafka_group.listener.progress`; the simulation
+uses them too). What is accepted and written is decided by the protocol's offsets rules
 (:mod:`spark_kafka_group.group.offsets`), as for the member's own commits.
 """
 
@@ -18,9 +18,9 @@ from spark_kafka_group.group.offsets import (
     fold_commit_objects,
     listener_commit,
 )
-from spark_kafka_group.group.types import CommitObject, RecordedOffset
+from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
 from spark_kafka_group.member.log_client import Decide, GroupLogClient
-from spark_kafka_group.store.commit_objects import owner
+from spark_kafka_group.store.commit_objects import CommitObjectStore, object_key, owner
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +89,13 @@ def commit_batch_for_member(
     put that the group's folder brings into the log with the members' objects, and that the
     member itself reads when it needs the offset in the log now (to release a revoked
     partition, before its LEAVE). A partition the batch started below the committed offset (a
-    reset by policy) is written to the log directly, as a fold only moves offsets forward.
-    Reading the log to decide that is a fold of its tail, never a compare-and-swap. Without
-    commit objects, or without a batch id to number the object by, the commit is an append
-    (:func:`commit_for_member`).
+    reset by policy) is marked as a rewind in the object, which the fold writes although it
+    otherwise only moves forward; a batch continuing such a rewind that is not folded yet
+    carries the mark on. The new object replaces the listener's previous one (as this client
+    wrote it; read from the store once, by a client that has not written it). Reading
+    the log to decide is a fold of its tail, never a compare-and-swap. Without commit objects
+    (a log given without them: the simulation's and the tests'), or without a batch id to
+    number the object by, the commit is an append (:func:`commit_for_member`).
     """
     if client is None:
         client = _client(store, group_id, storage_options)
@@ -101,18 +104,33 @@ def commit_batch_for_member(
         return commit_for_member(
             store, group_id, member_id, generation, offsets, starts=starts, client=client
         )
+    group = client.fold().group
+    previous = client.listener_objects.get(member_id)
+    if previous is None and group.member(member_id) is not None:
+        previous = _listener_object_of(client, objects, member_id)
     commit = listener_commit(
-        client.fold().group, member_id, generation, offsets, batch_id=batch_id, starts=starts
+        group, member_id, generation, offsets, batch_id=batch_id, starts=starts, previous=previous
     )
     if commit is None:
         return 0
-    if commit.rewinds:
-        rewound = {tp: r.offset for tp, r in commit.rewinds.items()}
-        commit_for_member(
-            store, group_id, member_id, generation, rewound, starts=starts, client=client
-        )
     objects.put(commit.obj)
+    client.listener_objects[member_id] = commit.obj
     return commit.moved
+
+
+def _listener_object_of(
+    client: GroupLogClient, objects: CommitObjectStore, member_id: str
+) -> CommitObject | None:
+    """The listener's newest object for ``member_id`` (None if it has none, or the store
+    cannot be read: a continued rewind then waits for the member's own commit)."""
+    key = object_key(member_id, LISTENER)
+    try:
+        seq = objects.list().get(key)
+        return None if seq is None else objects.get({key: seq}).get(key)
+    except GroupStoreError as exc:
+        log.warning("group %s: the listener's object of %s not read: %s", client.group_id,
+                    member_id, exc)  # fmt: skip
+        return None
 
 
 def leave_for_member(

@@ -11,7 +11,7 @@ group, the store, the member and the generation
 * :class:`GroupProgressListener`, added by :func:`spark_kafka_group.register`, commits each
   completed batch's offsets on the member's behalf (idempotent: whatever the member already
   committed is skipped) in a commit object of its own for the member, never an append to the
-  group log (:func:`~spark_kafka_group.listener_writes.commit_batch_for_member`), and when the query
+  group log (:func:`~spark_kafka_group.listener.writes.commit_batch_for_member`), and when the query
   terminates writes the LEAVE of its dynamic members, after that final commit. The member
   also leaves by itself when the query's streaming-source process ends
   (:mod:`spark_kafka_group.source.lifecycle`); whichever comes first writes the LEAVE, the
@@ -33,7 +33,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from spark_kafka_group.listener_writes import commit_batch_for_member, leave_for_member
+from spark_kafka_group.listener.writes import commit_batch_for_member, leave_for_member
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.source.offsets import SourceOffset
 

@@ -2,8 +2,8 @@
 :mod:`spark_kafka_group.options` (names, types, defaults and docs), so the reference cannot
 drift from the code.
 
-    python -m spark_kafka_group.docs_options            # rewrite docs/options.md
-    python -m spark_kafka_group.docs_options --check    # exit 1 if it differs (what tests check)
+    python -m spark_kafka_group.options.docs            # rewrite docs/options.md
+    python -m spark_kafka_group.options.docs --check    # exit 1 if it differs (what tests check)
 
 Each option's ``doc`` is Markdown: its first paragraph is the summary shown in the table at the
 top, the rest the details under the option's own heading. Every option belongs to exactly one
@@ -100,7 +100,7 @@ _HEADER = """\
 # Options
 
 <!-- Generated from the option specs in spark_kafka_group/options/ by
-     `python -m spark_kafka_group.docs_options`: edit the option specs there, not this page. -->
+     `python -m spark_kafka_group.options.docs`: edit the option specs there, not this page. -->
 
 Options are given with `.option(name, value)` on `spark.readStream.format("kafka-group")` or
 `spark.read.format("kafka-group")`. Required: `kafka.bootstrap.servers`, `groupId`,
@@ -146,7 +146,7 @@ def check_specs() -> list[str]:
     placed = [name for _, _, members in SECTIONS for name in members]
     for name in sorted(set(names) - set(placed)):
         problems.append(
-            f"option {name!r} is in no section of spark_kafka_group/docs_options.py SECTIONS"
+            f"option {name!r} is in no section of spark_kafka_group/options/docs.py SECTIONS"
         )
     for name in sorted(set(placed) - set(names)):
         problems.append(f"SECTIONS names {name!r}, which is not an option")
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         if current != text:
             print(
                 f"{path} differs from the option specs: run "
-                "`python -m spark_kafka_group.docs_options` and commit the page.",
+                "`python -m spark_kafka_group.options.docs` and commit the page.",
                 file=sys.stderr,
             )
             return 1
