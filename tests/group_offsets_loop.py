@@ -8,7 +8,8 @@ client library that crashes takes only it down, and the test sees the signal.
 Round n commits offset n to every partition (``commit_to_kafka_group``), then reads all the
 group's offsets and those of partition 0 (``kafka_group_offsets``). Each round prints a JSON
 line: its number, its start on the monotonic clock, how long it took, and whether the reads
-returned what was committed (or the error). It stops when STOP_FILE exists.
+returned what was committed (if not, what each read returned; or the error). It stops when
+STOP_FILE exists.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def main(argv: list[str]) -> int:
                 read_one = kafka_group_offsets(cluster, group, tps[:1])
                 line["correct"] = read_all == expected and read_one == {tps[0]: round_number}
                 if not line["correct"]:
-                    line["read"] = {str(tp): o for tp, o in read_all.items()}
+                    line["read_all"] = {str(tp): o for tp, o in read_all.items()}
+                    line["read_one"] = {str(tp): o for tp, o in read_one.items()}
             except Exception as exc:
                 line["error"] = f"{type(exc).__name__}: {exc}"
             line["seconds"] = round(time.monotonic() - started, 3)

@@ -200,9 +200,16 @@ class KafkaCluster:
                 {
                     "group.id": group,
                     "enable.auto.commit": False,
-                    # Committed offsets as an admin reads them: not held back by a
-                    # transaction that has not committed its offsets yet.
-                    "isolation.level": "read_uncommitted",
+                    # librdkafka sends committed()'s OffsetFetch with RequireStable
+                    # (KIP-447) only under read_committed. Without it a coordinator answers
+                    # from the offsets its high watermark covers, and one that has just
+                    # taken over the group (its node became the leader of the group's
+                    # __consumer_offsets partition) can know a lower high watermark than
+                    # its predecessor, which acknowledged the last commit: the read returns
+                    # the offsets before that commit. With it the coordinator answers from
+                    # every offset it holds, once they are replicated (and waits for a
+                    # transaction that commits offsets to the group to end).
+                    "isolation.level": "read_committed",
                     # A handle that never joins uses session.timeout.ms for one thing only:
                     # how long a commit waits for a coordinator before failing (_WAIT_COORD)
                     # for the caller to send it again, as any unanswered send is.

@@ -26,7 +26,11 @@ reported naming the group, its active consumers and the fix.
 
 While the group's coordinator is loading or moving Kafka answers COORDINATOR_LOAD_IN_PROGRESS
 / NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE; the request is sent again, as Kafka's own
-clients do, for up to one attempt's time (``kafka.default.api.timeout.ms``).
+clients do, for up to one attempt's time (``kafka.default.api.timeout.ms``). Reads ask for
+stable offsets (RequireStable): a coordinator that has just taken the group over answers only
+once every offset it holds is replicated, so a read never returns offsets older than a
+commit Kafka acknowledged; a partition whose offsets an open transaction holds is answered
+UNSTABLE_OFFSET_COMMIT, and read again within the same time.
 """
 
 from __future__ import annotations
@@ -67,6 +71,11 @@ _COORDINATOR_BUSY = frozenset(
         KafkaError._WAIT_COORD,
     }
 )
+#: Kafka's answer to a read (OffsetFetch with RequireStable, see
+#: KafkaCluster.group_consumer) of a partition whose offsets a transaction still being
+#: committed holds: send again, as while the coordinator is busy.
+_UNSTABLE = KafkaError.UNSTABLE_OFFSET_COMMIT
+_NOT_YET = _COORDINATOR_BUSY | {_UNSTABLE}
 
 
 def kafka_group_offsets(
@@ -113,10 +122,22 @@ def kafka_group_offsets(
             raise KafkaGroupOffsetsError(
                 f"Kafka consumer group {group!r}: reading the offset of {tp.topic}-"
                 f"{tp.partition} failed: {tp.error.str()}"
+                + (_unstable_hint(cluster) if tp.error.code() == _UNSTABLE else "")
             )
         if tp.offset >= 0:
             out[TopicPartition(tp.topic, tp.partition)] = int(tp.offset)
     return dict(sorted(out.items()))
+
+
+def _unstable_hint(cluster: KafkaCluster) -> str:
+    """What an UNSTABLE_OFFSET_COMMIT that lasted a whole attempt means, and the fix."""
+    return (
+        f" (for {cluster.attempt_timeout_s:g}s). A transaction that commits offsets to this "
+        "group (a transactional producer's sendOffsetsToTransaction) is still open, and "
+        "Kafka gives the offsets it will replace only once it ends. Let that producer commit "
+        "or abort it (Kafka aborts it after the producer's transaction.timeout.ms), then run "
+        "again."
+    )
 
 
 def _cluster_partitions(cluster: KafkaCluster) -> list[TopicPartition]:
@@ -194,7 +215,7 @@ def _group_request(
     while True:
         [result] = cluster.request(what, send, on_error=on_error)
         failed = _partition_errors(result)
-        busy = bool(failed) and all(code in _COORDINATOR_BUSY for _, code, _ in failed)
+        busy = bool(failed) and all(code in _NOT_YET for _, code, _ in failed)
         elapsed_s = (cluster.clock.monotonic_ms() - started_ms) / 1000
         if not busy or elapsed_s >= cluster.attempt_timeout_s:
             return result

@@ -15,6 +15,7 @@ Used by ``tests/integration/test_kafka_failures.py`` and
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -27,7 +28,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import ElectionType
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, PartitionMetadata
 
 from spark_kafka_group.testing.kafka_broker import cluster_id, java_command, kafka_tool
 from spark_kafka_group.testing.servers import ServerProcess, free_port
@@ -41,6 +44,7 @@ BROKER_SESSION_TIMEOUT_MS = 9000
 
 #: Partitions of ``__consumer_offsets`` (few, so that the first group does not wait for 50).
 OFFSETS_TOPIC_PARTITIONS = 4
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class KafkaNode:
@@ -261,19 +265,71 @@ class MultiNodeKafka:
 
     def group_coordinator(self, group: str) -> KafkaNode | None:
         """The node coordinating Kafka consumer group ``group`` now: the leader of its
-        ``__consumer_offsets`` partition, which Kafka picks from the group id's Java hash
-        code; None while that partition has no leader (or before the topic exists)."""
+        ``__consumer_offsets`` partition; None while that partition has no leader (or before
+        the topic exists)."""
+        info = self._offsets_partition(group)
+        if info is None or info.leader < 0:
+            return None
+        return self.node(int(info.leader))
+
+    def move_group_coordinator(self, group: str) -> KafkaNode:
+        """Move Kafka consumer group ``group``'s coordinator to another running node while
+        every node stays up, as a preferred leader election does (after a node's restart, or
+        a reassignment): Kafka's kafka-reassign-partitions puts another in-sync replica of
+        the group's ``__consumer_offsets`` partition first, then that replica is elected.
+        Returns the new coordinator."""
+        info = self._offsets_partition(group)
+        if info is None or info.leader < 0:
+            raise RuntimeError(f"Kafka group {group!r} has no coordinator to move")
+        targets = [
+            r for r in info.replicas if r != info.leader and r in info.isrs and self.node(r).running
+        ]
+        if not targets:
+            raise RuntimeError(
+                f"no other in-sync replica to move Kafka group {group!r}'s coordinator to: "
+                f"replicas {info.replicas}, in sync {info.isrs}"
+            )
+        order = [targets[0], *(r for r in info.replicas if r != targets[0])]
+        offsets = KafkaTopicPartition(OFFSETS_TOPIC, self.offsets_partition(group))
+        plan = {
+            "version": 1,
+            "partitions": [
+                {"topic": offsets.topic, "partition": offsets.partition, "replicas": order}
+            ],
+        }
+        plan_file = self.work_dir / f"reassign-{uuid.uuid4().hex[:8]}.json"
+        plan_file.write_text(json.dumps(plan))
+        kafka_tool("kafka-reassign-partitions", "--bootstrap-server", self.bootstrap_servers,
+                   "--reassignment-json-file", str(plan_file), "--execute")  # fmt: skip
+
+        def elected() -> bool:
+            now = self._offsets_partition(group)
+            if now is not None and list(now.replicas) == order and now.leader != order[0]:
+                admin = self._admin()  # held: a client dropped ends its requests (_DESTROY)
+                admin.elect_leaders(ElectionType.PREFERRED, [offsets]).result(30)
+            return self.group_coordinator(group) is self.node(order[0])
+
+        _wait(elected, 60, f"Kafka group {group!r}'s coordinator moved to node {order[0]}")
+        return self.node(order[0])
+
+    @staticmethod
+    def offsets_partition(group: str) -> int:
+        """The partition of ``__consumer_offsets`` that holds Kafka group ``group`` (its
+        leader is the group's coordinator): Kafka picks it from the group id's Java hash
+        code."""
         code = 0
         for unit in group.encode("utf-16-be").hex(" ", 2).split():  # Java's String.hashCode
             code = (31 * code + int(unit, 16)) & 0xFFFFFFFF
         signed = code - (1 << 32) if code >= 1 << 31 else code
-        partition = (0 if signed == -(1 << 31) else abs(signed)) % OFFSETS_TOPIC_PARTITIONS
-        offsets_topic = "__consumer_offsets"
-        topic = self._admin().list_topics(offsets_topic, timeout=10).topics[offsets_topic]
-        info = topic.partitions.get(partition)
-        if topic.error is not None or info is None or info.leader < 0:
+        return (0 if signed == -(1 << 31) else abs(signed)) % OFFSETS_TOPIC_PARTITIONS
+
+    def _offsets_partition(self, group: str) -> PartitionMetadata | None:
+        """The metadata of ``group``'s partition of ``__consumer_offsets`` (None before the
+        topic exists)."""
+        topic = self._admin().list_topics(OFFSETS_TOPIC, timeout=10).topics[OFFSETS_TOPIC]
+        if topic.error is not None:
             return None
-        return self.node(int(info.leader))
+        return topic.partitions.get(self.offsets_partition(group))
 
     def quorum_leader(self) -> KafkaNode:
         """The active controller (the KRaft quorum's leader), from kafka-metadata-quorum."""

@@ -193,8 +193,32 @@ def test_all_the_offsets_of_a_group_are_read_for_the_cluster_s_partitions_throug
     (consumer,) = _ScriptedConsumer.instances
     assert consumer.conf["group.id"] == "legacy" and consumer.conf["enable.auto.commit"] is False
     assert consumer.conf["bootstrap.servers"] == "broker-a:9092"
+    # read_committed is what makes librdkafka's committed() ask for stable offsets
+    # (RequireStable): a coordinator that has just taken the group over then never answers
+    # with offsets older than a commit its predecessor acknowledged.
+    assert consumer.conf["isolation.level"] == "read_committed"
     cluster.close()
     assert consumer.closed
+
+
+def test_offsets_an_open_transaction_holds_are_read_again_then_named_with_the_fix(
+    admin: type[_ScriptedAdmin],
+) -> None:
+    clock = ManualClock()
+    cluster, kafka = _cluster(clock)
+    kafka.held = {TP0: 5, TP1: 6}
+    unstable = KafkaError.UNSTABLE_OFFSET_COMMIT
+    kafka.answers = [{TP0: unstable}, {TP0: unstable, TP1: LOAD}, {}]
+    assert kafka_group_offsets(cluster, "legacy", [TP0, TP1]) == {TP0: 5, TP1: 6}
+    assert kafka.sent == ["OffsetFetch"] * 3
+
+    kafka.answers = [{TP1: unstable}]
+    with pytest.raises(KafkaGroupOffsetsError) as info:
+        kafka_group_offsets(cluster, "legacy", [TP0, TP1])
+    assert clock.monotonic_ms() / 1000 == pytest.approx(ATTEMPT_TIMEOUT_S, abs=1.01)
+    text = str(info.value)
+    assert "'legacy'" in text and "orders-1" in text, text
+    assert "transaction" in text and "transaction.timeout.ms" in text, text
 
 
 def test_a_coordinator_that_never_loads_ends_with_the_group_named(
