@@ -42,8 +42,12 @@ IDLE_TTL_S = 300.0
 #: A topic's id, once asked, is trusted for this long (a topic deleted and re-created within
 #: it may meet a consumer that knew its old incarnation).
 TOPIC_ID_TTL_S = 1.0
-#: How long finding a topic's id may take in all.
-TOPIC_ID_TIMEOUT_S = 5.0
+#: How long finding a topic's id may take in all. The id only guards against a topic
+#: re-created under a pooled consumer, so a fetch does not wait long for it.
+TOPIC_ID_TIMEOUT_S = 2.0
+#: A topic whose id the cluster did not give is not asked again for this long: while a
+#: broker is dead or hung, only one fetch per worker process waits for the answer.
+TOPIC_ID_UNKNOWN_TTL_S = 10.0
 #: One DescribeTopics attempt. librdkafka sends DescribeTopics to the node its metadata names
 #: as the controller and waits for that node until the request times out, even when it is
 #: dead; so each attempt is short, and the next follows a metadata refresh, which names a
@@ -145,8 +149,8 @@ class ConsumerPool:
         self.idle_ttl_s = idle_ttl_s
         self._lock = threading.Lock()
         self._idle: list[PooledConsumer] = []
-        #: (key, topic) -> (topic id, when it was asked), see :meth:`topic_id`.
-        self._topic_ids: dict[tuple[PoolKey, str], tuple[str, float]] = {}
+        #: (key, topic) -> (topic id or None, when it was asked), see :meth:`topic_id`.
+        self._topic_ids: dict[tuple[PoolKey, str], tuple[str | None, float]] = {}
         self._admins: dict[PoolKey, AdminClient] = {}
         self._pid = os.getpid()
         self.created = 0
@@ -196,21 +200,24 @@ class ConsumerPool:
 
     def topic_id(self, key: PoolKey, topic: str) -> str | None:
         """The id of ``topic`` now (:data:`NO_TOPIC` if it does not exist; asked at most once
-        per :data:`TOPIC_ID_TTL_S`), or None if the cluster did not say."""
+        per :data:`TOPIC_ID_TTL_S`), or None if the cluster did not say (then not asked again
+        for :data:`TOPIC_ID_UNKNOWN_TTL_S`)."""
         now = time.monotonic()
         with self._lock:
             self._check_fork()
             cached = self._topic_ids.get((key, topic))
-            if cached is not None and now - cached[1] < TOPIC_ID_TTL_S:
-                return cached[0]
+            if cached is not None:
+                known, asked = cached
+                ttl = TOPIC_ID_TTL_S if known is not None else TOPIC_ID_UNKNOWN_TTL_S
+                if now - asked < ttl:
+                    return known
             admin = self._admins.get(key)
         if admin is None:
             admin = AdminClient(client_config(key[0], dict(key[1]), for_admin=True))
         topic_id = _describe_topic_id(admin, topic)
         with self._lock:
             self._admins[key] = admin
-            if topic_id is not None:
-                self._topic_ids[(key, topic)] = (topic_id, now)
+            self._topic_ids[(key, topic)] = (topic_id, now)
         return topic_id
 
     def release(self, entry: PooledConsumer) -> None:

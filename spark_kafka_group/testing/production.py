@@ -40,6 +40,11 @@ class SteadyProducer:
                 # retry, so that offsets 0..n-1 are exactly the acknowledged records.
                 "enable.idempotence": idempotent,
                 "log_level": 0,
+                # A produce request in flight to a hung (paused) leader waits this long before
+                # the idempotent producer sends it again to the new leader; librdkafka's 60 s
+                # default would hold the partition's records well past the failover the tests
+                # measure on the reading side.
+                **({"socket.timeout.ms": 5000} if idempotent else {}),
             }
         )
         self._topic, self._partitions = topic, partitions
