@@ -190,6 +190,7 @@ class _RangeFetch:
     def run(self) -> Iterator[pa.RecordBatch]:
         spec = self.spec
         until = spec.until_offset
+        self._refresh_if_a_broker_failed()
         self._assign(spec.from_offset)
         next_offset = spec.from_offset
         consume = self.consumer.consume
@@ -384,6 +385,17 @@ class _RangeFetch:
             self._assign(next_offset)
         self._raise_if_stuck(next_offset, now, "")
         return next_offset
+
+    def _refresh_if_a_broker_failed(self) -> None:
+        """A pooled consumer that lost a broker connection while it sat idle refreshes its
+        metadata before it fetches: librdkafka refreshed it once at the disconnect, before
+        Kafka elected new leaders, and would fetch from the dead leader first. ``poll(0)`` of
+        the unassigned consumer serves the error callbacks that tell."""
+        entry = self.entry
+        self.consumer.poll(0)
+        if entry.errors.connectivity_errors != entry.refreshed_at_errors:
+            entry.refreshed_at_errors = entry.errors.connectivity_errors
+            self._refresh_leader()
 
     def _refresh_leader(self) -> None:
         """Ask a live broker for the partition's metadata, so that the consumer can learn the

@@ -42,16 +42,16 @@ IDLE_TTL_S = 300.0
 #: A topic's id, once asked, is trusted for this long (a topic deleted and re-created within
 #: it may meet a consumer that knew its old incarnation).
 TOPIC_ID_TTL_S = 1.0
-#: How long finding a topic's id may take in all. The id only guards against a topic
-#: re-created under a pooled consumer, so a fetch does not wait long for it.
-TOPIC_ID_TIMEOUT_S = 2.0
+#: How long finding a topic's id may take in all.
+TOPIC_ID_TIMEOUT_S = 5.0
 #: A topic whose id the cluster did not give is not asked again for this long: while a
 #: broker is dead or hung, only one fetch per worker process waits for the answer.
 TOPIC_ID_UNKNOWN_TTL_S = 10.0
 #: One DescribeTopics attempt. librdkafka sends DescribeTopics to the node its metadata names
 #: as the controller and waits for that node until the request times out, even when it is
-#: dead; so each attempt is short, and the next follows a metadata refresh, which names a
-#: node that answers.
+#: dead; so each attempt is short, and the next follows a metadata refresh. Kafka names a
+#: random live broker as the controller, so a refresh mostly names one that answers (until
+#: Kafka fences a killed broker, the dead one too).
 TOPIC_ID_ATTEMPT_S = 1.0
 #: A topic id standing for "the topic does not exist".
 NO_TOPIC = "<none>"
@@ -106,6 +106,8 @@ class PooledConsumer:
     def __init__(self, key: PoolKey) -> None:
         self.key = key
         self.errors = ErrorTracker()
+        #: ``errors.connectivity_errors`` when the consumer's metadata was last refreshed.
+        self.refreshed_at_errors = 0
         self.consumer = Consumer(consumer_config(key[0], dict(key[1]), self.errors))
         #: The consumer has had an answer from the cluster (not "never connected").
         self.connected = False

@@ -138,6 +138,8 @@ class ErrorTracker:
         self.last_connectivity_error: KafkaError | None = None
         self.all_brokers_down_at: float | None = None
         self.hopeless: KafkaError | None = None
+        #: Connectivity errors seen in all (a broker went down, a connection failed).
+        self.connectivity_errors = 0
 
     def __call__(self, err: KafkaError) -> None:
         with self._lock:
@@ -148,6 +150,7 @@ class ErrorTracker:
                     self.all_brokers_down_at = time.monotonic()
             elif code in CONNECTIVITY_ERRORS:
                 self.last_connectivity_error = err
+                self.connectivity_errors += 1
             if code in _HOPELESS_ERRORS or err.fatal():
                 self.hopeless = err
         log.debug("kafka client error: %s", err)
@@ -198,7 +201,15 @@ def client_config(
     # connections (librdkafka's default) a request waiting for a dead leader makes its broker
     # thread reconnect without pause: measured, a core's worth of connect() calls refused
     # by the dead node, which starves the cluster that must elect the new leader.
-    conf: dict[str, Any] = {"enable.sparse.connections": False}
+    #
+    # A request unanswered for socket.timeout.ms (librdkafka's default 60 s) closes its
+    # connection (socket.max.fails is 1). A hung broker (paused, or a host that stopped
+    # answering without closing its connections) keeps connections that look up, and
+    # librdkafka sends metadata and admin requests to it until they time out; 10 s gets every
+    # client off it about when Kafka fences it (broker.session.timeout.ms, 9 s). A fetch
+    # answers within fetch.wait.max.ms plus the transfer of at most
+    # max.partition.fetch.bytes (8 MiB) per partition, well inside it.
+    conf: dict[str, Any] = {"enable.sparse.connections": False, "socket.timeout.ms": 10_000}
     for key, value in translate_java_settings(client_conf).items():
         if for_admin and key.startswith(_CONSUMER_ONLY_PREFIXES):
             continue

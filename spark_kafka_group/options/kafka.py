@@ -49,6 +49,11 @@ KAFKA_FAMILY = OptionSpec(
     "job passes (`fetch.max.wait.ms`, `max.poll.records` ...), are translated where "
     "librdkafka has an equivalent and refused with the reason where it has none: see "
     "[Kafka security](kafka-security.md). Keys the source decides itself are refused, each "
-    "with what to use instead (below).",
+    "with what to use instead (below).\n\n"
+    "Two librdkafka defaults differ here, for brokers that fail: "
+    "`enable.sparse.connections` is false (a connection to every broker, so a request "
+    "waiting for a dead leader does not reconnect to it without pause) and "
+    "`socket.timeout.ms` is 10000 (a hung broker's connections are closed after 10 s, about "
+    "when Kafka fences it, instead of 60 s). Set either to change it.",
     default_doc="—",
 )
