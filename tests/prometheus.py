@@ -1,6 +1,8 @@
 """A real Prometheus server for the tests (Debian's ``prometheus`` package; scripts/_prometheus.sh
 installs it): bound to 127.0.0.1, with a temporary configuration and storage, stopped (and
-waited for) when the ``with`` block ends, so no process is left behind."""
+waited for) when the ``with`` block ends, so no process is left behind. Also what the
+exporter's tests share: ``kafka-group exporter`` started as its own process, and a scrape of
+its /metrics as samples."""
 
 from __future__ import annotations
 
@@ -16,7 +18,49 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from spark_kafka_group.testing.waiting import wait_until
+
+#: Scraped samples: ``(metric name, sorted labels) -> value``.
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(url: str) -> Samples:
+    with urllib.request.urlopen(url, timeout=60) as response:
+        text = response.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def named(samples: Samples, name: str, **labels: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples of metric ``name`` whose labels include ``labels``."""
+    return {
+        key: value
+        for (n, key), value in samples.items()
+        if n == name and set(labels.items()) <= set(key)
+    }
+
+
+def one(samples: Samples, name: str, **labels: str) -> float:
+    found = named(samples, name, **labels)
+    assert len(found) == 1, (name, labels, found)
+    return next(iter(found.values()))
+
+
+def start_exporter(command: Sequence[str]) -> tuple[subprocess.Popen[str], str]:
+    """Start ``command`` (``kafka-group exporter ...``, its own process) and wait for its
+    "Serving the lag of ..." line: the process and the URL it serves."""
+    process = subprocess.Popen(
+        list(command), stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert "Serving the lag of" in line, line
+    return process, line.rsplit(" ", 1)[-1].strip()
 
 
 def tool(name: str) -> str:

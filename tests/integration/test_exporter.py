@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,40 +15,13 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
-from prometheus_client.parser import text_string_to_metric_families
 
 from spark_kafka_group.group import ManualClock
 from spark_kafka_group.ops.exporter import DEFAULT_CACHE_S, GroupLagCollector, serve
 from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from tests.integration.cli_support import GroupDriver, run_cli
+from tests.prometheus import Samples, named, one, scrape, start_exporter
 from tests.streaming import Collected, source_options, start_query
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(url: str) -> Samples:
-    with urllib.request.urlopen(url, timeout=60) as response:
-        text = response.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def named(samples: Samples, name: str, **labels: str) -> dict[tuple[tuple[str, str], ...], float]:
-    """The samples of metric ``name`` whose labels include ``labels``."""
-    return {
-        key: value
-        for (n, key), value in samples.items()
-        if n == name and set(labels.items()) <= set(key)
-    }
-
-
-def one(samples: Samples, name: str, **labels: str) -> float:
-    found = named(samples, name, **labels)
-    assert len(found) == 1, (name, labels, found)
-    return next(iter(found.values()))
 
 
 @pytest.fixture
@@ -70,12 +42,9 @@ def exporter_process(group_store: str, bootstrap_servers: str, tmp_path: Path) -
         args += ["--cache-seconds", "0"]  # compared with describe at the same moment
         for g in groups:
             args += ["--group", g]
-        process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+        process, url = start_exporter(args)
         started.append(process)
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert "Serving the lag of" in line, line
-        return line.rsplit(" ", 1)[-1].strip()
+        return url
 
     yield start
     for process in started:

@@ -24,23 +24,22 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_kafka_group.fetcher.pool import NO_TOPIC, TOPIC_ID_TTL_S, ConsumerPool
-from spark_kafka_group.testing.failover import Loss, first_record_after, highest_read
+from spark_kafka_group.testing.failover import Loss, first_record_after, highest_read, loss
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.kafka_broker import kafka_tool
 from spark_kafka_group.testing.kafka_nodes import KafkaNode, MultiNodeKafka
 from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.waiting import wait_until
 from tests.delivery import DeliveryResult, check_delivery, collected_batches
+from tests.prometheus import named, scrape, start_exporter
 from tests.streaming import Collected, source_options, start_query, stop_between_batches
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.kafka_nodes]
@@ -118,8 +117,7 @@ class GroupUnderFaults:
     def losing(self, node: KafkaNode, label: str) -> None:
         """Note that ``node`` is about to be lost: what it leads now, read how far."""
         led = [p for p, leader in self.kafka.leaders(self.topic).items() if leader == node.node_id]
-        read = self.last_read()
-        self.losses.append(Loss(label, time.time(), {p: read.get(p, -1) for p in led}))
+        self.losses.append(loss(label, time.time(), led, self._all_records()))
 
     def wait_recovered(self, timeout_s: float = 90) -> None:
         """Until a record of every partition the last lost node led, produced after the loss,
@@ -135,35 +133,23 @@ class GroupUnderFaults:
 
     def start_exporter(self) -> None:
         """``kafka-group exporter`` for the group, as its own process (no scrape cache)."""
-        self.exporter = subprocess.Popen(
+        self.exporter, self.exporter_url = start_exporter(
             [KAFKA_GROUP_CLI, "exporter", "--store", self.store, "--group", self.group,
              "--bootstrap-server", self.bootstrap_servers, "--port", "0", "--addr", "127.0.0.1",
              "--cache-seconds", "0"],
-            stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
         )  # fmt: skip
-        assert self.exporter.stdout is not None
-        line = self.exporter.stdout.readline()
-        assert "Serving the lag of" in line, line
-        self.exporter_url = line.rsplit(" ", 1)[-1].strip()
 
     def scrape(self, when: str) -> None:
         """One scrape of the exporter: answered, the store read, and what the broker side and
         the group's lag showed (noted in the summary)."""
         started = time.monotonic()
-        with urllib.request.urlopen(self.exporter_url, timeout=60) as answer:
-            text = answer.read().decode()
+        samples = scrape(self.exporter_url)
         took = time.monotonic() - started
-        samples = {
-            (s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        }
         success = {
             dict(labels)["source"]: value
-            for (name, labels), value in samples.items()
-            if name == "spark_kafka_group_scrape_success"
+            for labels, value in named(samples, "spark_kafka_group_scrape_success").items()
         }
-        lag = [v for (name, _), v in samples.items() if name == "kafka_consumergroup_lag_sum"]
+        lag = list(named(samples, "kafka_consumergroup_lag_sum").values())
         assert success.get("store") == 1.0, (when, success)
         self.tools.append(
             f"exporter({when}) {took:.1f}s broker_ok={success.get('broker', 0):.0f} "
@@ -384,13 +370,13 @@ def test_reassignment_and_preferred_leader_election(scenario: GroupUnderFaults) 
     }  # fmt: skip
     for label, step in steps.items():
         before = kafka.leaders(scenario.topic)
-        read = scenario.last_read()
+        read = scenario._all_records()
         at = time.time()
         step()
         after = kafka.leaders(scenario.topic)
         moved = [p for p in before if after[p] != before[p]]
         if moved:
-            scenario.losses.append(Loss(label, at, {p: read.get(p, -1) for p in moved}))
+            scenario.losses.append(loss(label, at, moved, read))
             scenario.wait_recovered()
     assert kafka.leaders(scenario.topic) == {p: r[-1] for p, r in replicas.items()}
     assert scenario.losses, "no leader moved"
