@@ -63,6 +63,9 @@ DEFAULT_MAX_BATCH_ROWS = 20_000
 STALL_CHECK_S = 1.0
 #: A partition that ends before ``until`` for this long is data loss (not a slow broker).
 END_GRACE_S = 2.0
+#: How long a stalled fetch waits for the leader's watermarks. The leader answers within
+#: milliseconds; one that does not is dead or hung, and the fetch goes on with a new consumer.
+WATERMARK_QUERY_S = 0.5
 #: Fail fast when the client has never reached any broker and all are down for this long.
 UNREACHABLE_FAST_FAIL_S = 10.0
 
@@ -145,8 +148,9 @@ def fetch(spec: FetchSpec) -> Iterator[pa.RecordBatch]:
             f"{dict(spec.client_conf)}: {error_text(exc)}"
         ) from None
     ok = False
+    range_fetch = _RangeFetch(spec, entry)
     try:
-        yield from _RangeFetch(spec, entry).run()
+        yield from range_fetch.run()
         ok = True
     except KafkaGroupError:
         raise
@@ -155,6 +159,7 @@ def fetch(spec: FetchSpec) -> Iterator[pa.RecordBatch]:
             f"Fetching {spec.describe()} from {spec.bootstrap_servers!r} failed: {error_text(exc)}"
         ) from None
     finally:
+        entry = range_fetch.entry  # replaced if a request of the first went unanswered
         if ok:
             pool.release(entry)
         else:
@@ -193,7 +198,6 @@ class _RangeFetch:
         self._refresh_if_a_broker_failed()
         self._assign(spec.from_offset)
         next_offset = spec.from_offset
-        consume = self.consumer.consume
         timeout = spec.poll_timeout_s
         # The cyclic GC is paused while a batch is consumed and converted (never across the
         # yield): the tens of thousands of short-lived tuples and Message objects per batch
@@ -204,7 +208,8 @@ class _RangeFetch:
             if gc_enabled:
                 gc.disable()
             try:
-                msgs = consume(min(self.max_rows, until - next_offset), timeout)
+                # self.consumer, not a bound method kept: _renew_consumer replaces it.
+                msgs = self.consumer.consume(min(self.max_rows, until - next_offset), timeout)
                 now = time.monotonic()
                 if msgs:
                     batch, next_offset = self._step(msgs, next_offset, now)
@@ -333,12 +338,12 @@ class _RangeFetch:
         try:
             low, high = self.consumer.get_watermark_offsets(
                 self.tp,
-                timeout=max(0.5, min(SEND_TIMEOUT_S, spec.fetch_timeout_s - stalled)),
+                timeout=max(0.5, min(WATERMARK_QUERY_S, spec.fetch_timeout_s - stalled)),
                 cached=False,
             )
         except KafkaException as exc:
             self._raise_if_stuck(next_offset, time.monotonic(), error_text(exc))
-            self._refresh_leader()
+            self._renew_consumer(next_offset)
             return next_offset
         self.entry.connected = True
         self.entry.errors.connected()
@@ -397,13 +402,21 @@ class _RangeFetch:
             entry.refreshed_at_errors = entry.errors.connectivity_errors
             self._refresh_leader()
 
+    def _renew_consumer(self, next_offset: int) -> None:
+        """The leader did not answer the watermark query: go on from ``next_offset`` with a
+        new consumer, which asks a broker that answers who leads the partition now. This one
+        would send its metadata refreshes to the broker that did not answer ("Unanswered
+        handles" in :mod:`spark_kafka_group.kafka.config`): after a leader's SIGKILL or a
+        hang, a fetch under way read on about 0.5 s after Kafka named the new leader."""
+        self.entry = consumer_pool().replace(self.entry)
+        self.consumer = self.entry.consumer
+        self._assign(next_offset)
+
     def _refresh_leader(self) -> None:
         """Ask a live broker for the partition's metadata, so that the consumer can learn the
         leader Kafka elected after the old one died. librdkafka refreshes its metadata once
         when a leader's connection drops, before the controller has fenced that broker;
-        Kafka's Java consumer refreshes on every disconnect. With a refresh at each failed
-        watermark query (once a second), a fetch under way at a leader's SIGKILL read on
-        0.4-0.7 s after Kafka named the new leader."""
+        Kafka's Java consumer refreshes on every disconnect."""
         try:
             self.consumer.list_topics(self.spec.topic, timeout=SEND_TIMEOUT_S)
         except KafkaException as exc:

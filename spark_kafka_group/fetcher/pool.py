@@ -49,9 +49,9 @@ TOPIC_ID_TIMEOUT_S = 5.0
 TOPIC_ID_UNKNOWN_TTL_S = 10.0
 #: One DescribeTopics attempt. librdkafka sends DescribeTopics to the node its metadata names
 #: as the controller and waits for that node until the request times out, even when it is
-#: dead; so each attempt is short, and the next follows a metadata refresh. Kafka names a
-#: random live broker as the controller, so a refresh mostly names one that answers (until
-#: Kafka fences a killed broker, the dead one too).
+#: dead or hung; so each attempt is short, and the next goes through a new AdminClient. Kafka
+#: names a random live broker as the controller, so a new handle's metadata mostly names one
+#: that answers (until Kafka fences a killed or hung broker, that one too).
 TOPIC_ID_ATTEMPT_S = 1.0
 #: A topic id standing for "the topic does not exist".
 NO_TOPIC = "<none>"
@@ -214,13 +214,32 @@ class ConsumerPool:
                 if now - asked < ttl:
                     return known
             admin = self._admins.get(key)
-        if admin is None:
-            admin = AdminClient(client_config(key[0], dict(key[1]), for_admin=True))
-        topic_id = _describe_topic_id(admin, topic)
+        conf = client_config(key[0], dict(key[1]), for_admin=True)
+        topic_id, admin = _describe_topic_id(admin or AdminClient(conf), conf, topic)
         with self._lock:
             self._admins[key] = admin
             self._topic_ids[(key, topic)] = (topic_id, now)
         return topic_id
+
+    def replace(self, entry: PooledConsumer) -> PooledConsumer:
+        """Close ``entry`` (and the idle consumers of its key) and return a new consumer for
+        its key, after a request of ``entry``'s went unanswered: its metadata refreshes would
+        go to the broker that did not answer ("Unanswered handles" in
+        :mod:`spark_kafka_group.kafka.config`)."""
+        entry.close()
+        with self._lock:  # the idle ones of its key would ask that broker too
+            self._check_fork()
+            same = [e for e in self._idle if e.key == entry.key]
+            self._idle = [e for e in self._idle if e.key != entry.key]
+        for old in same:
+            old.close()
+        fresh = PooledConsumer(entry.key)
+        fresh.connected = entry.connected
+        fresh.uses = 1
+        fresh.topic_ids = dict.fromkeys(entry.topic_ids)
+        with self._lock:
+            self.created += 1
+        return fresh
 
     def release(self, entry: PooledConsumer) -> None:
         """Return a consumer after a successful fetch (unassigned, so it stays quiet); one that
@@ -276,32 +295,33 @@ def _knew_another(
     return entry.topic_ids[topic] != current_id
 
 
-def _describe_topic_id(admin: AdminClient, topic: str) -> str | None:
+def _describe_topic_id(
+    admin: AdminClient, conf: dict[str, Any], topic: str
+) -> tuple[str | None, AdminClient]:
     """``topic``'s id from DescribeTopics, :data:`NO_TOPIC` if the cluster does not have it,
     None if the cluster did not say within :data:`TOPIC_ID_TIMEOUT_S` (the fetch that follows
-    reports an unreachable broker)."""
+    reports an unreachable broker); and the AdminClient to keep. An unanswered attempt is
+    followed by one through a new AdminClient (made from ``conf``), whose metadata names the
+    controller as a broker that answers ("Unanswered handles" in
+    :mod:`spark_kafka_group.kafka.config`)."""
     deadline = time.monotonic() + TOPIC_ID_TIMEOUT_S
     while True:
         try:
             future = admin.describe_topics(
                 TopicCollection([topic]), request_timeout=TOPIC_ID_ATTEMPT_S
             )[topic]
-            return str(future.result(timeout=TOPIC_ID_ATTEMPT_S + 1).topic_id)
+            return str(future.result(timeout=TOPIC_ID_ATTEMPT_S + 1).topic_id), admin
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                return NO_TOPIC
+                return NO_TOPIC, admin
             last: Exception = exc
         except Exception as exc:  # a timeout of the future itself
             last = exc
-        left = deadline - time.monotonic()
-        if left <= 0:
+        if deadline - time.monotonic() <= 0:
             log.debug("describing topic %s for the consumer pool failed: %s", topic, last)
-            return None
-        try:
-            admin.list_topics(timeout=min(left, TOPIC_ID_ATTEMPT_S))
-        except KafkaException as exc:
-            log.debug("refreshing metadata for topic %s's id failed: %s", topic, exc)
+            return None, admin
+        admin = AdminClient(conf)
 
 
 _POOL = ConsumerPool()

@@ -12,9 +12,10 @@ to ``fetchOffset.numRetries`` attempts, ``fetchOffset.retryIntervalMs`` apart, e
 most ``kafka.default.api.timeout.ms``
 (:class:`~spark_kafka_group.kafka.config.OffsetFetchRetry`). Within an attempt, a request that
 is not answered within :data:`~.config.SEND_TIMEOUT_S`, or answered with a leadership error, is sent
-again after a metadata refresh, which is how it finds a partition's new leader after a broker
-dies (librdkafka's admin requests go by its cached metadata, which a dead leader's refused
-connections never refresh). An attempt ends after :data:`UNREACHABLE_FAST_FAIL_S` when no
+again through a new AdminClient after a metadata refresh, which is how it finds a partition's
+new leader after a broker dies or hangs (librdkafka's admin requests go by its cached
+metadata, and a handle sends its refreshes to the broker it sent to last: "Unanswered
+handles" in :mod:`.config`). An attempt ends after :data:`UNREACHABLE_FAST_FAIL_S` when no
 server was ever reached. Every pause and every deadline is on the injected clock
 (:mod:`spark_kafka_group.retry`); only the waits for the broker's answers are real. Tansu (the
 embedded test broker) answers ListOffsets(latest) with the last record batch's base offset + 1
@@ -70,6 +71,11 @@ UNREACHABLE_FAST_FAIL_S = 3.0
 #: connection or a partition leader (0.1 s, 0.2 s, 0.4 s, then 0.5 s, never past the
 #: attempt's end): short, so that a request reaches a new leader soon after its election.
 RESEND_BACKOFF = Backoff(base_s=0.05, cap_s=0.5)
+#: How long a send after an unanswered one waits. It goes through a new AdminClient, whose
+#: metadata names a leader that answers once Kafka has elected one (a hung leader is fenced
+#: after ``broker.session.timeout.ms``); the first send waits :data:`~.config.SEND_TIMEOUT_S`,
+#: so a slow but live broker is still answered.
+RESEND_TIMEOUT_S = 1.0
 
 _TOPIC_MISSING_CODES = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
@@ -128,6 +134,7 @@ class KafkaCluster:
         self._errors = ErrorTracker()
         conf = client_config(self.bootstrap_servers, self.client_conf, for_admin=True)
         conf["error_cb"] = self._errors
+        self._admin_conf = conf
         try:
             self._admin: AdminClient | None = AdminClient(conf)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -182,6 +189,13 @@ class KafkaCluster:
                 "command ended); nothing more is sent to Kafka through it."
             )
         return self._admin
+
+    def _renew_admin(self) -> None:
+        """Replace the AdminClient after a send went unanswered: the old one would send its
+        metadata refresh to the broker that did not answer ("Unanswered handles" in
+        :mod:`.config`). Destroying a handle with requests in flight takes milliseconds."""
+        if self._admin is not None:
+            self._admin = AdminClient(self._admin_conf)
 
     def group_consumer(self, group: str) -> Consumer:
         """The Consumer handle of Kafka consumer group ``group`` (made on first use, closed
@@ -255,6 +269,7 @@ class KafkaCluster:
                 return md
             self.admin.poll(0)  # serve error_cb
             self._end_attempt_if_unreachable(start, deadline)
+            self._renew_admin()
 
     def _with_retries(self, what: str, attempt: Callable[[float, float], _T]) -> _T:
         """``attempt(start, deadline)`` up to ``retry.num_retries`` times, Spark's way."""
@@ -448,8 +463,10 @@ class KafkaCluster:
         failures = 0
         last = ""
         while True:
+            sent_at = self._now_s()
+            wait_s = RESEND_TIMEOUT_S if failures else SEND_TIMEOUT_S
             try:
-                send_deadline = min(deadline, self._now_s() + SEND_TIMEOUT_S)
+                send_deadline = min(deadline, sent_at + wait_s)
                 futures = list(send(max(1.0, send_deadline - self._now_s())))
                 self._await(futures, start, deadline, until=send_deadline)
                 results = [_result(fut) for fut in futures]
@@ -462,12 +479,14 @@ class KafkaCluster:
                     on_error(exc, code)
                 self.admin.poll(0)  # serve error_cb
                 self._end_attempt_if_unreachable(start, deadline, error_text(exc))
+                self._renew_admin()
                 self._refresh_metadata(refresh_topics, deadline)
                 failures += 1
                 last = error_text(exc)
                 log.debug("%s: send %d unanswered or refused: %s", what, failures, last)
-                pause = RESEND_BACKOFF.delay_s(failures)
-                self.clock.sleep(min(pause, max(0.0, deadline - self._now_s())))
+                if self._now_s() - sent_at < wait_s:  # refused at once: do not hammer
+                    pause = RESEND_BACKOFF.delay_s(failures)
+                    self.clock.sleep(min(pause, max(0.0, deadline - self._now_s())))
                 continue
             self._ever_connected = True
             self._errors.connected()

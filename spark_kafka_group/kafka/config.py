@@ -72,6 +72,18 @@ LEADERSHIP_ERRORS = frozenset(
 #: metadata keeps naming that leader until it is refreshed.
 SEND_TIMEOUT_S = 2.0
 
+# Unanswered handles: a client handle whose request went unanswered is replaced by a fresh one
+# (the driver's AdminClient, the consumer pool's AdminClient, a fetch consumer) instead of
+# being asked to refresh its metadata. librdkafka sends metadata requests to the broker it
+# sent to most recently, and a hung broker (paused, or a host that stopped answering without
+# closing its connections) keeps accepting requests on a connection that looks up: every
+# refresh goes to it and times out, and the handle goes on naming it as the leader until
+# ``socket.timeout.ms`` closes that connection. A new handle connects to every bootstrap
+# server and asks the first that answers, so it learns the new leader as soon as Kafka has
+# elected one. Measured on three nodes with one paused, ListOffsets every 2.5 s: answered
+# 10.1 s after the pause through a new handle per send, 9.2-14.7 s through the handle that
+# had sent to the paused node.
+
 # Errors after which retrying is pointless: wrong credentials or TLS setup.
 _HOPELESS_ERRORS = frozenset(
     {
