@@ -11,8 +11,9 @@ request that gets no answer is retried as Spark's Kafka source does it on the Ja
 to ``fetchOffset.numRetries`` attempts, ``fetchOffset.retryIntervalMs`` apart, each lasting at
 most ``kafka.default.api.timeout.ms``
 (:class:`~spark_kafka_group.kafka.config.OffsetFetchRetry`). Within an attempt, a request that
-is not answered within :data:`~.config.SEND_TIMEOUT_S`, or answered with a leadership error, is sent
-again through a new AdminClient after a metadata refresh, which is how it finds a partition's
+is not answered within :data:`SEND_AGAIN_AFTER_S`, or answered with a leadership error, is sent
+again through a new AdminClient after a metadata refresh (the earlier sends stay in flight,
+and the first complete answer wins), which is how it finds a partition's
 new leader after a broker dies or hangs (librdkafka's admin requests go by its cached
 metadata, and a handle sends its refreshes to the broker it sent to last: "Unanswered
 handles" in :mod:`.config`). An attempt ends after :data:`UNREACHABLE_FAST_FAIL_S` when no
@@ -27,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from concurrent.futures import wait as wait_futures
 from types import TracebackType
@@ -71,11 +72,10 @@ UNREACHABLE_FAST_FAIL_S = 3.0
 #: connection or a partition leader (0.1 s, 0.2 s, 0.4 s, then 0.5 s, never past the
 #: attempt's end): short, so that a request reaches a new leader soon after its election.
 RESEND_BACKOFF = Backoff(base_s=0.05, cap_s=0.5)
-#: How long a send after an unanswered one waits. It goes through a new AdminClient, whose
-#: metadata names a leader that answers once Kafka has elected one (a hung leader is fenced
-#: after ``broker.session.timeout.ms``); the first send waits :data:`~.config.SEND_TIMEOUT_S`,
-#: so a slow but live broker is still answered.
-RESEND_TIMEOUT_S = 1.0
+#: A request not answered this long is sent again, through a new AdminClient, whose metadata
+#: names a leader that answers once Kafka has elected one (a hung leader is fenced after
+#: ``broker.session.timeout.ms``); the earlier sends stay in flight, and their answers count.
+SEND_AGAIN_AFTER_S = 1.0
 
 _TOPIC_MISSING_CODES = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
@@ -462,14 +462,23 @@ class KafkaCluster:
     ) -> list[Any]:
         failures = 0
         last = ""
+        # Every send of the attempt stays in flight until the attempt ends, through the handle
+        # it went by: the first complete answer wins, so a slow but live broker is answered
+        # however often the request went out again meanwhile.
+        waiting: list[list[Future[Any]]] = []
+        earlier_handles: list[AdminClient] = []
         while True:
             sent_at = self._now_s()
-            wait_s = RESEND_TIMEOUT_S if failures else SEND_TIMEOUT_S
             try:
-                send_deadline = min(deadline, sent_at + wait_s)
-                futures = list(send(max(1.0, send_deadline - self._now_s())))
-                self._await(futures, start, deadline, until=send_deadline)
-                results = [_result(fut) for fut in futures]
+                futures = list(send(max(1.0, deadline - sent_at)))
+                waiting.append(futures)
+                answered = self._await_first(
+                    waiting, start, deadline, until=min(deadline, sent_at + SEND_AGAIN_AFTER_S)
+                )
+                if answered is None:
+                    raise FutureTimeoutError()
+                waiting.remove(answered)
+                results = [_result(fut) for fut in answered]
             except (KafkaException, FutureTimeoutError) as exc:
                 code = error_code(exc)
                 code = KafkaError._TIMED_OUT if code is None else code
@@ -479,12 +488,13 @@ class KafkaCluster:
                     on_error(exc, code)
                 self.admin.poll(0)  # serve error_cb
                 self._end_attempt_if_unreachable(start, deadline, error_text(exc))
+                earlier_handles.append(self.admin)
                 self._renew_admin()
                 self._refresh_metadata(refresh_topics, deadline)
                 failures += 1
                 last = error_text(exc)
                 log.debug("%s: send %d unanswered or refused: %s", what, failures, last)
-                if self._now_s() - sent_at < wait_s:  # refused at once: do not hammer
+                if self._now_s() - sent_at < SEND_AGAIN_AFTER_S:  # refused at once: pause
                     pause = RESEND_BACKOFF.delay_s(failures)
                     self.clock.sleep(min(pause, max(0.0, deadline - self._now_s())))
                 continue
@@ -515,16 +525,23 @@ class KafkaCluster:
             except KafkaException:
                 return  # no node answered: the next send finds out again
 
-    def _await(
-        self, futures: list[Future[Any]], start: float, deadline: float, *, until: float
-    ) -> None:
-        """Wait for ``futures`` until ``until`` in short slices, ending the attempt early (like
-        metadata) when every server is down and the cluster never answered."""
+    def _await_first(
+        self, waiting: list[list[Future[Any]]], start: float, deadline: float, *, until: float
+    ) -> list[Future[Any]] | None:
+        """The first of ``waiting`` (one list of futures per send) whose futures are all done,
+        or None at ``until``; waits in short slices, ending the attempt early (like metadata)
+        when every server is down and the cluster never answered."""
         while True:
+            for futures in waiting:
+                if all(fut.done() for fut in futures):
+                    return futures
             remaining = until - self._now_s()
-            _, pending = wait_futures(futures, timeout=max(0.05, min(remaining, 1.0)))
-            if not pending or remaining <= 0:
-                return
+            if remaining <= 0:
+                return None
+            pending = [fut for futures in waiting for fut in futures if not fut.done()]
+            wait_futures(
+                pending, timeout=max(0.05, min(remaining, 1.0)), return_when=FIRST_COMPLETED
+            )
             self.admin.poll(0)  # serve error_cb
             self._end_attempt_if_unreachable(start, deadline)
 
@@ -562,8 +579,7 @@ def _offset_required(answer: Future[Any]) -> Future[Any]:
 
 
 def _result(fut: Future[Any]) -> Any:
-    """The answer of a future :meth:`KafkaCluster._await` waited for (a pending one times out
-    at once: the attempt's time is up)."""
+    """The answer of a future :meth:`KafkaCluster._await_first` found done."""
     return fut.result(timeout=0)
 
 

@@ -66,10 +66,9 @@ LEADERSHIP_ERRORS = frozenset(
     }
 )
 
-#: One send of a request (the driver's, or an executor's watermark query) waits at most this
-#: long for its answer before the metadata is refreshed and the request sent again: a
-#: request queued for a leader that died gets no answer at all, and librdkafka's cached
-#: metadata keeps naming that leader until it is refreshed.
+#: How long a request that is not sent again meanwhile waits for its answer: a fetch
+#: consumer's metadata refresh, and a Kafka group's commit waiting for its coordinator (the
+#: driver's requests go out again after ``cluster.SEND_AGAIN_AFTER_S``).
 SEND_TIMEOUT_S = 2.0
 
 # Unanswered handles: a client handle whose request went unanswered is replaced by a fresh one
