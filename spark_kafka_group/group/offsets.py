@@ -402,10 +402,15 @@ def listener_commit(
     still commit, except one below the previous object's that is no rewind (a late commit of
     an older batch). It marks as rewinds the offsets that move an offset back
     (:func:`listener_rewinds`). Its sequence number is ``batch_id + 1`` (a restarted driver
-    continues the query's batch ids, so it never goes back)."""
+    continues the query's batch ids, so it never goes back). A batch older than the previous
+    object's (a late progress event) gives None: that object comes after it in batch order and
+    keeps what the member may still commit, so the older batch neither replaces it (a rewind
+    it holds included) nor continues its rewinds."""
     member = group.member(member_id)
     if member is None:
         return None  # left, expired or replaced: its commits are never applied any more
+    if previous is not None and batch_id + 1 < previous.seq:
+        return None  # batch order, not arrival order, says which offset is newer
     held = fence(member.held_since, offsets, generation)
     marked = listener_rewinds(member, group.offsets, held, starts or {}, previous)
     kept: dict[TopicPartition, RecordedOffset] = {}

@@ -223,6 +223,27 @@ def test_the_listeners_commit_is_an_object_with_its_rewinds_marked() -> None:
     assert fold_commit_objects(work.group, {"a~listener": stale}, 3) == ([], {"a~listener"})
 
 
+def test_a_late_progress_event_of_a_batch_before_the_listeners_object_writes_nothing() -> None:
+    coord, mine, _ = stable_group()
+    gen = coord.group.generation
+    work = coord.fork()
+    work.apply_all(
+        commit_batch(work.group, "a", {mine: RecordedOffset(40, gen)}, 1, source=Source.MEMBER)[0]
+    )
+    # Batch 6 started `mine` at 5 (below the committed 40): a rewind, not folded yet.
+    rewind = listener_commit(work.group, "a", gen, {mine: 12}, batch_id=6, starts={mine: 5})
+    assert rewind is not None and rewind.obj.rewinds == {mine}
+    # Batch 3's event comes late, its end above the rewind's: it neither replaces the object
+    # holding the rewind nor counts as its continuation (that would move 40 back to 30).
+    late = listener_commit(work.group, "a", gen, {mine: 30}, batch_id=3, previous=rewind.obj)
+    assert late is None
+    # The same batch again (the listener's event and a leave's last progress) is no late one.
+    again = listener_commit(
+        work.group, "a", gen, {mine: 12}, batch_id=6, starts={mine: 5}, previous=rewind.obj
+    )
+    assert again is not None and again.obj == rewind.obj
+
+
 def test_a_member_takes_only_forward_offsets_from_its_listeners_object() -> None:
     obj = CommitObject(
         "a",
