@@ -199,6 +199,10 @@ class _FakeAdmin:
         self.code = KafkaError._TRANSPORT
         self.all_down = False
         self.sent: list[str] = []
+        if _FakeAdmin.instances:
+            # The cluster replaces its AdminClient after an unanswered send: the new one
+            # behaves as the test set up the first, and records into the same list.
+            self.__dict__.update(_FakeAdmin.instances[0].__dict__)
         _FakeAdmin.instances.append(self)
 
     def _failed(self) -> Future[Any]:
@@ -270,7 +274,8 @@ def test_a_request_without_answer_gives_up_after_its_attempts_on_the_clock(
     assert "ListOffsets: 3 attempt(s)" in message
     assert "fetchOffset.numRetries=3" in message and "fetchOffset.retryIntervalMs=700" in message
     assert "kafka.default.api.timeout.ms=60000" in message
-    (admin,) = fake_admin.instances
+    admin = fake_admin.instances[0]  # and the ones that replaced it, recording into its list
+    assert len(fake_admin.instances) > 1
     sends = admin.sent.count("ListOffsets")
     # Resent within each attempt, with backoff (RESEND_BACKOFF's cap apart once it has grown)
     assert 3 < sends <= 3 * (ATTEMPT_TIMEOUT_S / cluster_module.RESEND_BACKOFF.cap_s + 5)
@@ -340,3 +345,35 @@ def test_an_earliest_or_latest_answer_without_an_offset_is_sent_again(
     assert cluster.earliest_and_latest_offsets([tp]) == ({tp: 0}, {tp: 42})
     assert admin.sent == ["ListOffsets", "ListOffsets", "Metadata", "ListOffsets", "ListOffsets"]
     assert 0 < clock.monotonic_ms() < 1000  # one short pause, on the injected clock
+
+
+def test_a_send_answered_after_it_was_sent_again_is_taken(
+    fake_admin: type[_FakeAdmin], no_real_sleep: None
+) -> None:
+    # A slow but live broker: the first send's answer comes after the request went out again
+    # (through a new AdminClient); that answer counts, the second send's never comes.
+    clock = ManualClock()
+    cluster = KafkaCluster("broker-a:9092", clock=clock)
+    first = fake_admin.instances[0]
+    unanswered: list[Future[Any]] = []
+
+    def list_offsets(request: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
+        first.sent.append("ListOffsets")
+        if unanswered:  # sent again: the broker answers the first send now
+            unanswered[0].set_result(SimpleNamespace(offset=7, timestamp=-1))
+        future: Future[Any] = Future()
+        unanswered.append(future)
+        return {tp: future for tp in request}
+
+    def poll(timeout: float) -> int:
+        clock.advance(250)  # each wait slice for an answer moves the injected clock
+        return 0
+
+    first.list_offsets = list_offsets  # type: ignore[method-assign]
+    first.poll = poll  # type: ignore[method-assign]
+    tp = TopicPartition("orders", 0)
+    assert cluster.latest_offsets([tp]) == {tp: 7}
+    assert first.sent.count("ListOffsets") == 2
+    assert len(fake_admin.instances) == 2  # the second send went through a new AdminClient
+    assert not unanswered[1].done()
+    assert clock.monotonic_ms() / 1000 == pytest.approx(cluster_module.SEND_AGAIN_AFTER_S, abs=0.3)
