@@ -270,10 +270,11 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
         str(OffsetFetchRetry.api_timeout_ms),
         "How long one attempt at a driver-side Kafka request (metadata, ListOffsets, a Kafka "
         "group's offsets) keeps sending it again (the Java client's setting of that name).\n\n"
-        "Within an attempt, a request that a broker does not answer within 2 s, or answers "
+        "Within an attempt, a request that a broker does not answer within 1 s, or answers "
         "with a leadership error (NOT_LEADER_OR_FOLLOWER, a fenced or unknown leader epoch, "
-        "no leader yet), is sent again after the client refreshed its metadata, so it reaches "
-        "the partition's new leader once Kafka elected one; a dead node in "
+        "no leader yet), is sent again through a new client that asked a broker that answers "
+        "for the metadata, so it reaches the partition's new leader once Kafka elected one "
+        "(an earlier send's late answer is taken too); a dead node in "
         "`kafka.bootstrap.servers` is skipped while another answers. Authentication and TLS "
         "errors fail at once. See [Broker failures](operations.md#broker-failures).",
         checks=(positive,),
