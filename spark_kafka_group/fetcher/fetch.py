@@ -11,7 +11,7 @@ aborted records under read_committed):
 * librdkafka reports end of partition (``enable.partition.eof``) at an offset >= ``until``:
   every record below ``until`` has been delivered.
 
-When nothing arrives, the loop asks the broker for the watermarks (at most once a second) and
+When nothing arrives, the loop asks the broker for the watermarks (at most twice a second) and
 decides: below the log start or beyond the high watermark is out of range (data loss, or a
 wrong range); at the end of a partition that ends before ``until`` is data loss after a
 grace period; otherwise it waits, up to ``fetch_timeout_s`` without progress, then fails with
@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 #: Default rows per RecordBatch (and per ``consume()`` call).
 DEFAULT_MAX_BATCH_ROWS = 20_000
 #: Without progress, ask the broker for the watermarks this often.
-STALL_CHECK_S = 1.0
+STALL_CHECK_S = 0.5
 #: A partition that ends before ``until`` for this long is data loss (not a slow broker).
 END_GRACE_S = 2.0
 #: How long a stalled fetch waits for the leader's watermarks. The leader answers within
