@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -269,22 +270,31 @@ class GroupMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.live)
     @rule(i=st.integers(0, MAX_MEMBERS - 1))
     def commit(self, i: int) -> None:
-        """The member's own commit of its current positions, decided by the offsets handler."""
+        """The member's own commit of its current positions, decided by the offsets handler
+        as the member's step decides it (``member.decide``): with the end of its newest batch
+        of each partition. The positions lie below every batch planned through the member, so
+        this is the member's commit of an older batch, processed late (after its progress
+        listener committed a newer one)."""
         d = self.live[i % len(self.live)]
         d.fold()
         view = d.coord.member_view(d.member_id)
         gen = view.member_generation
         offsets = {tp: RecordedOffset(d.position.get(tp, 0) + 1, gen) for tp in view.assignment}
+        newest = d.member.in_flight.ends
         work = d.coord.fork()
+        before = dict(work.group.offsets)
         records, _ = commit_batch(
-            work.group, d.member_id, offsets, d.clock.now_ms(), source=Source.MEMBER
-        )
+            work.group, d.member_id, offsets, d.clock.now_ms(), source=Source.MEMBER,
+            newest=newest,
+        )  # fmt: skip
         work.apply_all(records)
         if view.known and gen == d.coord.group.generation:
             # Held since at most its generation: every offset is accepted (the same one is
-            # not written again).
+            # not written again), except where the log holds the end of the member's newest
+            # batch (its listener committed it first): an older batch never moves it back.
+            kept = {tp for tp in offsets if tp in before and before[tp].offset == newest.get(tp)}
             assert {tp: work.group.offsets[tp].offset for tp in offsets} == {
-                tp: r.offset for tp, r in offsets.items()
+                tp: before[tp].offset if tp in kept else r.offset for tp, r in offsets.items()
             }
         assert append(self.log, records, d.version)
 
@@ -622,4 +632,40 @@ def test_a_late_listener_commit_neither_undoes_a_rewind_nor_moves_an_offset_back
     checked()
     rewound = TopicPartition("t", 0)
     assert state.checker.offsets[rewound].offset == state.last_commit[("m1", rewound)]
+    state.teardown()
+
+
+@pytest.mark.parametrize("moves", ["join", "topic deleted"])
+def test_a_late_commit_of_an_older_batch_does_not_stall_a_revocation(moves: str) -> None:
+    """A sequence the machine found: after the progress listener committed the member's last
+    batch, the member's own commit of an older position, decided without the end of its newest
+    batch (which the member's step always passes), moved the offset back, and the revocation
+    that followed waited forever for that batch's end. Decided as the step decides it, the
+    older commit writes nothing there, and the partitions move."""
+    state = GroupMachine()
+
+    def checked() -> None:
+        state.fold_checks_every_record()
+        state.replay_reproduces_the_live_state()
+
+    state.setup(
+        protocol="cooperative-sticky", delay=0, leases=False, releases="current",
+        commit_objects=False,
+    )  # fmt: skip
+    checked()
+    state.join(offset=0, pattern=False, static=False)
+    checked()
+    state.listener_commit(i=0)
+    checked()
+    last = {tp: offset for (_, tp), offset in state.last_commit.items()}
+    state.commit(i=0)
+    checked()
+    assert {tp: state.checker.offsets[tp].offset for tp in last} == last
+    if moves == "join":
+        state.join(offset=0, pattern=False, static=False)
+    else:
+        state.change_metadata(count=0, topic="t")
+    checked()
+    state.converge()
+    checked()
     state.teardown()
