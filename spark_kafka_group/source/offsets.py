@@ -11,9 +11,12 @@ Spark stores it as JSON and hands it back as ``start``/``end``; it must be deter
   the member id lets a commit made on the member's behalf (the StreamingQueryListener path)
   be checked like the member's own.
 * ``offsets``: the end position (exclusive) of every partition planned in the batch.
-* ``starts``: the start position of partitions that are new in this batch (newly assigned or
-  newly discovered). Keeping them in the end offset makes ``partitions(start, end)``
-  self-contained, so replaying a checkpointed batch plans exactly the same ranges.
+* ``starts``: the start position of partitions that are new in this batch (newly assigned,
+  newly discovered, reset by ``failOnDataLoss=false``; every position of the initial offset),
+  and of those the previous offset started that nothing was read from since. Keeping them in
+  the end offset makes ``partitions(start, end)`` self-contained, so replaying a checkpointed
+  batch plans exactly the same ranges, and tells whoever commits the batch where it began (a
+  start below the group's committed offset is a rewind).
 """
 
 from __future__ import annotations

@@ -169,12 +169,16 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         member = self._ensure_started()
         holdings = member.current_holdings()  # start() has just stepped it
         positions = self._positions_for_new(member, holdings.held, bounds=None)
+        # Every position is a start (a reset by policy below the group's offset among them):
+        # the first batch carries it on, so that whoever commits that batch, the progress
+        # listener included, knows where it began.
         offset = SourceOffset(
             group=self._opts.group.group_id,
             store=self._opts.group.store,
             generation=holdings.generation,
             member=holdings.member_id,
             offsets=positions,
+            starts=positions,
         )
         self._last_planned = offset
         return offset.to_json()
@@ -239,6 +243,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # batch committed) is left out: its new owner may already be reading it.
         ours = member.begin_batch(ends, batch_generation=holdings.generation)
         ends = {tp: e for tp, e in ends.items() if tp in ours}
+        fresh = bool(starts)
+        starts = {**_carried_starts(previous, kept), **starts}
         starts = {tp: s for tp, s in starts.items() if tp in ours}
         end = SourceOffset(
             group=self._opts.group.group_id,
@@ -248,7 +254,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             offsets=ends,
             starts=starts,
         )
-        if previous is not None and not starts and _same_position(end, previous):
+        if previous is not None and not fresh and _same_position(end, previous):
             # Nothing new: hand back the previous offset unchanged, so Spark plans no batch.
             return start if start is not None else previous.to_json()
         self._last_planned = end
@@ -488,6 +494,19 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if HAS_ADMISSION_CONTROL and isinstance(limit, ReadMaxRows):
             return int(limit.max_rows)
         return None
+
+
+def _carried_starts(
+    previous: SourceOffset | None, kept: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """The starts of ``previous`` that the next batch still begins at: a partition that
+    offset started (the initial offset's positions; a new or reset partition of a batch) and
+    that nothing was read of since. The next batch is then known to start there too, so a
+    commit of its end, by the member or the progress listener, is marked as a rewind where that
+    start lies below the group's committed offset (a reset by policy)."""
+    if previous is None:
+        return {}
+    return {tp: s for tp, s in previous.starts.items() if kept.get(tp) == s}
 
 
 def _same_position(a: SourceOffset, b: SourceOffset) -> bool:

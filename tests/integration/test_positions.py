@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 import spark_kafka_group
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka import KafkaCluster
+from spark_kafka_group.listener.progress import group_offsets
 from spark_kafka_group.quickstart.sample_data import create_topic
 from spark_kafka_group.source.positions import LogBounds
 from spark_kafka_group.source.timestamps import offsets_for_timestamps
@@ -207,10 +208,24 @@ def test_recreated_topic_fails_or_continues_at_earliest_by_fail_on_data_loss(
     # failOnDataLoss=false: every record of the recreated topic is read, nothing that exists
     # is skipped (with the old rule, 'latest' would have skipped all three).
     lenient = {**options, "failOnDataLoss": "false", "startingOffsets": "latest"}
-    run = run_available_now(spark, lenient, str(tmp_path / "c2"))
+    run = Collected()
+    query = start_query(spark, lenient, str(tmp_path / "c2"), run)
+    assert query.awaitTermination(180) and query.exception() is None
     assert run.records == [(p, o) for p in (0, 1) for o in range(3)]
-    committed = spark_kafka_group.describe_group(group_store, "g-loss").committed
-    assert committed == {(topic_name, 0): 3, (topic_name, 1): 3}
+    # The batch says where it began: whoever commits it (the member, or the progress listener
+    # before the member's own rewind to 0 reached the log) lowers the offset from 10 to 3.
+    [first] = [p for p in query.recentProgress if p.numInputRows > 0]
+    [end] = group_offsets(first)
+    assert end.starts == {TopicPartition(topic_name, 0): 0, TopicPartition(topic_name, 1): 0}
+    # The final commit lands shortly after the query ends (docs/design.md, "Spark facts").
+    wait_until(
+        lambda: (
+            spark_kafka_group.describe_group(group_store, "g-loss").committed
+            == {(topic_name, 0): 3, (topic_name, 1): 3}
+        ),
+        30,
+        "the group log to hold the batch's end, 3, as the committed offsets",
+    )
 
 
 # -- 3. timestamps: the first record at or after the time -----------------------------------
