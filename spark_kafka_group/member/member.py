@@ -40,7 +40,7 @@ from spark_kafka_group.errors import GroupJoinTimeoutError, GroupStoreError
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.member import error_text
 from spark_kafka_group.member.close import LEAVE_GRACE_S, await_final_commit
-from spark_kafka_group.member.commands import AcceptCommitsOf, RecordCommit
+from spark_kafka_group.member.commands import RecordCommit, ReplaceIncarnation
 from spark_kafka_group.member.in_flight import BatchesInFlight
 from spark_kafka_group.member.join import (
     SubscriptionSpec,
@@ -80,13 +80,13 @@ class GroupMember(Membership):
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, *, replacing: str | None = None, must_complete_join: bool = False) -> Holdings:
+    def start(self, *, replaces: str | None = None, must_complete_join: bool = False) -> Holdings:
         """Join and wait for the first assignment; then heartbeat in the background.
 
-        ``replacing``: the member id of this query's previous incarnation (from its
+        ``replaces``: the member id of this query's previous incarnation (from its
         checkpoint). If it is still in the group (stopped by a crash, or still finishing its
-        close), this member takes its place and its partitions at once, without waiting for
-        its session timeout, and the old id is fenced.
+        close), this member replaces it: it takes its place and its partitions at once,
+        without waiting for its session timeout, and the old id is fenced.
 
         As a Kafka consumer's first poll, it waits for the rebalance its join started to give
         it partitions: with the cooperative protocol that is the second round at the earliest
@@ -100,8 +100,8 @@ class GroupMember(Membership):
         with self._stepping_here() as open_:
             if not open_:
                 return self._book.holdings  # closed before it started
-            if replacing:
-                self.takes_over(replacing)
+            if replaces:
+                self.replace(replaces)
             wait_ms = join_wait_ms(self.settings, must_complete_join=must_complete_join)
             deadline = self._clock.monotonic_ms() + wait_ms
             self._metadata.refresh()  # a clear error now if the cluster cannot be reached
@@ -244,29 +244,32 @@ class GroupMember(Membership):
             self.wake()
         return holdings
 
-    def adopt(
+    def resume_checkpoint(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
     ) -> frozenset[TopicPartition]:
-        """Resume a restarted query's checkpoint (docs/design.md, "Fetch positions", step 1).
+        """Resume a checkpoint planned by ``previous_member``, the incarnation this member
+        replaces (docs/design.md, "Fetch positions", step 1).
 
-        ``positions`` are the ends of the last batch the query's previous incarnation
-        planned. For each partition this member holds again and nobody else committed since
-        that incarnation, the checkpointed position stays valid: it is kept (as if held since
-        ``generation``) and that batch's commit is accepted. Returns those partitions.
+        ``positions`` are the ends of the last batch that incarnation planned. For each
+        partition this member holds again and nobody else committed since that incarnation,
+        the checkpointed position stays valid: it is kept (as if held since ``generation``)
+        and that batch's commit is accepted. Returns those partitions.
         """
         if not previous_member or previous_member == self.member_id:
             return frozenset()  # every trigger but a restart's first: nothing to wait for
         # Against the offsets the last step published; the book orders this with the step's
         # updates of the holdings; the step accepts that incarnation's commits from its next
         # command on (a commit sent after this one).
-        adopted = self._book.adopt(previous_member, generation, positions, self._committed)
-        if adopted:
-            self._commands.put(AcceptCommitsOf(previous_member))
+        resumed = self._book.resume_checkpoint(
+            previous_member, generation, positions, self._committed
+        )
+        if resumed:
+            self._commands.put(ReplaceIncarnation(previous_member))
             log.info(
                 "Member %s resumes the checkpoint of %s for %s",
-                self.member_id, previous_member, error_text.names(adopted),
+                self.member_id, previous_member, error_text.names(resumed),
             )  # fmt: skip
-        return adopted
+        return resumed
 
     def begin_batch(
         self, ends: Mapping[TopicPartition, int], *, batch_generation: int

@@ -31,12 +31,12 @@ from spark_kafka_group.group import (
 from spark_kafka_group.group.metadata import (
     FEATURES,
     IMPLICIT_REJOIN,
-    OffsetAndMetadata,
     TopicPartition,
 )
 from spark_kafka_group.group.timer import Clock
+from spark_kafka_group.group.types import Committed
 from spark_kafka_group.member import error_text
-from spark_kafka_group.member.commands import AcceptCommitsOf, Command, RecordCommit
+from spark_kafka_group.member.commands import Command, RecordCommit, ReplaceIncarnation
 from spark_kafka_group.member.commits import MemberCommits
 from spark_kafka_group.member.decide import (
     METADATA_CHECK_EVERY_HEARTBEATS,
@@ -138,14 +138,14 @@ class Membership:
         self._commits = MemberCommits(self._client, self._book)
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         #: The log's committed offsets as of the last step, published for other threads.
-        self._committed: Mapping[TopicPartition, OffsetAndMetadata] = MappingProxyType({})
+        self._committed: Committed = MappingProxyType({})
         self._timers = Timers()
         #: Called with offsets of this member that became durable in the log, whoever wrote
         #: them (commitToKafka copies them).
         self.on_durable: Callable[[dict[TopicPartition, int]], None] | None = None
         self._fatal: Exception | None = None
-        # The previous incarnation this member replaces at its first join (see start()).
-        self._replacing: str | None = None
+        # The previous incarnation this member's next join replaces (see replace()).
+        self._replaces: str | None = None
         # Set when close() begins: no further protocol step may write (a step after the LEAVE
         # would join the group again under a new id), and a join wait stops.
         self._closing = threading.Event()
@@ -161,12 +161,13 @@ class Membership:
         #: Asks the background step to run now (the simulation replaces it).
         self.wake: Callable[[], None] = self._heartbeat.wake
 
-    def takes_over(self, previous_member_id: str) -> None:
-        """At its next join, replace ``previous_member_id`` (this query's previous incarnation)
-        if it is still in the group, and accept the commits of the batches it planned."""
+    def replace(self, previous_member_id: str) -> None:
+        """Replace ``previous_member_id`` (this query's previous incarnation): at its next join
+        if it is still in the group (as Kafka replaces a static member), and accept the
+        commits of the batches it planned."""
         if previous_member_id != self.member_id:
-            self._replacing = previous_member_id
-            self._commands.put(AcceptCommitsOf(previous_member_id))
+            self._replaces = previous_member_id
+            self._commands.put(ReplaceIncarnation(previous_member_id))
 
     @property
     def client(self) -> GroupLogClient:
@@ -244,7 +245,7 @@ class Membership:
                     release=command.release,
                 )
             else:
-                self._commits.adopt(command.member_id)
+                self._commits.replace(command.member_id)
 
     def _publish(self) -> None:
         """What other threads read of the folded log: a copy, made by its owner."""
@@ -301,7 +302,7 @@ class Membership:
                 closing=self._closing.is_set(),
                 replaced=replaced,
             )
-        else:  # a join replacing an incarnation folds its objects first (and its own last)
+        else:  # a join that replaces an incarnation folds its objects first (its own last)
             objects = {
                 **self._commits.objects_of(replaced),
                 **self._commits.own_object_before_direct_writes(self.member_id),
@@ -312,7 +313,7 @@ class Membership:
                 member_id=self.member_id,
                 subscription=self._subscription,
                 client_id=self._client_id,
-                replacing=self._replacing,
+                replaces=self._replaces,
                 features=self._features,
             ),
             heartbeat_interval_ms=interval,
@@ -392,7 +393,7 @@ class Membership:
         if self._book.holdings.generation >= 0:
             return frozenset()
         group = self._client.coordinator.group
-        previous = {self._replacing} if self._replacing else set()
+        previous = {self._replaces} if self._replaces else set()
         if self.settings.instance_id is not None:
             previous.add(group.static_members.get(self.settings.instance_id) or "")
         return frozenset(m for m in previous if m and m != self.member_id and group.member(m))
@@ -421,7 +422,7 @@ class Membership:
                             self.member_id)  # fmt: skip
             self._book.reset(self.member_id)
             return
-        self._replacing = None  # joined: the previous incarnation is replaced or gone
+        self._replaces = None  # joined: the previous incarnation is replaced or gone
         self._client.maintainer = view.is_leader
         self._book.update(view, coordinator.group)
 

@@ -39,7 +39,7 @@ class Holdings:
 class Member(Protocol):
     """What the streaming reader needs from its member."""
 
-    def start(self, *, replacing: str | None = None, must_complete_join: bool = False) -> Holdings:
+    def start(self, *, replaces: str | None = None, must_complete_join: bool = False) -> Holdings:
         """Join (or not, for fixed partitions) and return the first holdings."""
         ...
 
@@ -52,10 +52,11 @@ class Member(Protocol):
         (before this member joins: what its earlier members knew); None if it never did."""
         ...
 
-    def adopt(
+    def resume_checkpoint(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
     ) -> frozenset[TopicPartition]:
-        """The partitions whose checkpointed positions (of ``previous_member``) stay valid."""
+        """The partitions whose checkpointed positions (of ``previous_member``, the
+        incarnation this member replaces) stay valid."""
         ...
 
     def begin_batch(

@@ -149,7 +149,7 @@ class SimMember:
             random_seed=random_seed,
         )
         if replaces:
-            self.member.takes_over(replaces)
+            self.member.replace(replaces)
         #: Offsets "consumed" so far per partition (what the member would commit).
         self.position: dict[TopicPartition, int] = {}
         self._attempt: Any = None

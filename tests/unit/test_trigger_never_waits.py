@@ -120,7 +120,7 @@ def test_what_a_trigger_calls_returns_while_the_background_step_waits_on_the_sto
     assignment = returns_at_once(a.current_holdings)
     assert assignment.held == {T0, T1}
     # A restarted query's first trigger resumes its previous incarnation's checkpoint.
-    resumed = returns_at_once(lambda: a.adopt("a-before", generation, {T0: 0, T1: 0}))
+    resumed = returns_at_once(lambda: a.resume_checkpoint("a-before", generation, {T0: 0, T1: 0}))
     assert resumed == {T0, T1}
     ours = returns_at_once(lambda: a.begin_batch({T0: 5, T1: 7}, batch_generation=generation))
     assert ours == {T0, T1}
