@@ -1,6 +1,7 @@
-"""What the reader sees of its member: the :class:`Holdings` and the :class:`Member`
-protocol, which both the group member (:class:`~spark_kafka_group.member.GroupMember`) and
-the fixed ``assign`` member (:class:`~spark_kafka_group.member.FixedAssignmentMember`) follow.
+"""What the reader sees of its member: the :class:`Holdings`, the :class:`Published` snapshot
+of its owner loop, and the :class:`Member` protocol, which both the group member
+(:class:`~spark_kafka_group.member.GroupMember`) and the fixed ``assign`` member
+(:class:`~spark_kafka_group.member.FixedAssignmentMember`) follow.
 
 One vocabulary with the group core (:class:`~spark_kafka_group.group.MemberMetadata`): an
 *assignment* is what the assignor decides (the leader's plan,
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Protocol
 
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.types import Committed
 from spark_kafka_group.member.in_flight import BatchesInFlight
 
 
@@ -34,6 +37,19 @@ class Holdings:
     stable: bool = False
     #: Stable, and no member is still revoking: a cooperative rebalance has fully finished.
     settled: bool = False
+
+
+@dataclass(frozen=True)
+class Published:
+    """What a group member's owner loop publishes for other threads after each step, replaced
+    whole (one assignment: a reader sees one step's values together)."""
+
+    #: The member's id (a new one after it expired and rejoined).
+    member_id: str
+    #: The log's committed offsets, an immutable copy.
+    committed: Committed = field(default_factory=lambda: MappingProxyType({}))
+    #: Why the member stopped for good (fenced, a refused option), or None.
+    failure: Exception | None = None
 
 
 class Member(Protocol):
