@@ -238,7 +238,7 @@ class ClassicJoin:
             protocol_type=request.protocol_type,
             protocols=join.protocols,
             subscription=join.subscription,
-            owned=self._owned_at_join(request, rebalance=rebalance, replacing=replaces is not None),
+            owned=self._owned_at_join(request, rebalance=rebalance, replaces=replaces),
             replaces=replaces,
             rebalance=rebalance,
             features=frozenset(request.features),
@@ -260,13 +260,13 @@ class ClassicJoin:
         return scratch.records, self._join_response(scratch.group, request.member_id)
 
     def _owned_at_join(
-        self, request: JoinRequest, *, rebalance: bool, replacing: bool
+        self, request: JoinRequest, *, rebalance: bool, replaces: str | None
     ) -> frozenset[TopicPartition] | None:
         """What the joiner keeps of what it holds (None: everything)."""
         joining_rebalance = rebalance or self._group.state == S.PREPARING_REBALANCE
         if joining_rebalance and self.rebalance_protocol() is RebalanceProtocol.EAGER:
             return frozenset()  # the eager protocol: a member gives up everything on rejoining
-        if replacing or request.owned is None:
+        if replaces is not None or request.owned is None:
             return None
         return frozenset(TopicPartition(t, int(p)) for t, p in request.owned)
 

@@ -108,6 +108,15 @@ class ScheduledDelay:
     opened: Opened = Opened()
 
 
+def held_since_after(
+    before: Mapping[TopicPartition, int], held: Iterable[TopicPartition], generation: int
+) -> dict[TopicPartition, int]:
+    """Since which generation each of ``held`` is held without interruption: as ``before``
+    says, and a partition ``before`` does not name since ``generation``. The one place this is
+    computed: the member's holdings take the group's record (``member/holdings.py``)."""
+    return {tp: before.get(tp, generation) for tp in held}
+
+
 @dataclass
 class MemberMetadata:
     member_id: str
@@ -163,7 +172,7 @@ class MemberMetadata:
         ``generation``. (``held_since`` is replaced, never changed in place: copies share it.)"""
         self.assignment = frozenset(assignment)
         self.revoking = frozenset(revoking)
-        self.held_since = {tp: self.held_since.get(tp, generation) for tp in self.held}
+        self.held_since = held_since_after(self.held_since, self.held, generation)
 
     def to_payload(self) -> dict[str, Any]:
         return {
@@ -210,7 +219,7 @@ class MemberMetadata:
             joined=bool(d["joined"]),
             assignment=tp_set(d["assignment"]),
             revoking=tp_set(d["revoking"]),
-            held_since={tp: since.get(tp, generation) for tp in held},
+            held_since=held_since_after(since, held, generation),
             last_seen_ms=int(d["last_seen_ms"]),
             last_seen_seq=int(d.get("last_seen_seq", 0)),
             features=frozenset(d.get("features", ())),

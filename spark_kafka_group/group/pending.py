@@ -6,17 +6,18 @@ batch's end offsets (:meth:`~PendingCommits.record`), writes them as its commit 
 an offset now (:meth:`~PendingCommits.take_listener`), moves recorded offsets to a direct write
 (:meth:`~PendingCommits.to_direct`), learns which direct writes landed
 (:meth:`~PendingCommits.landed`), forgets what the log holds or a newer commit superseded
-(:meth:`~PendingCommits.settle`) and accepts an earlier incarnation's batches as its own
-(:meth:`~PendingCommits.adopt`). Each transition returns a new value; the member's I/O shell
-(:mod:`spark_kafka_group.member.commits`) keeps the current one, puts the objects and reads
-the listener's. Which offsets are accepted and written is decided by the offsets rules
-(:mod:`.offsets`), as everywhere.
+(:meth:`~PendingCommits.settle`) and replaces an earlier incarnation, whose batches' commits
+are then its own (:meth:`~PendingCommits.replace`). Each transition returns a new value; the
+member's I/O shell (:mod:`spark_kafka_group.member.commits`) keeps the current one, puts the
+objects and reads the listener's. Which offsets are accepted and written is decided by the
+offsets rules (:mod:`.offsets`), as everywhere.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
 from spark_kafka_group.group.offsets import (
@@ -51,8 +52,9 @@ class PendingCommits:
     #: closing member's commits; every commit without commit objects), and releases.
     direct: Recorded = field(default_factory=dict)
     releases: frozenset[TopicPartition] = frozenset()
-    #: Earlier incarnations of this query whose batches it resumes (their commits are its).
-    adopted: frozenset[str] = frozenset()
+    #: Earlier incarnations this member replaced (a restart on its checkpoint, a rejoin
+    #: under a new id): their batches' commits are its own.
+    replaced: frozenset[str] = frozenset()
     #: The sequence number of the progress listener's object last taken in.
     listener_taken: int | None = None
 
@@ -82,13 +84,13 @@ class PendingCommits:
         newest: Mapping[TopicPartition, int],
     ) -> PendingCommits:
         """A completed batch's end offsets, recorded: only for partitions held since the
-        batch's generation, of a batch of this member or of an incarnation it adopted; and the
+        batch's generation, of a batch of this member or of an incarnation it replaced; and the
         releases of revoked partitions it finished, with their recorded offsets as direct
         writes (the new owner starts there). ``newest``: the end of the member's newest batch
         of each partition (a lower offset is a rewind, except below the newest batch's end
         when the log holds exactly that: its listener was first)."""
         accepted: dict[TopicPartition, int] = {}
-        if batch_member == member_id or batch_member in self.adopted:
+        if batch_member == member_id or batch_member in self.replaced:
             accepted = fence(held_since, offsets, batch_generation)
         # A reset by policy (failOnDataLoss=false): below the log, or below its own commit
         # not folded yet, whatever the log holds now.
@@ -110,7 +112,7 @@ class PendingCommits:
                 if tp in back:
                     marks.setdefault(tp, self.seq + 1)
         released = frozenset(release) & revoking
-        return replace(
+        return dataclasses.replace(
             self,
             recorded=recorded,
             direct=direct,
@@ -140,7 +142,7 @@ class PendingCommits:
         gone = {tp for tp, r in self.recorded.items() if stale(tp, r)}
         if not gone:
             return self
-        return replace(
+        return dataclasses.replace(
             self,
             recorded={tp: r for tp, r in self.recorded.items() if tp not in gone},
             written={tp: r for tp, r in self.written.items() if tp not in gone},
@@ -152,7 +154,7 @@ class PendingCommits:
         holds, or a newer commit superseded, is not written); the newest recorded offset wins
         over an older one still waiting."""
         moved = {tp: self.recorded[tp] for tp in set(partitions) & set(self.recorded)}
-        return replace(self, direct={**self.direct, **moved}) if moved else self
+        return dataclasses.replace(self, direct={**self.direct, **moved}) if moved else self
 
     def write(self, member_id: str, folded_seq: int) -> tuple[PendingCommits, CommitObject | None]:
         """The member's next commit object, if it recorded something since its last one (and
@@ -167,7 +169,9 @@ class PendingCommits:
             dict(self.recorded),
             rewinds=frozenset(tp for tp in marks if tp in self.recorded),
         )
-        return replace(self, written=dict(self.recorded), last_object=obj, rewinds=marks), obj
+        return dataclasses.replace(
+            self, written=dict(self.recorded), last_object=obj, rewinds=marks
+        ), obj
 
     def take_listener(
         self,
@@ -180,12 +184,14 @@ class PendingCommits:
         what the log and the recorded commits hold (a late object must not undo a newer
         commit)."""
         taken = listener_offsets_to_take(held_since, obj, committed, self.recorded)
-        return replace(self, recorded={**self.recorded, **taken}, listener_taken=obj.seq)
+        return dataclasses.replace(
+            self, recorded={**self.recorded, **taken}, listener_taken=obj.seq
+        )
 
     def landed(self, direct: Recorded, releases: frozenset[TopicPartition]) -> PendingCommits:
         """A step wrote these direct offsets and releases: they wait no more (unless a newer
         offset was recorded for the partition meanwhile)."""
-        return replace(
+        return dataclasses.replace(
             self,
             direct={tp: r for tp, r in self.direct.items() if direct.get(tp) != r},
             releases=self.releases - releases,
@@ -193,12 +199,12 @@ class PendingCommits:
 
     def lost(self) -> PendingCommits:
         """The member lost its partitions (fenced, expired): nothing waits to be written."""
-        return replace(self, direct={})
+        return dataclasses.replace(self, direct={})
 
-    def adopt(self, member_id: str) -> PendingCommits:
-        """An earlier incarnation of this query (from its checkpoint): its batches' commits
-        are accepted as this member's."""
-        return replace(self, adopted=self.adopted | {member_id})
+    def replace(self, member_id: str) -> PendingCommits:
+        """This member replaces ``member_id``, an earlier incarnation (named by its query's
+        checkpoint): that incarnation's batches' commits are accepted as this member's."""
+        return dataclasses.replace(self, replaced=self.replaced | {member_id})
 
     # ------------------------------------------------------------------ queries
 

@@ -1,8 +1,8 @@
 """What other threads ask of a member's step thread, which owns the member's state.
 
-Spark's planning thread sends these (a completed batch's commit, the resumption of a
-restarted query's checkpoint) and goes on at once; the step takes them, in order, at its
-next step, before it decides what to write.
+Spark's planning thread sends these (a completed batch's commit; the incarnation the member
+replaces, whose checkpoint a restarted query resumes) and goes on at once; the step takes
+them, in order, at its next step, before it decides what to write.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ class RecordCommit:
 
 
 @dataclass(frozen=True)
-class AcceptCommitsOf:
-    """The commits of batches that ``member_id`` (an earlier incarnation of this query)
-    planned count as this member's."""
+class ReplaceIncarnation:
+    """This member replaces ``member_id`` (an earlier incarnation of its query): the commits
+    of batches that incarnation planned count as this member's."""
 
     member_id: str
 
 
-Command = RecordCommit | AcceptCommitsOf
+Command = RecordCommit | ReplaceIncarnation

@@ -100,9 +100,10 @@ class MemberCommits:
         # come with that offset in the log (the new owner starts there).
         self._write_recorded(set(release) & holdings.revoking)
 
-    def adopt(self, member_id: str) -> None:
-        """An earlier incarnation of this query: its batches' commits are this member's."""
-        self.pending_commits = self.pending_commits.adopt(member_id)
+    def replace(self, member_id: str) -> None:
+        """This member replaces ``member_id``, an earlier incarnation of its query: that
+        incarnation's batches' commits are this member's."""
+        self.pending_commits = self.pending_commits.replace(member_id)
 
     def lost(self) -> None:
         """The member lost its partitions (fenced, expired): nothing waits to be written."""
@@ -291,11 +292,11 @@ class MemberCommits:
     def report_durable(
         self, member_id: str, on_durable: Callable[[dict[TopicPartition, int]], None] | None
     ) -> None:
-        """Tell ``on_durable`` which offsets of ``member_id`` (and the incarnations it adopted)
+        """Tell ``on_durable`` which offsets of ``member_id`` (and the incarnations it replaced)
         the log newly holds."""
         if on_durable is None:
             return
-        mine = {member_id} | self.pending_commits.adopted
+        mine = {member_id} | self.pending_commits.replaced
         fresh = {
             tp: o.offset
             for tp, o in self._group.offsets.items()

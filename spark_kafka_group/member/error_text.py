@@ -3,12 +3,23 @@ errors, each naming the setting or the other query involved and the fix."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
-from spark_kafka_group.group import GroupConfig, GroupMetadata, GroupState, TopicPartition
+from spark_kafka_group.errors import OptionError
+from spark_kafka_group.group import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupError,
+    GroupMetadata,
+    GroupState,
+    TopicPartition,
+)
 from spark_kafka_group.group.clocks import Sightings
 from spark_kafka_group.group.metadata import partition_name
 from spark_kafka_group.options import GroupSettings
+
+log = logging.getLogger(__name__)
 
 
 def names(partitions: Iterable[TopicPartition]) -> str:
@@ -29,6 +40,24 @@ def fenced(member_id: str, group_id: str, instance_id: str | None) -> tuple[str,
         f"joined with the same groupInstanceId {instance_id!r}. Give every "
         "concurrently running query its own groupInstanceId."
     )
+
+
+def join_failure(
+    error: GroupError, settings: GroupSettings, coordinator: GroupCoordinator
+) -> OptionError | None:
+    """The error that stops a member whose join the group refused for good (its session
+    timeout, or no protocol in common with the group), or None (a refusal worth retrying is
+    logged)."""
+    group_id = settings.group_id
+    if error is GroupError.INVALID_SESSION_TIMEOUT:
+        timeout_ms = settings.session_timeout_ms
+        return OptionError(invalid_session_timeout(group_id, timeout_ms, coordinator.config))
+    if error is GroupError.INCONSISTENT_GROUP_PROTOCOL:
+        group, protocols = coordinator.group, settings.protocol_names
+        return OptionError(inconsistent_protocol(group_id, group, protocols))
+    if error not in (GroupError.NONE, GroupError.REBALANCE_IN_PROGRESS):
+        log.warning("group %s: join answered %s; retrying", group_id, error)
+    return None
 
 
 def invalid_session_timeout(group_id: str, session_timeout_ms: int, config: GroupConfig) -> str:

@@ -34,7 +34,7 @@ class FixedAssignmentMember:
             settings.store, settings.group_id, storage_options=settings.storage_options
         )
         held = frozenset(partitions)
-        self._assignment = Holdings(
+        self._holdings = Holdings(
             generation=0,
             member_id=self.member_id,
             held=held,
@@ -44,16 +44,16 @@ class FixedAssignmentMember:
         self._in_flight = BatchesInFlight()
         self.on_durable: Callable[[dict[TopicPartition, int]], None] | None = None
 
-    def start(self, *, replacing: str | None = None, must_complete_join: bool = False) -> Holdings:
+    def start(self, *, replaces: str | None = None, must_complete_join: bool = False) -> Holdings:
         """Nothing to join: the partitions are fixed (the arguments are the group member's)."""
         self._client.fold()
-        return self._assignment
+        return self._holdings
 
     def poll(self) -> Holdings:
-        return self._assignment
+        return self._holdings
 
     def current_holdings(self) -> Holdings:
-        return self._assignment
+        return self._holdings
 
     def group_metadata(self) -> Mapping[str, int] | None:
         """An ``assign`` query has no subscription to discover partitions in."""
@@ -61,19 +61,19 @@ class FixedAssignmentMember:
 
     @property
     def holdings(self) -> Holdings:
-        return self._assignment
+        return self._holdings
 
-    def adopt(
+    def resume_checkpoint(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
     ) -> frozenset[TopicPartition]:
         """Fixed partitions are always ours: the checkpointed positions stay."""
-        return frozenset(tp for tp in positions if tp in self._assignment.held)
+        return frozenset(tp for tp in positions if tp in self._holdings.held)
 
     def begin_batch(
         self, ends: Mapping[TopicPartition, int], *, batch_generation: int
     ) -> frozenset[TopicPartition]:
         """Fixed partitions are always ours (nothing is ever revoked)."""
-        ours = frozenset(tp for tp in ends if tp in self._assignment.held)
+        ours = frozenset(tp for tp in ends if tp in self._holdings.held)
         batch = PlannedBatch({tp: ends[tp] for tp in ours}, batch_generation, self.member_id)
         self._in_flight = self._in_flight.begin(batch)
         return ours
@@ -96,7 +96,7 @@ class FixedAssignmentMember:
         batch_member: str,
         release: Iterable[TopicPartition] = (),
     ) -> Holdings:
-        mine = {tp: o for tp, o in offsets.items() if tp in self._assignment.held}
+        mine = {tp: o for tp, o in offsets.items() if tp in self._holdings.held}
 
         written: dict[TopicPartition, int] = {}
 
@@ -128,7 +128,7 @@ class FixedAssignmentMember:
                 f"Group {group!r} rejected the commit of this 'assign' query ({error.name}). "
                 "Retry the query, or give it another groupId."
             )
-        return self._assignment
+        return self._holdings
 
     def leave(self) -> None:
         """Nothing to leave: an ``assign`` query is not a group member."""

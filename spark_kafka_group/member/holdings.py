@@ -1,6 +1,11 @@
 """The member's holdings bookkeeping (as the consumer side of kafka-python's coordinator):
 what it holds after each step, since which generation, the batches it handed to Spark, and
-what the user's rebalance listener hears (assigned, revoked, lost)."""
+what the user's rebalance listener hears (assigned, revoked, lost).
+
+Since which generation each partition is held is the group's record
+(``MemberMetadata.held_since``, kept by the fold); the book only lowers it for the partitions
+whose checkpointed positions a restarted query resumes (:meth:`HoldingsBook.resume_checkpoint`),
+for as long as the group's record of them stays what it was then."""
 
 from __future__ import annotations
 
@@ -11,8 +16,8 @@ from dataclasses import replace
 
 from spark_kafka_group.group import GroupMetadata, GroupState, TopicPartition
 from spark_kafka_group.group.messages import MemberView
-from spark_kafka_group.group.metadata import OffsetAndMetadata
 from spark_kafka_group.group.offsets import fence
+from spark_kafka_group.group.types import Committed
 from spark_kafka_group.member.error_text import names
 from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
 from spark_kafka_group.member.listener import RebalanceListenerRunner
@@ -27,7 +32,7 @@ class HoldingsBook:
 
     The step publishes the holdings here after each step; a trigger claims a batch's
     partitions here (:meth:`begin_batch`) and a restarted query resumes its checkpoint
-    (:meth:`adopt`), both answered at once. A claim and the step's reservation of the
+    (:meth:`resume_checkpoint`), both answered at once. A claim and the step's reservation of the
     partitions it is releasing must not interleave, and the trigger needs the answer now, so
     a queue cannot serve: this is the member's one lock, held only for a few assignments,
     never across a read or write of the store or a call of the user's listener."""
@@ -43,12 +48,27 @@ class HoldingsBook:
         #: Partitions the member's step decided to release and is appending the release of:
         #: no batch may claim them meanwhile (the decision saw none of theirs in flight).
         self.releasing: frozenset[TopicPartition] = frozenset()
+        #: The group's record of since when each held partition is held, as of the last step.
+        self._group_since: Mapping[TopicPartition, int] = {}
+        #: Partitions whose checkpointed position was resumed: the group's record of them
+        #: then, and the checkpoint's generation (they count as held since then while the
+        #: group's record stays the same).
+        self._resumed: dict[TopicPartition, tuple[int, int]] = {}
 
     def reset(self, member_id: str) -> None:
         """Not a member of any generation (yet, or any more)."""
         with self._lock:
             self.holdings = Holdings(generation=-1, member_id=member_id)
             self.releasing = frozenset()
+            self._group_since, self._resumed = {}, {}
+
+    def _held_since(self) -> dict[TopicPartition, int]:
+        """The group's record of since when each partition is held, lowered where a
+        checkpoint was resumed (under the lock)."""
+        since = dict(self._group_since)
+        for tp, (_, generation) in self._resumed.items():
+            since[tp] = min(since.get(tp, generation), generation)
+        return since
 
     def lose(self, partitions: Iterable[TopicPartition], why: str) -> bool:
         """The member lost ``partitions`` (fenced, expired): the listener hears "lost" and its
@@ -74,12 +94,12 @@ class HoldingsBook:
             held = frozenset(view.assignment) | frozenset(view.revoking)
             self.in_flight = self.in_flight.retain(held)
             generation = view.member_generation
-            # The group's record of since when each partition is held: a replaced
-            # incarnation's partitions keep their generation, so its batches stay valid.
+            # The group's record (a replaced incarnation's partitions keep their generation
+            # there, so its batches stay valid); a resumption lasts while the record stays.
             member = group.member(member_id)
-            group_since = member.held_since if member is not None else {}
-            since = {
-                tp: previous.held_since.get(tp, group_since.get(tp, generation)) for tp in held
+            self._group_since = member.held_since if member is not None else {}
+            self._resumed = {
+                tp: r for tp, r in self._resumed.items() if self._group_since.get(tp) == r[0]
             }
             stable = view.state == GroupState.STABLE and generation == view.group_generation
             self.holdings = Holdings(
@@ -88,7 +108,7 @@ class HoldingsBook:
                 held=held,
                 # An eager rejoin gives everything up: revoked, as far as the reader goes.
                 revoking=held if view.gives_up_at_join else frozenset(view.revoking),
-                held_since=since,
+                held_since=self._held_since(),
                 stable=stable,
                 settled=stable and not any(m.revoking for m in group.members.values()),
             )
@@ -125,6 +145,7 @@ class HoldingsBook:
             self.in_flight = BatchesInFlight()
             self.holdings = Holdings(generation=-1, member_id=self.holdings.member_id)
             self.releasing = frozenset()
+            self._group_since, self._resumed = {}, {}
         if given_up:
             self._listener.revoked(given_up)
 
@@ -161,18 +182,18 @@ class HoldingsBook:
             self.in_flight = self.in_flight.begin(batch)
             return ours
 
-    def adopt(
+    def resume_checkpoint(
         self,
         previous_member: str,
         generation: int,
         positions: Mapping[TopicPartition, int],
-        committed: Mapping[TopicPartition, OffsetAndMetadata],
+        committed: Committed,
     ) -> frozenset[TopicPartition]:
         """The partitions whose checkpointed ``positions`` (of ``previous_member``, planned in
-        ``generation``) stay valid: held again, and nobody else committed since. They count
-        as held since ``generation``."""
+        ``generation``, the incarnation this member replaces) stay valid: held again, and
+        nobody else committed since. They count as held since ``generation``."""
         with self._lock:
-            adopted = frozenset(
+            resumed = frozenset(
                 tp
                 for tp, position in positions.items()
                 if tp in self.holdings.held
@@ -184,9 +205,9 @@ class HoldingsBook:
                     )
                 )
             )
-            if adopted:
-                since = dict(self.holdings.held_since)
-                for tp in adopted:
-                    since[tp] = min(since.get(tp, generation), generation)
-                self.holdings = replace(self.holdings, held_since=since)
-            return adopted
+            for tp in resumed:
+                earlier = self._resumed.get(tp, (0, generation))[1]
+                self._resumed[tp] = (self._group_since.get(tp, -1), min(earlier, generation))
+            if resumed:
+                self.holdings = replace(self.holdings, held_since=self._held_since())
+            return resumed

@@ -50,7 +50,7 @@ def join_request(
     member_id: str,
     subscription: SubscriptionSpec,
     client_id: str,
-    replacing: str | None,
+    replaces: str | None,
     features: tuple[str, ...],
 ) -> JoinRequest:
     """A member's join request (what it owns is filled in when it joins)."""
@@ -64,7 +64,7 @@ def join_request(
         rebalance_timeout_ms=settings.rebalance_timeout_ms,
         client_id=client_id,
         client_host=socket.gethostname(),
-        replaces=replacing,
+        replaces=replaces,
         features=features,
     )
 

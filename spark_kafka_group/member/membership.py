@@ -1,14 +1,17 @@
-"""A member's place in its group: its identity, the protocol step over the group log (fold,
-decide, append; join, sync, heartbeat, expire, commit-object fold), what the step tells it
-(assigned, revoked, fenced, expired) and its LEAVE.
+"""The owner loop of a group member: its identity, the protocol step over the group log
+(fold, decide, append; join, sync, heartbeat, expire, commit-object fold), what the step tells
+it (assigned, revoked, fenced, expired), its start (the join wait) and its close (the grace
+period, the LEAVE).
 
 As kafka-python's ``coordinator/base.py`` keeps generic membership apart from the consumer's
-``coordinator/consumer.py``, this is the membership half of
-:class:`~spark_kafka_group.member.member.GroupMember`; the query's side (start, close, batches,
-commits) is in :mod:`.member`. Each further job has its own module: the join (:mod:`.join`),
-the lease (:mod:`.lease_keeper`), the commits (:mod:`.commits`), the holdings and the
-rebalance listener (:mod:`.holdings`), the error text (:mod:`.error_text`), and what a step
-writes (:mod:`.decide`, pure).
+``coordinator/consumer.py``, this is the membership half of a member; the handle the query's
+reader holds is :class:`~spark_kafka_group.member.member.GroupMember`, which shares only the
+holdings book (:mod:`.holdings`) and the snapshot this loop publishes after each step
+(:class:`~spark_kafka_group.member.view.Published`), and sends the loop commands
+(:mod:`.commands`). Each further job has its own module: the join (:mod:`.join`), the close
+(:mod:`.close`), the lease (:mod:`.lease_keeper`), the commits (:mod:`.commits`), the error
+text (:mod:`.error_text`), and what a step writes (:mod:`.decide`, pure). Every wait counts
+on the injected clock.
 """
 
 from __future__ import annotations
@@ -16,27 +19,32 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from types import MappingProxyType
 
-from spark_kafka_group.errors import MemberFencedError, OptionError
+from spark_kafka_group.errors import (
+    GroupJoinTimeoutError,
+    GroupStoreError,
+    MemberFencedError,
+)
 from spark_kafka_group.group import (
     GroupConfig,
     GroupCoordinator,
-    GroupError,
     GroupRecord,
     RecordKind,
 )
 from spark_kafka_group.group.metadata import (
     FEATURES,
     IMPLICIT_REJOIN,
-    OffsetAndMetadata,
     TopicPartition,
 )
 from spark_kafka_group.group.timer import Clock
+from spark_kafka_group.group.types import Committed
 from spark_kafka_group.member import error_text
-from spark_kafka_group.member.commands import AcceptCommitsOf, Command, RecordCommit
+from spark_kafka_group.member.close import LEAVE_GRACE_S, await_final_commit
+from spark_kafka_group.member.commands import Command, RecordCommit, ReplaceIncarnation
 from spark_kafka_group.member.commits import MemberCommits
 from spark_kafka_group.member.decide import (
     METADATA_CHECK_EVERY_HEARTBEATS,
@@ -51,15 +59,18 @@ from spark_kafka_group.member.holdings import HoldingsBook
 from spark_kafka_group.member.join import (
     REBALANCE_POLL_MS,
     SubscriptionSpec,
+    has_assignment,
     join_request,
+    join_wait_ms,
     new_member_id,
     rebalance_poll_ms,
+    wait_for_assignment,
 )
 from spark_kafka_group.member.lease_keeper import LeaseKeeper
 from spark_kafka_group.member.listener import RebalanceListenerRunner
 from spark_kafka_group.member.log_client import Attempt, GroupLogClient
 from spark_kafka_group.member.topic_metadata import TopicMetadataCache
-from spark_kafka_group.member.view import Holdings
+from spark_kafka_group.member.view import Holdings, Published
 from spark_kafka_group.options import GroupSettings
 from spark_kafka_group.store.commit_objects import CommitObjectStore
 from spark_kafka_group.store.log_store import LeaseStore, LogStore
@@ -76,8 +87,9 @@ class Membership:
     One thread at a time owns the member's state (the folded log, the commits, the timers)
     and steps it: the thread that starts it, until its first assignment; then the heartbeat
     thread; then the thread that closes it, once the heartbeat thread has stopped. Other
-    threads send commands (:mod:`.commands`), read what the step publishes (the holdings,
-    the committed offsets, a failure) and claim batches through the holdings book."""
+    threads send commands (:meth:`send`), read what the step publishes (:attr:`published`:
+    the member id, the committed offsets, a failure; the holdings in the book) and claim
+    batches through the holdings book (:attr:`book`)."""
 
     def __init__(
         self,
@@ -114,12 +126,7 @@ class Membership:
             settings.store,
             settings.group_id,
             storage_options=settings.storage_options,
-            config=config
-            or GroupConfig(
-                scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
-                assignors=settings.assignors,
-                initial_rebalance_delay_ms=settings.initial_rebalance_delay_ms,
-            ),
+            config=config or settings.group_config,
             clock=clock,
             log=log,
             leases=leases,
@@ -137,15 +144,16 @@ class Membership:
         self._book = HoldingsBook(self.member_id, listener, settings.group_id)
         self._commits = MemberCommits(self._client, self._book)
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
-        #: The log's committed offsets as of the last step, published for other threads.
-        self._committed: Mapping[TopicPartition, OffsetAndMetadata] = MappingProxyType({})
+        #: What other threads read of the member as of the last step: replaced whole (one
+        #: assignment), never changed in place.
+        self.published = Published(self.member_id)
         self._timers = Timers()
         #: Called with offsets of this member that became durable in the log, whoever wrote
         #: them (commitToKafka copies them).
         self.on_durable: Callable[[dict[TopicPartition, int]], None] | None = None
         self._fatal: Exception | None = None
-        # The previous incarnation this member replaces at its first join (see start()).
-        self._replacing: str | None = None
+        # The previous incarnation this member's next join replaces (see replace()).
+        self._replaces: str | None = None
         # Set when close() begins: no further protocol step may write (a step after the LEAVE
         # would join the group again under a new id), and a join wait stops.
         self._closing = threading.Event()
@@ -161,27 +169,179 @@ class Membership:
         #: Asks the background step to run now (the simulation replaces it).
         self.wake: Callable[[], None] = self._heartbeat.wake
 
-    def takes_over(self, previous_member_id: str) -> None:
-        """At its next join, replace ``previous_member_id`` (this query's previous incarnation)
-        if it is still in the group, and accept the commits of the batches it planned."""
+    def replace(self, previous_member_id: str) -> None:
+        """Replace ``previous_member_id`` (this query's previous incarnation): at its next join
+        if it is still in the group (as Kafka replaces a static member), and accept the
+        commits of the batches it planned."""
         if previous_member_id != self.member_id:
-            self._replacing = previous_member_id
-            self._commands.put(AcceptCommitsOf(previous_member_id))
+            self._replaces = previous_member_id
+            self._commands.put(ReplaceIncarnation(previous_member_id))
+
+    # -- lifecycle: the owner changes hands -------------------------------------------------
+
+    def start(self, *, replaces: str | None = None, must_complete_join: bool = False) -> Holdings:
+        """Join and wait for the first assignment; then heartbeat in the background.
+
+        ``replaces``: the member id of this query's previous incarnation (from its
+        checkpoint). If it is still in the group (stopped by a crash, or still finishing its
+        close), this member replaces it: it takes its place and its partitions at once,
+        without waiting for its session timeout, and the old id is fenced.
+
+        As a Kafka consumer's first poll, it waits for the rebalance its join started to give
+        it partitions: with the cooperative protocol that is the second round at the earliest
+        (the first only revokes them from the others). Otherwise the query's first batch is
+        empty and its first records come a trigger later. The wait is short (two heartbeats
+        and 2 s) unless ``must_complete_join`` (Trigger.AvailableNow, which reads only what it
+        is assigned now): then it waits for a stable generation that includes it, bounded by
+        ``rebalanceTimeoutMs`` + ``sessionTimeoutMs`` (a member that stopped heartbeating must
+        expire first), and raises :class:`GroupJoinTimeoutError` past that bound.
+        """
+        with self._stepping_here() as open_:
+            if not open_:
+                return self._book.holdings  # closed before it started
+            if replaces:
+                self.replace(replaces)
+            wait_ms = join_wait_ms(self.settings, must_complete_join=must_complete_join)
+            deadline = self._clock.monotonic_ms() + wait_ms
+            self._metadata.refresh()  # a clear error now if the cluster cannot be reached
+            self._metadata.start()
+            holdings, closed = wait_for_assignment(
+                self._poll(),
+                self._poll,
+                clock=self._clock,
+                deadline_ms=deadline,
+                poll_s=self._rebalance_poll_s,
+                closing=self._closing,
+            )
+            if closed:
+                return holdings  # the query stopped while it waited
+            if must_complete_join and not has_assignment(holdings):
+                self._metadata.stop()
+                seen = self._client.sightings()
+                group = self._client.coordinator.group
+                raise GroupJoinTimeoutError(
+                    error_text.join_timeout(self.settings, self.member_id, group, seen, wait_ms)
+                )
+            self._heartbeat.start()  # the heartbeat thread owns the member from here
+            return holdings
+
+    @contextmanager
+    def _stepping_here(self) -> Iterator[bool]:
+        """The calling thread steps the member until the heartbeat thread takes over (the
+        join in :meth:`start`, and what precedes it): a close() on another thread waits for
+        it to end. Yields False if the member is closing already."""
+        self._not_starting.clear()
+        try:
+            yield not self._closing.is_set()
+        finally:
+            self._not_starting.set()
+
+    def group_metadata(self) -> Mapping[str, int] | None:
+        """The partition count of each subscribed topic in the group's last assignment or
+        metadata change, as folded from the log now (call before :meth:`start` to see what
+        the group knew before this member)."""
+        with self._stepping_here():
+            known = self._client.fold().group.latest_metadata
+            return None if known is None else dict(known)
+
+    def refresh_metadata(self) -> None:
+        """Fetch topic metadata now (the background refresher does it every few heartbeats)."""
+        self._metadata.refresh()
+
+    def close(self, *, grace_s: float = LEAVE_GRACE_S) -> None:
+        """Stop heartbeating; a dynamic member also leaves (Kafka's consumer.close()).
+
+        Idempotent. Before the LEAVE it waits up to ``grace_s`` (on the member's clock) for the
+        commit of a batch it handed to Spark (see :data:`LEAVE_GRACE_S`); a static member
+        commits what it has and stays, as in Kafka: its partitions wait for it until its
+        session timeout.
+        """
+        self._closing.set()  # first, so that a join wait or a background step stops now
+        try:
+            self._close_token.get_nowait()
+        except queue.Empty:  # another thread is closing it: return once it has finished
+            self._closed.wait()
+            return
+        try:
+            # Take the member over: a join under way on the planning thread sees the closing
+            # and returns; the heartbeat thread finishes its step and ends.
+            self._not_starting.wait()
+            self._heartbeat.stop()
+            self._metadata.stop()
+            if self._fatal is not None:
+                return  # fenced or expired: the group gave its partitions to someone else
+            self._close_owned(grace_s)
+        finally:
+            self._closed.set()
+
+    def _close_owned(self, grace_s: float) -> None:
+        try:
+            if self.settings.instance_id is not None:
+                self.write_final_commits()
+                return
+            if await_final_commit(
+                self._uncommitted,
+                clock=self._clock,
+                grace_s=grace_s,
+                group_id=self.settings.group_id,
+            ):
+                self.leave()
+            else:
+                # Gone already: the progress listener committed the last batch and wrote the
+                # LEAVE first. What the log accepted from this member is still copied.
+                self._report_durable()
+        except Exception as exc:  # close() must not fail the query
+            log.warning("group %s: leaving on close failed: %s", self.settings.group_id, exc)
+
+    def _uncommitted(self) -> frozenset[TopicPartition] | None:
+        """The partitions of batches handed to Spark whose commit is not in the log yet; None
+        when the member is no longer in the group (left, expired or replaced)."""
+        if self._client.fold().group.member(self.member_id) is None:
+            return None
+        self._take_commands()  # a commit Spark sent meanwhile
+        # A recorded commit counts, and the progress listener's object: the LEAVE writes them
+        # first, in the log itself.
+        return frozenset(self._commits.uncommitted())
+
+    def poll(self) -> Holdings:
+        """One protocol step (fold, tick, join/sync/heartbeat as needed) on the calling
+        thread; the holdings. Only where nothing else steps the member: the join in
+        :meth:`start`, and tests and simulations that step it themselves (a trigger calls
+        :meth:`current_holdings`)."""
+        if self._heartbeat.running:
+            raise RuntimeError(
+                f"poll() of member {self.member_id}: its heartbeat thread steps it since "
+                "start(); call current_holdings() for what that thread last published"
+            )
+        return self._poll()
+
+    def _poll(self) -> Holdings:
+        self._raise_if_fatal()
+        if self._closing.is_set():
+            return self._book.holdings
+        try:
+            self._step(commit_objects=False)
+        except GroupStoreError as exc:
+            # Keep consuming what we own; the heartbeat thread retries with backoff.
+            log.warning("group %s: group log unavailable: %s", self.settings.group_id, exc)
+        self._raise_if_fatal()
+        return self._book.holdings
+
+    # -- what other threads share -----------------------------------------------------------
+
+    def send(self, command: Command) -> None:
+        """A command for the step (from any thread): taken, in order, at its next step."""
+        self._commands.put(command)
+
+    @property
+    def book(self) -> HoldingsBook:
+        """The holdings book: the one hand-off, besides :attr:`published`, with other threads."""
+        return self._book
 
     @property
     def client(self) -> GroupLogClient:
         """The member's view of the group log (read-only use: inspection, simulation)."""
         return self._client
-
-    @property
-    def holdings(self) -> Holdings:
-        """The holdings after the last step (without stepping, unlike :meth:`poll`)."""
-        return self._book.holdings
-
-    @property
-    def failure(self) -> Exception | None:
-        """Why the member stopped for good (fenced, a refused option), or None."""
-        return self._fatal
 
     def leave(self, reason: str = "the query left the group") -> None:
         """Write LEAVE now, so the group rebalances at once instead of after the timeout
@@ -244,11 +404,12 @@ class Membership:
                     release=command.release,
                 )
             else:
-                self._commits.adopt(command.member_id)
+                self._commits.replace(command.member_id)
 
     def _publish(self) -> None:
-        """What other threads read of the folded log: a copy, made by its owner."""
-        self._committed = MappingProxyType(dict(self._client.coordinator.group.offsets))
+        """What other threads read of the member: a copy, made by its owner, swapped whole."""
+        committed: Committed = MappingProxyType(dict(self._client.coordinator.group.offsets))
+        self.published = Published(self.member_id, committed, self._fatal)
 
     def next_step_delay_s(self) -> float:
         """How long until the member's next step (the heartbeat thread's timer)."""
@@ -301,7 +462,7 @@ class Membership:
                 closing=self._closing.is_set(),
                 replaced=replaced,
             )
-        else:  # a join replacing an incarnation folds its objects first (and its own last)
+        else:  # a join that replaces an incarnation folds its objects first (its own last)
             objects = {
                 **self._commits.objects_of(replaced),
                 **self._commits.own_object_before_direct_writes(self.member_id),
@@ -312,7 +473,7 @@ class Membership:
                 member_id=self.member_id,
                 subscription=self._subscription,
                 client_id=self._client_id,
-                replacing=self._replacing,
+                replaces=self._replaces,
                 features=self._features,
             ),
             heartbeat_interval_ms=interval,
@@ -372,7 +533,9 @@ class Membership:
         decision, pending = attempt.result
         self._timers = decision.timers
         self._commits.appended(decision, pending, self.member_id)
-        self._check_join_error(decision.join_error)
+        coordinator = self._client.coordinator
+        failure = error_text.join_failure(decision.join_error, self.settings, coordinator)
+        self._fatal = failure or self._fatal
         expired = [
             r.member_id for r in decision.records if r.kind == RecordKind.EXPIRE and r.member_id
         ]
@@ -392,7 +555,7 @@ class Membership:
         if self._book.holdings.generation >= 0:
             return frozenset()
         group = self._client.coordinator.group
-        previous = {self._replacing} if self._replacing else set()
+        previous = {self._replaces} if self._replaces else set()
         if self.settings.instance_id is not None:
             previous.add(group.static_members.get(self.settings.instance_id) or "")
         return frozenset(m for m in previous if m and m != self.member_id and group.member(m))
@@ -421,28 +584,13 @@ class Membership:
                             self.member_id)  # fmt: skip
             self._book.reset(self.member_id)
             return
-        self._replacing = None  # joined: the previous incarnation is replaced or gone
+        self._replaces = None  # joined: the previous incarnation is replaced or gone
         self._client.maintainer = view.is_leader
         self._book.update(view, coordinator.group)
 
     def _lose(self, partitions: Iterable[TopicPartition], why: str) -> None:
         if self._book.lose(partitions, why):
             self._commits.lost()
-
-    def _check_join_error(self, error: GroupError) -> None:
-        group_id = self.settings.group_id
-        if error is GroupError.INVALID_SESSION_TIMEOUT:
-            config = self._client.coordinator.config
-            timeout_ms = self.settings.session_timeout_ms
-            self._fatal = OptionError(
-                error_text.invalid_session_timeout(group_id, timeout_ms, config)
-            )
-        elif error is GroupError.INCONSISTENT_GROUP_PROTOCOL:
-            group = self._client.coordinator.group
-            protocols = self.settings.protocol_names
-            self._fatal = OptionError(error_text.inconsistent_protocol(group_id, group, protocols))
-        elif error not in (GroupError.NONE, GroupError.REBALANCE_IN_PROGRESS):
-            log.warning("group %s: join answered %s; retrying", group_id, error)
 
     def _raise_if_fatal(self) -> None:
         if self._fatal is not None:

@@ -1,6 +1,7 @@
-"""What the reader sees of its member: the :class:`Holdings` and the :class:`Member`
-protocol, which both the group member (:class:`~spark_kafka_group.member.GroupMember`) and
-the fixed ``assign`` member (:class:`~spark_kafka_group.member.FixedAssignmentMember`) follow.
+"""What the reader sees of its member: the :class:`Holdings`, the :class:`Published` snapshot
+of its owner loop, and the :class:`Member` protocol, which both the group member
+(:class:`~spark_kafka_group.member.GroupMember`) and the fixed ``assign`` member
+(:class:`~spark_kafka_group.member.FixedAssignmentMember`) follow.
 
 One vocabulary with the group core (:class:`~spark_kafka_group.group.MemberMetadata`): an
 *assignment* is what the assignor decides (the leader's plan,
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Protocol
 
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.types import Committed
 from spark_kafka_group.member.in_flight import BatchesInFlight
 
 
@@ -36,10 +39,23 @@ class Holdings:
     settled: bool = False
 
 
+@dataclass(frozen=True)
+class Published:
+    """What a group member's owner loop publishes for other threads after each step, replaced
+    whole (one assignment: a reader sees one step's values together)."""
+
+    #: The member's id (a new one after it expired and rejoined).
+    member_id: str
+    #: The log's committed offsets, an immutable copy.
+    committed: Committed = field(default_factory=lambda: MappingProxyType({}))
+    #: Why the member stopped for good (fenced, a refused option), or None.
+    failure: Exception | None = None
+
+
 class Member(Protocol):
     """What the streaming reader needs from its member."""
 
-    def start(self, *, replacing: str | None = None, must_complete_join: bool = False) -> Holdings:
+    def start(self, *, replaces: str | None = None, must_complete_join: bool = False) -> Holdings:
         """Join (or not, for fixed partitions) and return the first holdings."""
         ...
 
@@ -52,10 +68,11 @@ class Member(Protocol):
         (before this member joins: what its earlier members knew); None if it never did."""
         ...
 
-    def adopt(
+    def resume_checkpoint(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
     ) -> frozenset[TopicPartition]:
-        """The partitions whose checkpointed positions (of ``previous_member``) stay valid."""
+        """The partitions whose checkpointed positions (of ``previous_member``, the
+        incarnation this member replaces) stay valid."""
         ...
 
     def begin_batch(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_kafka_group.group.assignors import Assignor, builtin_assignors
+from spark_kafka_group.group.config import GroupConfig
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.options.offsets import OffsetLimit
 from spark_kafka_group.options.specs import SPECS_BY_NAME
@@ -63,6 +64,15 @@ class GroupSettings:
     def assignors(self) -> dict[str, Assignor]:
         """Every assignor this member can run as the leader: the built-ins and its own."""
         return {**builtin_assignors(), **{a.name: a for a in self.assignment_strategy}}
+
+    @property
+    def group_config(self) -> GroupConfig:
+        """The group coordinator's configuration as this member runs it (as the leader)."""
+        return GroupConfig(
+            scheduled_rebalance_max_delay_ms=self.scheduled_rebalance_max_delay_ms,
+            assignors=self.assignors,
+            initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,
+        )
 
 
 @dataclass(frozen=True)

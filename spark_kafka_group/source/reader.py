@@ -143,9 +143,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             # first. pyspark < 4.2 does not tell the source it runs AvailableNow (it runs one
             # batch from the first latestOffset), so there every query completes its join.
             must_complete_join = self._targets is not None or not HAS_ADMISSION_CONTROL
-            holdings = member.start(
-                replacing=previous_member, must_complete_join=must_complete_join
-            )
+            holdings = member.start(replaces=previous_member, must_complete_join=must_complete_join)
             if must_complete_join and holdings.settled and not holdings.held:
                 log.info(
                     "group %s: member %s holds no partition: the group's other live members "
@@ -190,7 +188,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         holdings = member.current_holdings()
         if done is not None:
             # A restarted query: keep its checkpointed positions where still valid.
-            member.adopt(done.member, done.generation, done.offsets)
+            member.resume_checkpoint(done.member, done.generation, done.offsets)
             # pyspark >= 4.2: ``start`` is the end of the last completed batch and no other
             # batch is in flight, so every partition being revoked can be released now.
             holdings = self._commit_completed(
@@ -372,7 +370,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # A restarted query replays its last planned batch before any latestOffset call:
         # join first, so partitions that moved to another member meanwhile are skipped.
         member = self._ensure_started(previous_member=batch.member)
-        member.adopt(
+        member.resume_checkpoint(
             batch.member,
             batch.generation,
             {tp: batch.start_of(tp, previous) or 0 for tp in batch.offsets},

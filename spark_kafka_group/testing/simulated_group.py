@@ -204,7 +204,7 @@ class _Simulation:
             else:
                 self.schedule(m, self.clock.now_ms(), 0)
 
-        m.member.wake = wake
+        m.member.loop.wake = wake
         self.alive[m.member_id] = m
         self.at(t, begin)
         if self.commit_every_ms:
@@ -285,7 +285,7 @@ class _Simulation:
         key = m.member_id
         objects = self.objects
         listed = objects.lists + objects.gets if objects is not None else 0
-        attempt = m.member.begin_step(commit_objects=True)
+        attempt = m.member.loop.begin_step(commit_objects=True)
         now = self.clock.now_ms()
         self.observe()  # what the step's fold or object put changed
         # Listing the commit objects and reading them (in parallel) costs a store round
@@ -300,7 +300,7 @@ class _Simulation:
             self.busy[key] = False
             if m not in self.alive.values():
                 return
-            if m.member.end_step(attempt):
+            if m.member.loop.end_step(attempt):
                 self.observe()
                 woken, self.woken[key] = self.woken.get(key, False), False
                 delay = 0 if woken else self.delay_ms(m)
@@ -315,7 +315,7 @@ class _Simulation:
 
     def delay_ms(self, m: SimMember) -> int:
         # A small jitter, as threads started at different times do not step in lockstep.
-        return max(1, int(m.member.next_step_delay_s() * 1000 * self.rng.uniform(0.9, 1.1)))
+        return max(1, int(m.member.loop.next_step_delay_s() * 1000 * self.rng.uniform(0.9, 1.1)))
 
     def observe(self) -> None:
         """Fold new versions into the monitor; count expiries of members that are alive."""

@@ -149,7 +149,7 @@ class SimMember:
             random_seed=random_seed,
         )
         if replaces:
-            self.member.takes_over(replaces)
+            self.member.loop.replace(replaces)
         #: Offsets "consumed" so far per partition (what the member would commit).
         self.position: dict[TopicPartition, int] = {}
         self._attempt: Any = None
@@ -179,7 +179,7 @@ class SimMember:
         if self.member.failure is not None:
             return
         self.member.refresh_metadata()
-        self._attempt = self.member.begin_step(commit_objects=True)
+        self._attempt = self.member.loop.begin_step(commit_objects=True)
         assignment = self.member.holdings
         for t, p in assignment.held - assignment.revoking:  # "consume" a little
             tp = TopicPartition(t, p)
@@ -191,7 +191,7 @@ class SimMember:
             attempt = self._attempt
             if attempt is None or not attempt.records:
                 return []
-            if self.member.end_step(attempt):
+            if self.member.loop.end_step(attempt):
                 return list(attempt.records)
             self.prepare()
         raise AssertionError("too many append conflicts")

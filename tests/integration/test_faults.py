@@ -180,7 +180,7 @@ def bounce(
                 break
             time.sleep(interval_s)
             # Static: a different member each round, so that every restart is a new
-            # incarnation replacing a live one (restarts overlap, all inside the session).
+            # incarnation that replaces a live one (restarts overlap, all inside the session).
             victim = members[kills % len(members)] if static else rng.choice(members)
             if graceful:
                 victim.stop()

@@ -233,7 +233,7 @@ def test_paused_member_is_fenced_and_rejoins(setup, group_store) -> None:
     result.assert_ok()
 
 
-def test_restart_from_checkpoint_after_sigkill_takes_over_and_replays_only_the_interrupted_batch(
+def test_restart_after_a_sigkill_replaces_its_member_and_replays_only_the_interrupted_batch(
     setup, group_store, topic_name
 ) -> None:
     member, _, producer = setup

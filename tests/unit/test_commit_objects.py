@@ -161,7 +161,7 @@ def test_a_member_leaving_commits_what_it_recorded_first() -> None:
     g.settle()
     theirs = {tp: 5 for tp in b.member.holdings.held}
     commit(b, theirs)
-    b.member.leave()
+    b.member.loop.leave()
     [leave] = g.records(RecordKind.LEAVE)
     landed = {
         TopicPartition(r.topic or "", r.partition or 0): r.offset
@@ -280,7 +280,7 @@ def test_every_durable_commit_is_reported_once_whoever_wrote_it() -> None:
     assert copied == [theirs]
     last = {tp: 12 for tp in theirs}
     commit(b, last)
-    b.member.leave()  # the LEAVE writes the last commit first
+    b.member.loop.leave()  # the LEAVE writes the last commit first
     assert copied == [theirs, last]
 
 

@@ -70,7 +70,7 @@ class Machines:
                 if self.next_step[name] <= self.clock.now_ms():
                     m = self.members[name]
                     m.step()
-                    delay_ms = int(m.member.next_step_delay_s() * 1000)
+                    delay_ms = int(m.member.loop.next_step_delay_s() * 1000)
                     self.next_step[name] = self.clock.now_ms() + max(1, delay_ms)
             if until is not None and until():
                 return True

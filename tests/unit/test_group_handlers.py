@@ -266,7 +266,7 @@ def test_restarted_dynamic_member_replaces_its_previous_incarnation_without_reba
     assert replay(grp.log, "g") == c.group  # replay reaches the same state
 
 
-def test_replacing_a_member_that_is_gone_or_static_is_an_ordinary_join() -> None:
+def test_a_join_that_replaces_a_member_gone_or_static_is_an_ordinary_join() -> None:
     grp = Group()
     gen = grp.stable(["a", "s"], instances={"s": "is"})
     grp.join("x", 100, replaces="gone")  # left or expired meanwhile

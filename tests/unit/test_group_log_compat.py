@@ -4,7 +4,7 @@
 columns, and the payload as the exact JSON string of the ``payload`` column). It was written by
 the handlers of commit ac035e9, before record payloads had types: a static and a dynamic
 member join, sync, commit (with and without metadata), revoke cooperatively, see a new topic
-(METADATA), restart the static member (JOIN replacing it), SNAPSHOT, expire the new
+(METADATA), restart the static member (a JOIN that replaces it), SNAPSHOT, expire the new
 incarnation with a scheduled rebalance delay (KIP-415) that later runs out (REBALANCE), leave,
 commit as an admin into the Empty group, and DELETE it.
 """

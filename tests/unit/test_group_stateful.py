@@ -226,7 +226,7 @@ class GroupMachine(RuleBasedStateMachine):
     @rule(i=st.integers(0, MAX_MEMBERS - 1))
     def leave(self, i: int) -> None:
         d = self.live.pop(i % len(self.live))
-        d.member.leave()
+        d.member.loop.leave()
 
     @precondition(lambda self: self.live)
     @rule(i=st.integers(0, MAX_MEMBERS - 1))

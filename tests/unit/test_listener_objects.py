@@ -117,9 +117,9 @@ def test_a_closing_member_waits_for_the_listeners_object_not_for_the_grace_perio
     _, b = g.add("a"), g.add("b")
     g.settle()
     last = planned(b, {tp: 9 for tp in b.member.holdings.held})
-    assert b.member._uncommitted() == frozenset(last)  # the batch is still running
+    assert b.member.loop._uncommitted() == frozenset(last)  # the batch is still running
     listener_commit(g, b, last, batch_id=1)
-    assert b.member._uncommitted() == frozenset()  # counts as committed: the LEAVE writes it
+    assert b.member.loop._uncommitted() == frozenset()  # counts as committed: the LEAVE writes it
 
 
 def test_a_member_leaving_writes_the_listeners_newer_offsets_before_its_leave() -> None:
@@ -131,7 +131,7 @@ def test_a_member_leaving_writes_the_listeners_newer_offsets_before_its_leave() 
     commit(b, {tp: 5 for tp in held})
     last = planned(b, {tp: 9 for tp in held})
     listener_commit(g, b, last, batch_id=1)
-    b.member.leave()
+    b.member.loop.leave()
     assert commits_before(g, RecordKind.LEAVE, "b") == last
     assert g.objects.list() == {}  # both of its objects are gone with it
 

@@ -51,7 +51,7 @@ def test_member_and_source_create_one_lock_between_them() -> None:
     assert found == ["member/holdings.py: self._lock = threading.Lock()"]
 
 
-def test_close_on_another_thread_takes_over_once_the_join_has_stopped() -> None:
+def test_close_on_another_thread_steps_the_member_once_the_join_has_stopped() -> None:
     clock, log = ManualClock(), GatedLog()
     m = _member(log, clock)
     log.gate.clear()  # the join's first step stops inside its fold

@@ -88,12 +88,12 @@ def test_a_lower_offset_than_its_own_commit_not_folded_is_marked_as_a_rewind(
 
 
 @given(offsets=offsets_st, committed=committed_st)
-def test_only_batches_of_the_member_or_an_adopted_incarnation_held_since_their_generation(
+def test_only_batches_of_the_member_or_a_replaced_incarnation_held_since_their_generation(
     offsets: dict[TopicPartition, int], committed: dict[TopicPartition, OffsetAndMetadata]
 ) -> None:
     assert not record(PendingCommits(), offsets, committed, member="other").recorded
-    adopted = PendingCommits().adopt("other")
-    assert {tp: r.offset for tp, r in record(adopted, offsets, committed).recorded.items()} == (
+    replaced = PendingCommits().replace("other")
+    assert {tp: r.offset for tp, r in record(replaced, offsets, committed).recorded.items()} == (
         offsets
     )
     # A batch planned before the partitions were held (generation 1 < held since 2): fenced.

@@ -104,7 +104,7 @@ def stopped_in_a_step(m: GroupMember, log: GatedLog) -> threading.Thread:
     """Start ``m``'s background step and wait until it is stopped at the closed gate."""
     log.gate.clear()
     log.waiting.clear()
-    step = threading.Thread(target=m._background_step, daemon=True)
+    step = threading.Thread(target=m.loop._background_step, daemon=True)
     step.start()
     assert log.waiting.wait(BLOCKED_S), "the step never reached the store"
     return step
@@ -120,7 +120,7 @@ def test_what_a_trigger_calls_returns_while_the_background_step_waits_on_the_sto
     assignment = returns_at_once(a.current_holdings)
     assert assignment.held == {T0, T1}
     # A restarted query's first trigger resumes its previous incarnation's checkpoint.
-    resumed = returns_at_once(lambda: a.adopt("a-before", generation, {T0: 0, T1: 0}))
+    resumed = returns_at_once(lambda: a.resume_checkpoint("a-before", generation, {T0: 0, T1: 0}))
     assert resumed == {T0, T1}
     ours = returns_at_once(lambda: a.begin_batch({T0: 5, T1: 7}, batch_generation=generation))
     assert ours == {T0, T1}
@@ -132,7 +132,7 @@ def test_what_a_trigger_calls_returns_while_the_background_step_waits_on_the_sto
     # The recorded commit is not lost: the steps write the object and the leader folds it.
     for _ in range(20):
         clock.advance(1_000)
-        a._background_step()
+        a.loop._background_step()
     assert a.committed_offsets() == {T0: 5, T1: 7}
 
 
