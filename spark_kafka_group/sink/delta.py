@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from spark_kafka_group.errors import DeltaSinkError, PartitionMovedError
 from spark_kafka_group.group.metadata import TopicPartition
@@ -161,14 +161,16 @@ class ExactlyOnceDeltaWriter:
             write_deltalake(table, data, mode="append", commit_properties=properties)
             return
         try:
+            # Create only ("error" if it exists): an append by URI to a table another writer
+            # created meanwhile would skip the conflict check.
             write_deltalake(
                 self.table_uri,
                 data,
-                mode="append",
+                mode="error",
                 storage_options=self._storage_options,
                 commit_properties=properties,
             )
-        except Exception as exc:
+        except DeltaError as exc:
             if self._load() is not None:  # another writer created it first
                 raise _TableCreatedMeanwhile(str(exc)) from exc
             raise

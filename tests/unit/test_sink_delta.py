@@ -133,6 +133,28 @@ def test_a_new_owner_racing_the_old_owners_last_commit_drops_what_it_landed(uri:
     assert landed_offsets(uri, 0) == list(range(20))
 
 
+def test_a_writer_that_found_no_table_reads_the_one_created_meanwhile(uri: str) -> None:
+    """Two writers of one partition both find no table: the second's create fails, it reads
+    the first's table and writes only what is left, through the table's conflict check."""
+    first = ExactlyOnceDeltaWriter(uri, group="ingest")
+    second = ExactlyOnceDeltaWriter(uri, group="ingest")
+    look = second._load
+    looks = []
+
+    def look_then_race() -> DeltaTable | None:
+        found = look()
+        looks.append(found)
+        if len(looks) == 1:  # no table yet; the first writer creates it right after
+            first.write(rows(0, 0, 10), 0)
+        return found
+
+    second._load = look_then_race  # type: ignore[method-assign]
+    decision = second.write(rows(0, 5, 12), 0)
+    assert looks[0] is None and looks[1] is not None
+    assert decision is not None and decision.keep_from == {("events", 0): 10}
+    assert landed_offsets(uri, 0) == list(range(12))
+
+
 def test_writers_racing_on_one_partition_land_each_offset_once(uri: str) -> None:
     """Threads with their own writer, each writing overlapping ranges of partition 0 at the
     same moments: every offset lands once; a writer that finds its partition written by
