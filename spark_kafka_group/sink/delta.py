@@ -94,8 +94,8 @@ class ExactlyOnceDeltaWriter:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             table = self._table if self._table is not None else self._load()
             decision = decide(spans, self._landed(table, spans))
-            self._log_dropped(decision, batch_id)
             if not decision.versions:
+                self._log_dropped(decision, batch_id)
                 return decision
             try:
                 self._commit(table, keep(rows, decision), decision)
@@ -111,6 +111,7 @@ class ExactlyOnceDeltaWriter:
                 continue
             self._mine = dict(decision.versions)
             self._marked = True
+            self._log_dropped(decision, batch_id)
             return decision
         raise DeltaSinkError(
             f"Batch {batch_id} could not be committed to the Delta table {self.table_uri} in "

@@ -66,6 +66,16 @@ def test_a_batch_written_again_lands_nothing_new(uri: str) -> None:
     assert landed_offsets(uri, 0) == list(range(15))
 
 
+def test_rows_dropped_are_logged_with_their_partition_and_range(
+    uri: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ExactlyOnceDeltaWriter(uri, group="ingest").write(rows(0, 0, 10), 0)
+    with caplog.at_level("WARNING", logger="spark_kafka_group.sink.delta"):
+        ExactlyOnceDeltaWriter(uri, group="ingest").write(rows(0, 4, 12), 9)
+    [message] = [r.getMessage() for r in caplog.records]
+    assert "partition events-0 offsets 4 to 9 of batch 9" in message, message
+
+
 def test_two_groups_record_their_offsets_apart(uri: str) -> None:
     ExactlyOnceDeltaWriter(uri, group="a").write(rows(0, 0, 10), 0)
     ExactlyOnceDeltaWriter(uri, group="b", adopt_table=True).write(rows(0, 0, 4), 0)
