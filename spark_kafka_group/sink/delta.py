@@ -275,7 +275,7 @@ def _moved_message(
     moved: Mapping[TopicPartition, tuple[int, int | None]],
 ) -> str:
     detail = "; ".join(
-        f"{tp}: this query wrote up to offset {mine}, the table now holds up to {now}"
+        f"{tp}: this query's last write ended at offset {mine}, the table's now ends at {now}"
         for tp, (mine, now) in sorted(moved.items())
     )
     return (
