@@ -28,9 +28,11 @@ if TYPE_CHECKING:
 
     # What __getattr__ loads on first use, typed for the type checker.
     from spark_kafka_group.ops.admin import describe_group, reset_offsets
+    from spark_kafka_group.sink.delta import ExactlyOnceDeltaWriter
 
 __all__ = [
     "FORMAT_NAME",
+    "ExactlyOnceDeltaWriter",
     "__version__",
     "describe_group",
     "lag",
@@ -71,7 +73,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
 
 
 def __getattr__(name: str) -> object:
-    # The group operations import pyspark / deltalake; load them on first use.
+    # The group operations and the Delta writer import pyspark / deltalake: loaded on first use.
     if name in ("describe_group", "reset_offsets"):
         from spark_kafka_group.ops import admin
 
@@ -80,6 +82,10 @@ def __getattr__(name: str) -> object:
         from spark_kafka_group.listener.lag import lag
 
         return lag
+    if name == "ExactlyOnceDeltaWriter":
+        from spark_kafka_group.sink.delta import ExactlyOnceDeltaWriter
+
+        return ExactlyOnceDeltaWriter
     if name == "leave_group":
         from spark_kafka_group.listener.progress import leave_group
 

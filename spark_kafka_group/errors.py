@@ -84,3 +84,13 @@ class GroupProtocolBug(KafkaGroupError, RuntimeError):
 
 class IllegalStateTransitionError(GroupProtocolBug):
     """A group state change that Kafka's ``ClassicGroupState`` does not allow."""
+
+
+class DeltaSinkError(KafkaGroupError, ValueError):
+    """ExactlyOnceDeltaWriter cannot write a batch: rows without the source's columns, a table
+    with rows it did not write for the group, or commits that kept losing races."""
+
+
+class PartitionMovedError(KafkaGroupError):
+    """ExactlyOnceDeltaWriter found that another member wrote partitions this query wrote last:
+    they were reassigned while the query was paused; nothing of the batch was written."""

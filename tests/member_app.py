@@ -11,6 +11,14 @@ the group log. From the repository root:
 
 SIGTERM stops the query; its member commits its last batch and leaves the group as the query
 ends (static members stay). With ``--available-now`` it reads what is available and exits.
+
+With ``--delta-table URI`` each batch is also written into that Delta table through
+``ExactlyOnceDeltaWriter`` (a ``writer`` column names this member), and with
+``--kill-after-delta-batches N`` the whole process group kills itself with SIGKILL right after
+the N-th batch with rows landed there: after the sink's commit, before Spark's commit log and
+before the group commit of that batch. With ``--pause-before-delta-batch N`` it stops itself
+(SIGSTOP, whole process group) with the N-th batch with rows in hand, before writing it: resumed
+with SIGCONT after its partitions moved, it is a zombie in the middle of a batch.
 """
 
 from __future__ import annotations
@@ -41,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--available-now", action="store_true", help="one Trigger.AvailableNow run, then exit"
     )
+    parser.add_argument("--delta-table", help="also write each batch into this Delta table")
+    parser.add_argument("--kill-after-delta-batches", type=int, default=0)
+    parser.add_argument("--pause-before-delta-batch", type=int, default=0)
     args = parser.parse_args(argv)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -82,19 +93,37 @@ def main(argv: list[str] | None = None) -> int:
     journal = open(args.journal, "a", buffering=1)  # noqa: SIM115 - closed on exit
     lock = threading.Lock()
 
+    delta = delta_writer(args.delta_table, args.group_id, args.instance_id or str(os.getpid()))
+    landed_batches = 0
+
     def record_batch(frame, batch_id: int) -> None:
-        rows = frame.select("partition", "offset").collect()
+        nonlocal landed_batches
+        if delta is None:
+            rows = frame.select("partition", "offset").collect()
+            records = [[r.partition, r.offset] for r in rows]
+        else:
+            table = frame.toArrow()
+            if table.num_rows and landed_batches + 1 == args.pause_before_delta_batch:
+                print(f"pausing before writing batch {batch_id}", flush=True)
+                os.killpg(os.getpgrp(), signal.SIGSTOP)  # a zombie until the test's SIGCONT
+            delta.write(table, batch_id)
+            records = [list(r) for r in zip(table["partition"].to_pylist(),
+                                             table["offset"].to_pylist(), strict=True)]  # fmt: skip
         line = {
             "batch": batch_id,
             "pid": os.getpid(),
             "instance": args.instance_id,
             "time": time.time(),
-            "records": [[r.partition, r.offset] for r in rows],
+            "records": records,
         }
         with lock:
             journal.write(json.dumps(line) + "\n")
             journal.flush()
             os.fsync(journal.fileno())
+        landed_batches += bool(records) and delta is not None
+        if args.kill_after_delta_batches and landed_batches >= args.kill_after_delta_batches:
+            print(f"killing myself after batch {batch_id} landed in the table", flush=True)
+            os.killpg(os.getpgrp(), signal.SIGKILL)
 
     writer = (
         reader.load()
@@ -120,6 +149,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"query failed: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def delta_writer(table_uri: str | None, group: str, name: str):
+    """The member's ExactlyOnceDeltaWriter (None without a table): each row it lands names
+    the member in a ``writer`` column."""
+    if table_uri is None:
+        return None
+    import pyarrow as pa
+
+    from spark_kafka_group import ExactlyOnceDeltaWriter
+
+    def with_writer(rows: pa.Table) -> pa.Table:
+        return rows.append_column("writer", pa.array([name] * rows.num_rows, pa.string()))
+
+    return ExactlyOnceDeltaWriter(table_uri, group=group, transform=with_writer)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,15 +72,17 @@ def start_query(
     spark: SparkSession,
     options: Mapping[str, str],
     checkpoint: str,
-    collected: Collected,
+    collected: Collected | Callable[[DataFrame, int], None],
     *,
     available_now: bool = True,
     processing_time: str = "500 milliseconds",
 ) -> StreamingQuery:
+    """A kafka-group query whose foreachBatch sink is ``collected``'s (or the function given)."""
     reader = spark.readStream.format("kafka-group")
     for key, value in options.items():
         reader = reader.option(key, value)
-    writer = reader.load().writeStream.foreachBatch(collected.sink)
+    sink = collected.sink if isinstance(collected, Collected) else collected
+    writer = reader.load().writeStream.foreachBatch(sink)
     writer = writer.option("checkpointLocation", checkpoint)
     if available_now:
         writer = writer.trigger(availableNow=True)

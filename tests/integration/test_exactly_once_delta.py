@@ -1,0 +1,201 @@
+"""Exactly once into Delta across the group, end to end, two members writing one table through
+``ExactlyOnceDeltaWriter``: one (a separate process) is killed right after a batch landed in
+the table and before the batch's end reached the group log, or paused with a batch in hand
+until its partitions moved and resumed (a zombie). Its partitions move to the other member,
+which reads again from the group's committed offset. The table holds every produced
+(partition, offset) once."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from spark_kafka_group import ExactlyOnceDeltaWriter
+from spark_kafka_group.quickstart.sample_data import create_topic
+from spark_kafka_group.testing.production import SteadyProducer
+from spark_kafka_group.testing.waiting import wait_until
+from tests.groups import stable_with
+from tests.processes import MemberProcess
+from tests.streaming import source_options, start_query, stop_between_batches
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+PARTITIONS = 6
+
+
+def table_rows(uri: str) -> list[tuple[int, int, str]]:
+    if not Path(uri).exists():
+        return []
+    table = DeltaTable(uri).to_pyarrow_table(columns=["partition", "offset", "writer"])
+    return list(
+        zip(
+            table["partition"].to_pylist(),
+            table["offset"].to_pylist(),
+            table["writer"].to_pylist(),
+            strict=True,
+        )
+    )
+
+
+class Survivor:
+    """The member in the test's SparkSession: writes through its own ExactlyOnceDeltaWriter
+    (rows tagged ``survivor``) and remembers what it read."""
+
+    def __init__(self, spark, uri: str, group: str, options: dict[str, str], checkpoint: str):
+        self.read: list[tuple[int, int]] = []
+        self._lock = threading.Lock()
+        self._writer = ExactlyOnceDeltaWriter(uri, group=group, transform=self._tag)
+        self.query = start_query(spark, options, checkpoint, self._batch, available_now=False)
+
+    @staticmethod
+    def _tag(rows: pa.Table) -> pa.Table:
+        return rows.append_column("writer", pa.array(["survivor"] * rows.num_rows, pa.string()))
+
+    def _batch(self, frame, batch_id: int) -> None:
+        rows = frame.toArrow()
+        with self._lock:
+            self.read.extend(
+                zip(rows["partition"].to_pylist(), rows["offset"].to_pylist(), strict=True)
+            )
+        self._writer.write(rows, batch_id)
+
+    def read_since(self, count: int) -> int:
+        with self._lock:
+            return len(self.read) - count
+
+
+def assert_each_record_once(uri: str, final: dict[int, int]) -> list[tuple[int, int, str]]:
+    rows = table_rows(uri)
+    landed = Counter((p, o) for p, o, _ in rows)
+    produced = {(p, o) for p, n in final.items() for o in range(n)}
+    twice = sorted(r for r, n in landed.items() if n > 1)
+    assert not twice, f"{len(twice)} records in the table twice: {twice[:10]}"
+    assert set(landed) == produced, (
+        f"lost: {sorted(produced - set(landed))[:10]}, extra: {sorted(set(landed) - produced)[:10]}"
+    )
+    return rows
+
+
+@contextmanager
+def two_members(
+    spark, servers: str, topic: str, store: str, tmp_path: Path, group: str, **victim: object
+) -> Iterator[tuple[MemberProcess, Survivor, SteadyProducer]]:
+    """The victim (a process writing tmp_path/events-table) and the survivor (this session)
+    in one stable group, the producer running; everything stopped on the way out."""
+    create_topic(servers, topic, PARTITIONS)
+    member = MemberProcess(
+        tmp_path, "victim", bootstrap_servers=servers, topic=topic, group_id=group,
+        group_store=store, **victim,  # type: ignore[arg-type]
+    )  # fmt: skip
+    producer = SteadyProducer(servers, topic, PARTITIONS)
+    member.start()
+    options = source_options(servers, topic, group, store)
+    uri = str(tmp_path / "events-table")
+    survivor = Survivor(spark, uri, group, options, str(tmp_path / "survivor-checkpoint"))
+    try:
+        wait_until(lambda: stable_with(store, group, 2, PARTITIONS), 180, "two stable members")
+        producer.start()
+        yield member, survivor, producer
+    finally:
+        producer.stop()
+        if survivor.query.isActive:
+            stop_between_batches(survivor.query)
+        member.signal(signal.SIGCONT)
+        member.stop()
+    assert survivor.query.exception() is None, survivor.query.exception()
+
+
+def stop_producing_and_wait_for_the_table(producer: SteadyProducer, uri: str) -> dict[int, int]:
+    time.sleep(2)
+    final = producer.stop()
+    total = sum(final.values())
+    wait_until(lambda: len(table_rows(uri)) >= total, 120, "every record in the table")
+    time.sleep(2)  # anything landing twice would land now
+    return final
+
+
+def victim_exit(victim: MemberProcess, what: str) -> int:
+    process = victim.process
+    assert process is not None
+    wait_until(lambda: process.poll() is not None, 120, what)
+    return process.returncode
+
+
+@pytest.mark.parametrize("then", ["its partitions move", "it restarts at once"])
+def test_a_member_killed_after_its_batch_landed_leaves_no_duplicate(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path, then: str
+) -> None:
+    """Killed after the sink's commit, before Spark's commit log and the group commit. Either
+    its partitions move (the survivor re-reads the batch from the group's committed offset) or
+    it restarts on its checkpoint at once (Spark re-runs the batch): the batch's rows are
+    dropped as already in the table."""
+    uri = str(tmp_path / "events-table")
+    with two_members(
+        spark, bootstrap_servers, topic_name, group_store, tmp_path, "g-delta-kill",
+        extra=["--delta-table", uri, "--kill-after-delta-batches", "4"],
+        # restarted at once, it replaces its previous incarnation, which keeps its partitions
+        session_timeout_ms=60_000 if then == "it restarts at once" else 6000,
+    ) as (victim, survivor, producer):  # fmt: skip
+        victim_exit(victim, "the victim's self-kill")
+        if then == "it restarts at once":
+            kill = victim.args.index("--kill-after-delta-batches")
+            del victim.args[kill : kill + 2]
+            victim.start()
+            wait_until(lambda: len(victim.batches()) > 8, 120, "the restarted victim's batches")
+        else:
+            wait_until(
+                lambda: stable_with(group_store, "g-delta-kill", 1, PARTITIONS),
+                60,
+                "the victim's expiry",
+            )
+        final = stop_producing_and_wait_for_the_table(producer, uri)
+    assert "killing myself after batch" in victim.output(), victim.output()[-2000:]
+    rows = assert_each_record_once(uri, final)
+    # The kill point was hit: records the victim had landed were read again (by the survivor:
+    # the group log did not have the end of the victim's last batch; or by the restarted
+    # victim: Spark's commit log did not have the batch); the writers dropped them.
+    by_victim = {(p, o) for p, o, who in rows if who != "survivor"}
+    victim_reads = Counter((p, o) for p, o in victim.records())
+    read_again = by_victim & ({r for r, n in victim_reads.items() if n > 1} | set(survivor.read))
+    assert read_again, "nothing the victim landed was read again: the kill point missed"
+    print(
+        f"{then}: the victim landed {len(by_victim)} records, {len(read_again)} of them were "
+        f"read again and dropped; {sum(final.values())} produced, each in the table once"
+    )
+
+
+def test_a_zombie_resumed_mid_batch_after_its_partitions_moved_fails_and_writes_nothing(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    """The victim stops itself (SIGSTOP) holding its third batch, past its session timeout; the
+    survivor takes its partitions and writes them; resumed, the victim's write of the batch it
+    held fails with PartitionMovedError and its query fails: nothing of it lands twice."""
+    uri = str(tmp_path / "events-table")
+    with two_members(
+        spark, bootstrap_servers, topic_name, group_store, tmp_path, "g-delta-zombie",
+        extra=["--delta-table", uri, "--pause-before-delta-batch", "3"],
+    ) as (victim, survivor, producer):  # fmt: skip
+        wait_until(lambda: "pausing before" in victim.output(), 120, "the victim's pause")
+        wait_until(
+            lambda: stable_with(group_store, "g-delta-zombie", 1, PARTITIONS),
+            60,
+            "the victim's expiry",
+        )
+        # the survivor writes the victim's partitions: several batches after the move
+        read_at_move = len(survivor.read)
+        wait_until(lambda: survivor.read_since(read_at_move) > 100, 60, "the new owner's rows")
+        victim.signal(signal.SIGCONT)
+        returncode = victim_exit(victim, "the zombie's query to end")
+        final = stop_producing_and_wait_for_the_table(producer, uri)
+    assert returncode == 1, victim.output()[-3000:]
+    assert "PartitionMovedError" in victim.output(), victim.output()[-3000:]
+    assert_each_record_once(uri, final)
