@@ -79,7 +79,7 @@ ensure_jvm_parts() {
         return 0
     fi
     ensure_maven || return 1
-    echo "Fetching the JVM parts (Apache Kafka, spark-sql-kafka, delta-spark) with Maven ..."
+    echo "Fetching the JVM parts (Apache Kafka, spark-sql-kafka, delta-spark, spark-avro) with Maven ..."
     rm -rf "$SPARK_KAFKA_GROUP_JVM"
     mvn -B -q -f "$REPO_ROOT/jvm/pom.xml" package -Djvm.cache="$SPARK_KAFKA_GROUP_JVM" || return 1
     printf '%s' "$wanted" >"$stamp"
