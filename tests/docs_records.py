@@ -3,8 +3,10 @@ reader's producers wrote. The docs test (tests/integration/test_docs_blocks.py) 
 before a block whose marker names them (``before=NAME``).
 
 They are written as the producers the page names write them: Confluent's wire format (magic
-byte 0, the schema id in 4 bytes big-endian, then the record) with the record encoded by
-fastavro, the library confluent-kafka's ``AvroSerializer`` encodes with.
+byte 0, the schema id in 4 bytes big-endian, then the record; for Protobuf the message's
+indexes in its schema before the message, the single byte 0 for the first message type), the
+Avro record encoded by fastavro, the library confluent-kafka's ``AvroSerializer`` encodes with,
+the Protobuf message by the protobuf package, as ``ProtobufSerializer`` does.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 import fastavro
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.message_factory import GetMessageClass
 
 #: The schema of docs/getting-started.md's Avro example (the producers' writer schema).
 ORDER_AVRO_SCHEMA = {
@@ -62,7 +66,54 @@ def orders_avro(bootstrap_servers: str, home: Path) -> None:
     _produce(bootstrap_servers, "orders-avro", [confluent_avro(order) for order in ORDERS])
 
 
-WRITERS: dict[str, Callable[[str, Path], None]] = {"orders-avro": orders_avro}
+def order_proto_file() -> descriptor_pb2.FileDescriptorProto:
+    """docs/getting-started.md's orders.proto, as protoc compiles it."""
+    proto = descriptor_pb2.FileDescriptorProto(name="orders.proto", syntax="proto3")
+    message = proto.message_type.add(name="Order")
+    optional = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+    for number, (name, kind) in enumerate(
+        [("id", descriptor_pb2.FieldDescriptorProto.TYPE_INT32),
+         ("amount", descriptor_pb2.FieldDescriptorProto.TYPE_DOUBLE)], start=1
+    ):  # fmt: skip
+        message.field.add(name=name, number=number, type=kind, label=optional, json_name=name)
+    return proto
+
+
+def orders_pb2_module(proto: descriptor_pb2.FileDescriptorProto) -> str:
+    """The module ``protoc --python_out=. orders.proto`` writes (its runtime part: no protoc
+    runs here), which the page's example imports."""
+    serialized = proto.SerializeToString()
+    return (
+        "from google.protobuf import descriptor_pool as _descriptor_pool\n"
+        "from google.protobuf.internal import builder as _builder\n\n"
+        f"DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile({serialized!r})\n"
+        "_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())\n"
+        '_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, "orders_pb2", globals())\n'
+    )
+
+
+def orders_protobuf(bootstrap_servers: str, home: Path) -> None:
+    """Topic ``orders-protobuf``: ten orders, as confluent-kafka's ProtobufSerializer writes
+    them; and the reader's ``orders_pb2.py`` in ``home``."""
+    proto = order_proto_file()
+    (home / "orders_pb2.py").write_text(orders_pb2_module(proto), encoding="utf-8")
+    pool = descriptor_pool.DescriptorPool()
+    order = GetMessageClass(
+        pool.AddSerializedFile(proto.SerializeToString()).message_types_by_name["Order"]
+    )
+    header = b"\x00" + struct.pack(">I", ORDER_SCHEMA_ID) + b"\x00"  # message index [0]
+    _create_topic(bootstrap_servers, "orders-protobuf")
+    _produce(
+        bootstrap_servers,
+        "orders-protobuf",
+        [header + order(**values).SerializeToString() for values in ORDERS],
+    )
+
+
+WRITERS: dict[str, Callable[[str, Path], None]] = {
+    "orders-avro": orders_avro,
+    "orders-protobuf": orders_protobuf,
+}
 
 
 def write(name: str, bootstrap_servers: str, home: Path) -> None:
