@@ -1,5 +1,5 @@
 # Shared by scripts/setup and scripts/test: make sure Java, the virtualenvs, the JVM parts
-# (Apache Kafka, Spark's Kafka source, delta-spark: jvm/pom.xml, fetched with Maven into .jvm/)
+# (Apache Kafka, Spark's Kafka source, delta-spark, spark-avro: jvm/pom.xml, fetched with Maven into .jvm/)
 # and the Azure Blob test server (Azurite) are ready.
 # Idempotent: a second run only checks. Sourced, not executed.
 
