@@ -12,6 +12,12 @@ site):
     <!-- test: python file=app.py args="first second" until="REGEX" -->
                                           a streaming application: one process per argument,
                                           side by side, each until its output matches REGEX
+    <!-- test: python jars=spark-avro before=orders-avro -->
+                                          jars=MODULE: the jars of that module of jvm/pom.xml
+                                          on Spark's classpath (what the page's --packages
+                                          gives); before=NAME: first the records (and files)
+                                          that the page says the reader's producers wrote
+                                          (tests/docs_records.py)
     <!-- test: none, REASON -->           not run, for the reason given (a fragment, a cloud
                                           account, a benchmark ...)
 

@@ -10,9 +10,12 @@ PYTHONPATH. Python blocks run with the virtualenv's python against the suite's K
 
 The only change made to a block: the documented local addresses, ``localhost:9092`` (a Kafka
 on the reader's machine) and ``/tmp/``, become the test broker's address and a directory of
-this run. A page's blocks run in order, so a later block sees what an earlier one made (a
-file, a topic, a group). A block identical to one that already passed in this run (the same
-commands on two pages) is not run twice.
+this run. A block's marker may add what its text tells the reader to have: ``jars=MODULE``
+puts the jars of a module of jvm/pom.xml on Spark's classpath (as the page's ``--packages``
+does), ``before=NAME`` first writes the records the page says the reader's producers wrote
+(tests/docs_records.py). A page's blocks run in order, so a later block sees what an earlier
+one made (a file, a topic, a group). A block identical to one that already passed in this run
+(the same commands on two pages) is not run twice.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+from spark_kafka_group.testing.kafka_broker import jvm_parts_dir
+from tests import docs_records
 from tests.docs_blocks import LOCAL_BROKER, LOCAL_TMP, ROOT, Block, blocks, pages
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
@@ -54,7 +59,7 @@ class DocsRun:
     passed: set[tuple[str | None, str, str]] = field(default_factory=set)
     checkout: Path | None = None
 
-    def env(self) -> dict[str, str]:
+    def env(self, block: Block | None = None) -> dict[str, str]:
         env = {
             k: v
             for k, v in os.environ.items()
@@ -66,6 +71,9 @@ class DocsRun:
         constraints = _constraints(self.home)
         if constraints is not None:
             env["PIP_CONSTRAINT"] = str(constraints)
+        if block is not None and "jars" in block.options:
+            jars = ",".join(map(str, sorted(jvm_parts_dir(block.options["jars"]).glob("*.jar"))))
+            env["PYSPARK_SUBMIT_ARGS"] = f"--jars {jars} pyspark-shell"
         return env
 
     def local(self, code: str) -> str:
@@ -153,13 +161,15 @@ def _run_python(run: DocsRun, block: Block) -> None:
     path = run.home / name
     path.write_text(code, encoding="utf-8")
     compile(code, str(path), "exec")
+    if "before" in block.options:
+        docs_records.write(block.options["before"], run.bootstrap_servers, run.home)
     if "until" in block.options:
         _run_streams(run, block, path)
     elif "file" not in block.options:
         done = _run(
             [str(run.venv / "bin" / "python"), str(path)],
             cwd=run.home,
-            env=run.env(),
+            env=run.env(block),
             timeout=BLOCK_TIMEOUT_S,
         )
         output = f"{done.stdout[-3000:]}\n--- stderr (tail) ---\n{done.stderr[-3000:]}"

@@ -71,3 +71,23 @@ def test_no_heading_ids_that_github_shows_as_text() -> None:
         if line.startswith("#") and re.search(r"\{#[^}]*\}\s*$", line)
     ]
     assert not found, f"attr_list heading ids: {found}"
+
+
+def test_what_markers_add_exists() -> None:
+    """``jars=`` names a module of jvm/pom.xml, ``before=`` records tests/docs_records.py
+    writes: a misspelt one would fail only in the docs test, minutes in."""
+    from tests.docs_records import WRITERS
+
+    pom = (ROOT / "jvm" / "pom.xml").read_text(encoding="utf-8")
+    modules = set(re.findall(r"<module>([^<]+)</module>", pom))
+    problems = [
+        f"{b.where}: jars={b.options['jars']!r} is no module of jvm/pom.xml {sorted(modules)}"
+        for b in all_blocks()
+        if "jars" in b.options and b.options["jars"] not in modules
+    ] + [
+        f"{b.where}: before={b.options['before']!r} is not in tests/docs_records.py"
+        for b in all_blocks()
+        if "before" in b.options and b.options["before"] not in WRITERS
+    ]
+    assert not problems, "\n".join(problems)
+    assert any("jars" in b.options for b in all_blocks())
