@@ -110,7 +110,15 @@ def orders_protobuf(bootstrap_servers: str, home: Path) -> None:
     )
 
 
+def events(bootstrap_servers: str, home: Path) -> None:
+    """Topic ``events``: ten records of an application's events (docs/concepts.md's Delta
+    example reads them)."""
+    _create_topic(bootstrap_servers, "events")
+    _produce(bootstrap_servers, "events", [f"event-{i}".encode() for i in range(10)])
+
+
 WRITERS: dict[str, Callable[[str, Path], None]] = {
+    "events": events,
     "orders-avro": orders_avro,
     "orders-protobuf": orders_protobuf,
 }
