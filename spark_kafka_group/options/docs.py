@@ -73,6 +73,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "maxOffsetsPerTrigger",
             "minOffsetsPerTrigger",
             "maxTriggerDelay",
+            "parallelism",
             "minPartitions",
             "maxRecordsPerPartition",
         ),

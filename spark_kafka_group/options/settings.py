@@ -90,6 +90,8 @@ class SourceOptions:
     max_offsets_per_trigger: int | None
     min_offsets_per_trigger: int | None
     max_trigger_delay_ms: int
+    #: ``parallelism``: about this many Spark tasks read a batch.
+    parallelism: int
     min_partitions: int | None
     max_records_per_partition: int | None
     include_headers: bool

@@ -9,6 +9,8 @@ written here a second time.
 
 from __future__ import annotations
 
+import os
+
 from spark_kafka_group.kafka.config import OffsetFetchRetry
 from spark_kafka_group.options.group import GROUP_SPECS
 from spark_kafka_group.options.kafka import KAFKA_FAMILY
@@ -33,6 +35,13 @@ from spark_kafka_group.options.values import (
     non_negative,
     positive,
 )
+
+
+def cpus_of_this_process() -> int:
+    """``parallelism``'s default: the CPUs this process may run on (the driver's, where the
+    options are parsed), which ``local[*]`` gives Spark's tasks."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
 
 # Every option other than the kafka.* / groupStore.* families, with its default.
 _SOURCE_SPECS: tuple[OptionSpec, ...] = (
@@ -123,15 +132,30 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
         field="max_offsets_per_trigger",
     ),
     OptionSpec(
+        "parallelism",
+        INTEGER,
+        None,
+        "The cores Spark runs the query's tasks on: a batch is read by about this many tasks, "
+        "each reading several partitions' ranges, balanced by records.\n\n"
+        "A batch of fewer than 20,000 records a task runs fewer tasks (a Python task costs "
+        "about what fetching 20,000 records does), one of more than 1,000,000 records a task "
+        "more; `minPartitions` and `maxRecordsPerPartition` raise the count. The default, the "
+        "number of CPUs the driver's process may use, is Spark's parallelism in `local[*]` "
+        "mode; on a cluster set it to the executors' cores (for instance "
+        "`spark.sparkContext.defaultParallelism`).\n\n"
+        "**Differs from Spark**: Spark's Kafka source runs one task per partition's range.",
+        checks=(positive,),
+        default_doc="the driver's CPU count",
+        fallback=cpus_of_this_process,
+        field="parallelism",
+    ),
+    OptionSpec(
         "minPartitions",
         INTEGER,
         None,
-        "Split large offset ranges so that a batch has at least this many Spark tasks, one "
-        "range a task.\n\n"
-        "**Differs from Spark** without it: Spark's Kafka source runs one task per partition's "
-        "range, while here ranges of fewer than 20,000 records share a task (up to four a "
-        "task, fetched one after the other), as a Python task costs about what fetching "
-        "20,000 records does. Setting `minPartitions` gives every range a task of its own.",
+        "At least this many Spark tasks per batch, large offset ranges split among them.\n\n"
+        "Raises the number of tasks `parallelism` gives; ranges are still balanced by records "
+        "over the tasks, several small ones sharing a task.",
         checks=(positive,),
         field="min_partitions",
     ),
@@ -139,7 +163,8 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
         "maxRecordsPerPartition",
         INTEGER,
         None,
-        "Split an offset range above this many records into several Spark tasks.",
+        "At most this many records per Spark task: a batch with more runs more tasks, large "
+        "offset ranges split among them.",
         checks=(positive,),
         field="max_records_per_partition",
     ),

@@ -10,17 +10,13 @@ from pyspark.sql.datasource import InputPartition
 
 from spark_kafka_group.fetcher import FetchSpec
 from spark_kafka_group.options import SourceOptions
-from spark_kafka_group.source.planning import (
-    SHARED_TASK_RECORDS,
-    OffsetRange,
-    pack_ranges,
-    split_ranges,
-)
+from spark_kafka_group.source.planning import OffsetRange, plan_tasks
 
 
 class KafkaInputPartition(InputPartition):
     """One Spark task: [from, until) ranges of Kafka partitions, fetched one after the other
-    (small ranges share a task: :func:`~spark_kafka_group.source.planning.pack_ranges`)."""
+    (a batch's ranges are balanced by records over about ``parallelism`` tasks:
+    :func:`~spark_kafka_group.source.planning.plan_tasks`)."""
 
     def __init__(self, specs: Sequence[FetchSpec]) -> None:
         super().__init__(tuple(specs))
@@ -30,19 +26,14 @@ class KafkaInputPartition(InputPartition):
 def input_partitions(
     options: SourceOptions, ranges: list[OffsetRange]
 ) -> list[KafkaInputPartition]:
-    """The Spark tasks of a batch: ranges split by ``minPartitions`` /
-    ``maxRecordsPerPartition``, then small ones packed into shared tasks unless
-    ``minPartitions`` asks for more tasks."""
-    split = split_ranges(
+    """The Spark tasks of a batch: about ``parallelism`` of them (``minPartitions`` and
+    ``maxRecordsPerPartition`` raise the count), each reading several ranges."""
+    tasks = plan_tasks(
         ranges,
+        parallelism=options.parallelism,
         min_partitions=options.min_partitions,
         max_records_per_partition=options.max_records_per_partition,
     )
-    if options.min_partitions is not None:
-        tasks = [[r] for r in split]
-    else:
-        cap = options.max_records_per_partition or SHARED_TASK_RECORDS
-        tasks = pack_ranges(split, max_records=min(SHARED_TASK_RECORDS, cap))
     return [KafkaInputPartition([fetch_spec(options, r) for r in task]) for task in tasks]
 
 

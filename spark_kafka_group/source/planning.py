@@ -48,79 +48,77 @@ class OffsetRange:
         return self.until_offset - self.from_offset
 
 
-def split_ranges(
-    ranges: list[OffsetRange],
+#: A task reads at least this many records when the batch holds them: a Python data source's
+#: task costs about 30 ms of Python worker CPU whatever it reads (measured on pyspark 4.3,
+#: docs/performance.md), about what fetching 20,000 records costs.
+MIN_TASK_RECORDS = 20_000
+#: A task reads at most this many records (unless ``maxRecordsPerPartition`` says fewer), so
+#: that a backlog still spreads over a cluster's executors when ``parallelism`` is left at the
+#: driver's core count; a task's fixed cost is then well under 1% of its work.
+MAX_TASK_RECORDS = 1_000_000
+
+
+def task_count(
+    records: int,
     *,
+    parallelism: int,
     min_partitions: int | None,
     max_records_per_partition: int | None,
-) -> list[OffsetRange]:
-    """Spark input partitions for the batch: one per non-empty range, split further when
-    ``maxRecordsPerPartition`` caps a task's size or ``minPartitions`` asks for more tasks
-    (big ranges are split in proportion to their size, like Spark's KafkaOffsetRangeCalculator,
-    then the largest piece is halved until there are ``min_partitions`` pieces or every piece
-    holds one record).
+    min_task_records: int = MIN_TASK_RECORDS,
+) -> int:
+    """How many Spark tasks read a batch of ``records`` records: one per core
+    (``parallelism``), fewer when they would read under ``min_task_records`` each, more
+    when a task would read over :data:`MAX_TASK_RECORDS` (or ``maxRecordsPerPartition``),
+    and at least ``minPartitions``; never more than there are records."""
+    if records <= 0:
+        return 0
+    cap = min(max_records_per_partition or MAX_TASK_RECORDS, MAX_TASK_RECORDS)
+    by_cores = min(parallelism, math.ceil(records / min_task_records))
+    count = max(1, by_cores, math.ceil(records / cap), min_partitions or 0)
+    return min(count, records)
+
+
+def plan_tasks(
+    ranges: list[OffsetRange],
+    *,
+    parallelism: int,
+    min_partitions: int | None,
+    max_records_per_partition: int | None,
+    min_task_records: int = MIN_TASK_RECORDS,
+) -> list[list[OffsetRange]]:
+    """The Spark tasks of a batch, balanced by records, not by partition.
+
+    The ranges are laid end to end in the order given and cut into :func:`task_count` runs
+    whose sizes differ by at most one record. A task reads its pieces one after the other,
+    each in offset order; a range cut in two ends one task and starts the next. So 64 or 512
+    partitions run as many tasks as 8 do, and a big range is split when ``minPartitions`` or
+    ``maxRecordsPerPartition`` asks for more tasks than there are ranges (as Spark's
+    ``KafkaOffsetRangeCalculator`` splits it).
     """
     ranges = [r for r in ranges if r.size > 0]
     total = sum(r.size for r in ranges)
-    result: list[OffsetRange] = []
-    for r in ranges:
-        parts = 1
-        if max_records_per_partition:
-            parts = max(parts, math.ceil(r.size / max_records_per_partition))
-        if min_partitions and len(ranges) < min_partitions and total:
-            parts = max(parts, round(r.size / total * min_partitions))
-        parts = max(1, min(parts, r.size))
-        step, extra = divmod(r.size, parts)
-        start = r.from_offset
-        for i in range(parts):
-            end = start + step + (1 if i < extra else 0)
-            result.append(OffsetRange(r.topic, r.partition, start, end))
-            start = end
-    while result and min_partitions and len(result) < min_partitions:
-        biggest = max(result, key=lambda r: r.size)
-        if biggest.size < 2:
-            break
-        middle = biggest.from_offset + biggest.size // 2
-        index = result.index(biggest)
-        result[index : index + 1] = [
-            OffsetRange(biggest.topic, biggest.partition, biggest.from_offset, middle),
-            OffsetRange(biggest.topic, biggest.partition, middle, biggest.until_offset),
-        ]
-    return result
-
-
-#: Ranges smaller than this share a Spark task (:func:`pack_ranges`). A Python data source's
-#: task costs about 30 ms of Python worker CPU whatever it reads (measured on pyspark 4.3,
-#: docs/performance.md), about what fetching 20,000 records costs.
-SHARED_TASK_RECORDS = 20_000
-#: At most this many ranges share a task: a task fetches its ranges one after the other, each
-#: first fetch waiting about a broker round trip, so a cluster with many cores still runs
-#: many partitions' small ranges in parallel.
-SHARED_TASK_RANGES = 4
-
-
-def pack_ranges(
-    ranges: list[OffsetRange],
-    *,
-    max_records: int = SHARED_TASK_RECORDS,
-    max_ranges: int = SHARED_TASK_RANGES,
-) -> list[list[OffsetRange]]:
-    """Spark tasks for the input partitions ``ranges``: up to ``max_ranges`` consecutive
-    ranges share a task while their records add up to at most ``max_records``; a bigger
-    range gets a task of its own.
-
-    A trigger of a few hundred records on each of four partitions then runs one task instead
-    of four, and a backlog still runs one task per range.
-    """
+    count = task_count(
+        total,
+        parallelism=parallelism,
+        min_partitions=min_partitions,
+        max_records_per_partition=max_records_per_partition,
+        min_task_records=min_task_records,
+    )
     tasks: list[list[OffsetRange]] = []
-    size = 0
+    task: list[OffsetRange] = []
+    placed = 0  # records in the tasks so far, the current one included
+    boundary = total // count if count else 0  # where the current task ends
     for r in ranges:
-        if tasks and size + r.size <= max_records and len(tasks[-1]) < max_ranges:
-            tasks[-1].append(r)
-            size += r.size
-        else:
-            tasks.append([r])
-            size = r.size
+        start = r.from_offset
+        while start < r.until_offset:
+            end = start + min(r.until_offset - start, boundary - placed)
+            task.append(OffsetRange(r.topic, r.partition, start, end))
+            placed += end - start
+            start = end
+            if placed == boundary:
+                tasks.append(task)
+                task = []
+                boundary = total * (len(tasks) + 1) // count
     return tasks
 
 

@@ -61,6 +61,19 @@ def test_reads_every_record_exactly_once_and_resumes(
     assert run3.records == expected_records(third, start=resumed_from)
 
 
+def test_ranges_cut_between_tasks_are_read_exactly_once(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    # 600 records in four tasks of 150: each partition's range is cut between two tasks.
+    create_topic(bootstrap_servers, topic_name, 3)
+    produced = produce_sample(bootstrap_servers, topic_name, partitions=3, per_partition=200)
+    options = source_options(
+        bootstrap_servers, topic_name, "g-cut", group_store, parallelism="2", minPartitions="4"
+    )
+    run = run_available_now(spark, options, str(tmp_path / "ckpt"))
+    assert run.records == expected_records(produced)
+
+
 def test_max_offsets_per_trigger_bounds_every_batch(
     spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:

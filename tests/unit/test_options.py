@@ -123,6 +123,7 @@ BAD_OPTION_SETS = [
         ["maxOffsetsPerTrigger", "positive"],
     ),
     ("zero minPartitions", without(minPartitions="0"), ["minPartitions", "positive"]),
+    ("zero parallelism", without(parallelism="0"), ["parallelism", "positive"]),
     (
         "non-numeric maxRecordsPerPartition",
         without(maxRecordsPerPartition="lots"),

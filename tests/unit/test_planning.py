@@ -1,4 +1,4 @@
-"""Batch planning arithmetic: read limits and input-partition splitting (property tests)."""
+"""Batch planning arithmetic: read limits and tasks balanced by records (property tests)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ from hypothesis import strategies as st
 
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.options import SourceOptions, parse_options
+from spark_kafka_group.options.specs import cpus_of_this_process
 from spark_kafka_group.source.input_partition import input_partitions
 from spark_kafka_group.source.planning import (
-    SHARED_TASK_RECORDS,
+    MAX_TASK_RECORDS,
+    MIN_TASK_RECORDS,
     OffsetRange,
     limit_end_offsets,
-    pack_ranges,
-    split_ranges,
+    plan_tasks,
+    task_count,
 )
 
 backlogs = st.dictionaries(
@@ -52,61 +54,104 @@ def test_latest_behind_position_never_moves_backwards() -> None:
     }
 
 
-@given(
-    st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 3000)), min_size=1, max_size=6),
-    st.one_of(st.none(), st.integers(1, 20)),
-    st.one_of(st.none(), st.integers(1, 700)),
+range_lists = st.lists(
+    st.tuples(st.integers(0, 1000), st.integers(0, 3000)), min_size=0, max_size=12
+).map(
+    lambda spans: [
+        OffsetRange("t", p, start, start + size) for p, (start, size) in enumerate(spans)
+    ]
 )
-def test_split_covers_each_range_exactly(
-    spans: list[tuple[int, int]], min_partitions: int | None, max_records: int | None
+
+
+@given(
+    range_lists,
+    st.integers(1, 16),
+    st.one_of(st.none(), st.integers(1, 40)),
+    st.one_of(st.none(), st.integers(1, 700)),
+    st.integers(1, 5_000),
+)
+def test_every_offset_is_read_once_in_order_by_balanced_tasks(
+    ranges: list[OffsetRange],
+    parallelism: int,
+    min_partitions: int | None,
+    max_records: int | None,
+    min_task_records: int,
 ) -> None:
-    ranges = [OffsetRange("t", i, start, start + size) for i, (start, size) in enumerate(spans)]
-    parts = split_ranges(
-        ranges, min_partitions=min_partitions, max_records_per_partition=max_records
+    tasks = plan_tasks(
+        ranges,
+        parallelism=parallelism,
+        min_partitions=min_partitions,
+        max_records_per_partition=max_records,
+        min_task_records=min_task_records,
     )
-    for r in ranges:
-        mine = sorted((p for p in parts if p.partition == r.partition), key=lambda p: p.from_offset)
-        covered = [o for p in mine for o in range(p.from_offset, p.until_offset)]
-        assert covered == list(range(r.from_offset, r.until_offset))
-        assert all(p.size > 0 for p in mine)
-        if max_records:
-            assert all(p.size <= max_records for p in mine)
-    if min_partitions:
-        assert len(parts) >= min(min_partitions, sum(r.size for r in ranges))
+    total = sum(r.size for r in ranges)
+    # Read in task order, the pieces give every offset of every range exactly once, in order.
+    read = [
+        (p.partition, o)
+        for task in tasks
+        for p in task
+        for o in range(p.from_offset, p.until_offset)
+    ]
+    assert read == [(r.partition, o) for r in ranges for o in range(r.from_offset, r.until_offset)]
+    assert all(p.size > 0 for task in tasks for p in task)
+    sizes = [sum(p.size for p in task) for task in tasks]
+    assert all(sizes) and (not sizes or max(sizes) - min(sizes) <= 1)
+    if max_records:
+        assert all(size <= max_records for size in sizes)
+    # As many tasks as cores while each reads enough; minPartitions raises the count.
+    enough = min(parallelism, -(-total // min_task_records))
+    expected = max(enough, min_partitions or 0, -(-total // (max_records or total or 1)), 1)
+    assert len(tasks) == (min(expected, total) if total else 0)
+
+
+def test_sixty_four_partitions_run_as_many_tasks_as_eight() -> None:
+    for partitions in (8, 64, 512):
+        ranges = [OffsetRange("t", p, 0, 512_000 // partitions) for p in range(partitions)]
+        tasks = plan_tasks(
+            ranges, parallelism=2, min_partitions=None, max_records_per_partition=None
+        )
+        assert [sum(p.size for p in task) for task in tasks] == [256_000, 256_000]
+
+
+def test_a_small_batch_runs_one_task_and_a_huge_one_spreads() -> None:
+    small = [OffsetRange("t", p, 0, 250) for p in range(64)]
+    assert (
+        len(plan_tasks(small, parallelism=8, min_partitions=None, max_records_per_partition=None))
+        == 1
+    )
+    huge = [OffsetRange("t", 0, 0, 10 * MAX_TASK_RECORDS)]
+    tasks = plan_tasks(huge, parallelism=2, min_partitions=None, max_records_per_partition=None)
+    assert len(tasks) == 10
 
 
 def test_min_partitions_splits_the_big_range() -> None:
-    parts = split_ranges(
+    tasks = plan_tasks(
         [OffsetRange("t", 0, 0, 1000), OffsetRange("t", 1, 0, 10)],
+        parallelism=1,
         min_partitions=4,
         max_records_per_partition=None,
     )
-    assert len(parts) >= 4
-    assert [p.size for p in parts if p.partition == 1] == [10]
+    assert [[(p.partition, p.from_offset, p.until_offset) for p in task] for task in tasks] == [
+        [(0, 0, 252)],
+        [(0, 252, 505)],
+        [(0, 505, 757)],
+        [(0, 757, 1000), (1, 0, 10)],
+    ]
 
 
-@given(
-    st.lists(st.integers(1, 3000), min_size=0, max_size=12),
-    st.integers(1, 5000),
-    st.integers(1, 5),
-)
-def test_pack_keeps_every_range_once_in_order_and_bounds_shared_tasks(
-    sizes: list[int], max_records: int, max_ranges: int
-) -> None:
-    ranges = [OffsetRange("t", i, 100, 100 + size) for i, size in enumerate(sizes)]
-    tasks = pack_ranges(ranges, max_records=max_records, max_ranges=max_ranges)
-    assert [r for task in tasks for r in task] == ranges
-    for task in tasks:
-        assert 1 <= len(task) <= max_ranges
-        if len(task) > 1:
-            assert sum(r.size for r in task) <= max_records
+def test_task_count_bounds() -> None:
+    def count(records: int, min_partitions: int | None = None, cap: int | None = None) -> int:
+        return task_count(
+            records, parallelism=4, min_partitions=min_partitions, max_records_per_partition=cap
+        )
 
-
-def test_small_ranges_share_one_task_and_a_backlog_keeps_one_task_per_range() -> None:
-    small = [OffsetRange("t", p, 0, 250) for p in range(6)]
-    assert pack_ranges(small) == [small[:4], small[4:]]
-    big = [OffsetRange("t", p, 0, SHARED_TASK_RECORDS) for p in range(4)]
-    assert pack_ranges(big) == [[r] for r in big]
+    assert count(0) == 0
+    assert count(MIN_TASK_RECORDS) == 1
+    assert count(4 * MIN_TASK_RECORDS) == 4
+    assert count(MAX_TASK_RECORDS) == 4
+    assert count(8 * MAX_TASK_RECORDS) == 8
+    assert count(3, min_partitions=10) == 3
+    assert count(1000, cap=100) == 10
 
 
 def _options(**extra: str) -> SourceOptions:
@@ -121,12 +166,17 @@ def _options(**extra: str) -> SourceOptions:
     )
 
 
-def test_input_partitions_pack_small_ranges_unless_min_partitions_asks_for_tasks() -> None:
-    ranges = [OffsetRange("t", p, 0, 250) for p in range(4)]
-    packed = input_partitions(_options(), ranges)
-    assert [[(s.partition, s.from_offset, s.until_offset) for s in p.specs] for p in packed] == [
-        [(p, 0, 250) for p in range(4)]
+def test_input_partitions_follow_parallelism_min_partitions_and_max_records() -> None:
+    ranges = [OffsetRange("t", p, 0, 25_000) for p in range(4)]
+    two = input_partitions(_options(parallelism="2"), ranges)
+    assert [[(s.partition, s.from_offset, s.until_offset) for s in p.specs] for p in two] == [
+        [(0, 0, 25_000), (1, 0, 25_000)],
+        [(2, 0, 25_000), (3, 0, 25_000)],
     ]
-    assert len(input_partitions(_options(minPartitions="4"), ranges)) == 4
-    capped = input_partitions(_options(maxRecordsPerPartition="500"), ranges)
-    assert [len(p.specs) for p in capped] == [2, 2]
+    assert len(input_partitions(_options(parallelism="2", minPartitions="8"), ranges)) == 8
+    capped = input_partitions(_options(parallelism="2", maxRecordsPerPartition="10000"), ranges)
+    assert len(capped) == 10
+
+
+def test_parallelism_defaults_to_the_cpus_of_the_driver_process() -> None:
+    assert _options().parallelism == cpus_of_this_process() >= 1

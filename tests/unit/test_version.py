@@ -12,7 +12,9 @@ from tests.docs_blocks import ROOT, pages
 
 def test_the_changelog_s_newest_release_is_the_package_version() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
-    releases = re.findall(r"^## \[([^\]]+)\]", changelog, flags=re.MULTILINE)
+    # Keep a Changelog's "Unreleased" section collects changes before the next release.
+    headings = re.findall(r"^## \[([^\]]+)\]", changelog, flags=re.MULTILINE)
+    releases = [h for h in headings if h != "Unreleased"]
     assert releases and releases[0] == __version__, (releases[:2], __version__)
 
 
