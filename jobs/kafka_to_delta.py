@@ -41,6 +41,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import SparkSession
 
 import spark_kafka_group
@@ -196,8 +197,13 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
             if own_spark:
                 spark.stop()
             return 1
-        rows = DeltaTable(table, storage_options=storage_options or None).count()
-        print(f"The Delta table {table} holds {rows} records")
+        try:
+            rows = DeltaTable(table, storage_options=storage_options or None).count()
+        except TableNotFoundError:  # no batch had rows: the writer made no table
+            rows = 0
+            print(f"No records were read: there is no Delta table at {table} yet")
+        else:
+            print(f"The Delta table {table} holds {rows} records")
         if own_spark:
             spark.stop()
         if embedded and rows != produced:
