@@ -1,42 +1,35 @@
-"""Ingest Kafka topics into a Delta table with ``format("kafka-group")`` and Spark's Delta sink.
+"""Ingest Kafka topics into a Delta table, exactly once across the whole consumer group.
 
-The micro-batches go from the executors straight into the table through Spark's Delta sink
-(``writeStream.format("delta")``, from delta-spark): nothing is collected on the driver. The
-sink records each batch in the table with the query's id and the batch id, and skips a batch
-the table already has, so a job that crashes and restarts on the same checkpoint writes every
-record exactly once: Spark re-runs the batch it had not finished with the same offset range,
-and the sink drops it if it got into the table before the crash. (Several copies of the job
-with the same ``groupId`` split the partitions between them; when a partition moves from one
-copy to another, the new owner starts at the old owner's last commit, so the old owner's last
-uncommitted batch may be written a second time by the new one.)
-
-The job needs delta-spark: its Python package (``pip install delta-spark``, the package's
-``spark-delta`` extra) and its jars for your Spark line with Delta's session extension and
-catalog (``conf/spark-defaults.conf``; on Databricks Delta is built in). Without them it stops
-at once with an error that says so.
+The job reads with ``format("kafka-group")`` and writes each micro-batch with
+``foreachBatch(ExactlyOnceDeltaWriter(...))``: the batch's rows and, per Kafka partition, the
+offset they end at land in one Delta commit (delta-rs). So every record lands in the table
+once whatever happens to the job: a crash and a restart on the same checkpoint (the batch run
+again is dropped, logged), several copies with the same ``groupId`` splitting the partitions
+between them, and a partition that moves from one copy to another after a copy was killed or
+stopped (its new owner drops what the old one wrote). A copy paused past its session timeout,
+whose partitions were written by another since, fails with ``PartitionMovedError`` instead of
+writing them. Each batch's rows go through the driver: size batches with
+``--max-offsets-per-trigger``.
 
 With no arguments everything is local (an embedded Tansu broker with sample data, local
 Spark, a temporary directory), and the job checks that the table holds every produced record
-once. Run with ``python``, it puts on ``spark.jars`` the delta-spark jars that the checkout's
-``scripts/setup`` fetched into ``.jvm/delta-spark`` (or ``$SPARK_KAFKA_GROUP_JVM/delta-spark``);
-without them it says how to get them:
+once:
 
     python jobs/kafka_to_delta.py
     spark-submit --properties-file conf/spark-defaults.conf jobs/kafka_to_delta.py \\
         --options-file conf/kafka-group-source.properties \\
-        --table s3a://bucket/tables/events --checkpoint s3a://bucket/checkpoints/events \\
+        --table s3://bucket/tables/events --checkpoint s3a://bucket/checkpoints/events \\
         --trigger 30s
 
-The table and the checkpoint are Spark paths (anything Spark's Hadoop file systems reach:
-``s3a://``, ``abfss://``, ``gs://``, HDFS, a local directory); the options file is read on the
-driver's machine. Command-line flags override the options file.
+The table is a delta-rs table URI (a local directory, ``s3://``, ``az://``/``abfss://``,
+``gs://``), written with the same ``groupStore.<key>`` storage options as the group log; the
+checkpoint is a Spark path (anything Spark's Hadoop file systems reach); the options file is
+read on the driver's machine. Command-line flags override the options file.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
-import importlib.util
 import os
 import re
 import sys
@@ -47,38 +40,14 @@ import uuid
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-import pyspark
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import SparkSession
 
 import spark_kafka_group
 from spark_kafka_group.options import read_properties, storage_options_from
 from spark_kafka_group.quickstart.embedded import bootstrap_or_embedded
-
-#: Spark's Delta data source (the sink) and Delta's session extension, from delta-spark's jars.
-DELTA_JVM_CLASSES = (
-    "org.apache.spark.sql.delta.sources.DeltaDataSource",
-    "io.delta.sql.DeltaSparkSessionExtension",
-)
-#: Where scripts/setup puts the jars of jvm/pom.xml (delta-spark's in its delta-spark folder).
-JVM_DIR = os.environ.get("SPARK_KAFKA_GROUP_JVM") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".jvm"
-)
-DELTA_SQL_CONF = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-}
-NO_DELTA = (
-    "Spark's Delta sink (delta-spark) is not on this Spark session's classpath ({missing}). "
-    "This job writes through it: install the Python package with `pip install delta-spark` "
-    "(the package's spark-delta extra) and give Spark the jars of delta-spark "
-    "for its Spark line with Delta's session extension and catalog: run with `python`, it "
-    "uses those that the checkout's scripts/setup fetched into .jvm/delta-spark; or "
-    "`spark-submit --properties-file conf/spark-defaults.conf` (spark.jars.packages "
-    "io.delta:delta-spark_<spark line>_2.13:<delta version>, such as "
-    "io.delta:delta-spark_4.2_2.13:4.4.0 for Spark 4.2), or run on Databricks, where Delta is "
-    "built in."
-)
-
+from spark_kafka_group.sink.delta import ExactlyOnceDeltaWriter
 
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -100,55 +69,6 @@ def trigger_interval(text: str) -> str:
     )
 
 
-def delta_jars(jvm_dir: str = JVM_DIR) -> list[str]:
-    """The delta-spark jars scripts/setup fetched (jvm/pom.xml), or [] when there are none."""
-    return sorted(glob.glob(os.path.join(jvm_dir, "delta-spark", "*.jar")))
-
-
-def jars_spark_line(jars: list[str]) -> str | None:
-    """The Spark line the delta-spark jar is built for (``delta-spark_4.2_2.13-4.4.0.jar``)."""
-    for jar in jars:
-        found = re.match(r"delta-spark_(\d+\.\d+)_", os.path.basename(jar))
-        if found:
-            return found.group(1)
-    return None
-
-
-class DeltaSparkMissing(RuntimeError):
-    """delta-spark is not available to this job's Spark session."""
-
-
-def missing_delta_classes(spark: SparkSession) -> list[str]:
-    """The classes of :data:`DELTA_JVM_CLASSES` the driver's JVM cannot load (py4j). Empty on
-    Spark Connect, where the server has its own classpath and the sink reports for itself."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
-        return []
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    missing = []
-    for name in DELTA_JVM_CLASSES:
-        try:
-            loader.loadClass(name)
-        except Exception:  # py4j's Py4JJavaError wrapping ClassNotFoundException
-            missing.append(name)
-    return missing
-
-
-def require_delta(spark: SparkSession) -> None:
-    """Raise :class:`DeltaSparkMissing` naming the fix unless Spark's Delta sink is there."""
-    missing = missing_delta_classes(spark)
-    if missing:
-        jars = delta_jars()
-        line = jars_spark_line(jars)
-        found = (
-            f"; {JVM_DIR}/delta-spark holds jars for Spark {line}, this is pyspark "
-            f"{pyspark.__version__}"
-            if line
-            else f"; no delta-spark jars in {JVM_DIR}/delta-spark"
-        )
-        raise DeltaSparkMissing(NO_DELTA.format(missing="no " + ", no ".join(missing) + found))
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap-servers", help="Kafka cluster (default: embedded + sample)")
@@ -159,7 +79,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--option", action="append", metavar="KEY=VALUE", help="a source option (repeatable)"
     )
-    parser.add_argument("--table", help="the Delta table's path (default: a temporary directory)")
+    parser.add_argument(
+        "--table", help="the Delta table's delta-rs URI (default: a temporary directory)"
+    )
     parser.add_argument(
         "--checkpoint", help="checkpoint location (default: <table>_checkpoint beside the table)"
     )
@@ -181,19 +103,10 @@ def _spark(args: argparse.Namespace) -> SparkSession:
     builder = SparkSession.builder.appName("kafka-group kafka_to_delta")
     if args.master:
         builder = builder.master(args.master)
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python`, not spark-submit
-        if not args.master:
-            builder = builder.master("local[2]").config("spark.ui.enabled", "false")
-            builder = builder.config("spark.sql.shuffle.partitions", "2")
-            builder = builder.config("spark.ui.showConsoleProgress", "false")
-        jars = delta_jars()
-        spark_line = ".".join(pyspark.__version__.split(".")[:2])
-        if jars_spark_line(jars) == spark_line and importlib.util.find_spec("delta") is not None:
-            # scripts/setup's jars, not spark.jars.packages: no Ivy resolution (its cache
-            # may hold a pom without its jar, and two jobs would race on it)
-            builder = builder.config("spark.jars", ",".join(jars))
-            for key, value in DELTA_SQL_CONF.items():
-                builder = builder.config(key, value)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ and not args.master:  # plain `python`
+        builder = builder.master("local[2]").config("spark.ui.enabled", "false")
+        builder = builder.config("spark.sql.shuffle.partitions", "2")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
@@ -220,14 +133,6 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
 
     own_spark = spark is None
     spark = spark or _spark(args)
-    try:
-        require_delta(spark)
-    except DeltaSparkMissing as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if own_spark:
-            spark.stop()
-        return 2
-
     with bootstrap_or_embedded(
         args.bootstrap_servers or options.get("kafka.bootstrap.servers")
     ) as servers:
@@ -259,13 +164,17 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
         if args.max_offsets_per_trigger:
             options["maxOffsetsPerTrigger"] = str(args.max_offsets_per_trigger)
 
-        spark_kafka_group.register(spark, storage_options=storage_options_from(options))
+        storage_options = storage_options_from(options)
+        spark_kafka_group.register(spark, storage_options=storage_options)
         reader = spark.readStream.format("kafka-group")
         for key, value in options.items():
             reader = reader.option(key, value)
+        sink = ExactlyOnceDeltaWriter(
+            table, group=options["groupId"], storage_options=storage_options or None
+        )
         writer = (
             reader.load()
-            .writeStream.format("delta")
+            .writeStream.foreachBatch(sink)
             .option("checkpointLocation", checkpoint)
             .queryName("kafka_to_delta")
         )
@@ -273,8 +182,8 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=args.trigger)
-        query = writer.start(table)
-        print(f"Sink: Spark's Delta sink -> {table}")
+        query = writer.start()
+        print(f"Sink: ExactlyOnceDeltaWriter -> {table}")
         print(f"Query {query.id} started (group {options['groupId']}, checkpoint {checkpoint})")
         failed = None
         try:
@@ -288,8 +197,13 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
             if own_spark:
                 spark.stop()
             return 1
-        rows = spark.read.format("delta").load(table).count()
-        print(f"The Delta table {table} holds {rows} records")
+        try:
+            rows = DeltaTable(table, storage_options=storage_options or None).count()
+        except TableNotFoundError:  # no batch had rows: the writer made no table
+            rows = 0
+            print(f"No records were read: there is no Delta table at {table} yet")
+        else:
+            print(f"The Delta table {table} holds {rows} records")
         if own_spark:
             spark.stop()
         if embedded and rows != produced:

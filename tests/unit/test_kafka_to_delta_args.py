@@ -1,5 +1,5 @@
 """jobs/kafka_to_delta.py's command line: ``--trigger`` as documented (``30s``) reaches Spark in
-the interval form Spark parses, and scripts/setup's delta-spark jars are found by Spark line."""
+the interval form Spark parses."""
 
 from __future__ import annotations
 
@@ -43,18 +43,3 @@ def test_trigger_refuses_what_spark_cannot_parse_naming_the_forms(
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "'soon'" in err and "30s" in err and "availableNow" in err, err
-
-
-def test_setup_jars_are_found_with_their_spark_line(tmp_path: Path) -> None:
-    job = _job()
-    folder = tmp_path / "delta-spark"
-    folder.mkdir()
-    for name in ("delta-spark_4.2_2.13-4.4.0.jar", "delta-storage-4.4.0.jar"):
-        (folder / name).write_bytes(b"")
-    jars = job.delta_jars(str(tmp_path))
-    assert [Path(j).name for j in jars] == [
-        "delta-spark_4.2_2.13-4.4.0.jar",
-        "delta-storage-4.4.0.jar",
-    ]
-    assert job.jars_spark_line(jars) == "4.2"
-    assert job.delta_jars(str(tmp_path / "nothing")) == []
