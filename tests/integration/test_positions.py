@@ -41,8 +41,16 @@ def produce(
     servers: str, topic: str, partitions: int, count: int, *, timestamps: list[int] | None = None
 ) -> None:
     """``count`` records to each partition, values ``v<i>``, with explicit CreateTimes if given.
-    One record per produce batch."""
-    producer = Producer({"bootstrap.servers": servers, "linger.ms": 0, "batch.num.messages": 1})
+    One record per produce batch; idempotent, so that a batch sent again (a topic just created
+    may refuse the first ones) keeps its place instead of landing after the next ones."""
+    producer = Producer(
+        {
+            "bootstrap.servers": servers,
+            "linger.ms": 0,
+            "batch.num.messages": 1,
+            "enable.idempotence": True,
+        }
+    )
     for partition in range(partitions):
         for i in range(count):
             ts = timestamps[i] if timestamps else 0
