@@ -136,8 +136,8 @@ class ExactlyOnceDeltaWriter:
         landed: dict[TopicPartition, int] = {}
         for tp in spans:
             end = self._mine.get(tp)
-            if end is None and table is not None:
-                end = table.transaction_version(app_id(self.group, tp))
+            if end is None:
+                end = self._table_version(table, tp)
             if end is not None:
                 landed[tp] = end
         return landed
