@@ -101,9 +101,9 @@ def commit_progress(
     """Commit the ``kafka-group`` end offsets of one query progress; how many were written.
     ``clients``: group log clients by (store, group) to reuse across calls (and to add to)."""
     written = 0
-    batch_id = _batch_id(progress)
     for offset in group_offsets(progress):
         if offset.member and offset.offsets:
+            batch_id = _batch_id(progress)
             written += commit_batch_for_member(
                 offset.store,
                 offset.group,
@@ -118,12 +118,17 @@ def commit_progress(
     return written
 
 
-def _batch_id(progress: Any) -> int | None:
-    try:
-        value = progress.get("batchId") if isinstance(progress, Mapping) else progress.batchId
-        return None if value is None else int(value)
-    except (AttributeError, TypeError, ValueError):
-        return None
+def _batch_id(progress: Any) -> int:
+    """The progress's batch id, which numbers the listener's commit object (Spark's query
+    progress always carries it)."""
+    value = progress.get("batchId") if isinstance(progress, Mapping) else progress.batchId
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(
+            f"a query progress with kafka-group offsets has batchId {value!r}, not a batch "
+            "number: the progress listener numbers its commit object by it; pass Spark's "
+            "query progress (which always has one)"
+        )
+    return value
 
 
 def leave_group(query: StreamingQuery, *, storage_options: Mapping[str, str] | None = None) -> None:

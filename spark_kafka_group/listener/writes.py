@@ -1,7 +1,9 @@
-"""The progress listener's writes in a member's name: the commit of a completed batch, and the
-LEAVE when its query terminates (:mod:`spark_kafka_group.listener.progress`; the simulation
-uses them too). What is accepted and written is decided by the protocol's offsets rules
-(:mod:`spark_kafka_group.group.offsets`), as for the member's own commits.
+"""The progress listener's writes for a member: the commit of a completed batch, in the
+listener's own commit object (never an append: the member's step, folding the objects, is the
+one writer of a member's commits into the log), and the LEAVE when its query terminates
+(:mod:`spark_kafka_group.listener.progress`; the simulation uses them too). What is accepted
+and written is decided by the protocol's offsets rules (:mod:`spark_kafka_group.group.offsets`),
+as for the member's own commits.
 """
 
 from __future__ import annotations
@@ -12,14 +14,9 @@ from collections.abc import Mapping
 
 from spark_kafka_group.errors import GroupStoreError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord, TopicPartition
-from spark_kafka_group.group.offsets import (
-    Source,
-    commit_batch,
-    fold_commit_objects,
-    listener_commit,
-)
-from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
-from spark_kafka_group.member.log_client import Decide, GroupLogClient
+from spark_kafka_group.group.offsets import fold_commit_objects, listener_commit
+from spark_kafka_group.group.types import LISTENER, CommitObject
+from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store.commit_objects import CommitObjectStore, object_key, owner
 
 log = logging.getLogger(__name__)
@@ -29,47 +26,6 @@ def _client(store: str, group_id: str, storage_options: Mapping[str, str] | None
     return GroupLogClient(store, group_id, storage_options=storage_options, create=False)
 
 
-def commit_for_member(
-    store: str,
-    group_id: str,
-    member_id: str,
-    generation: int,
-    offsets: Mapping[TopicPartition, int],
-    *,
-    starts: Mapping[TopicPartition, int] | None = None,
-    storage_options: Mapping[str, str] | None = None,
-    client: GroupLogClient | None = None,
-) -> int:
-    """Append a completed batch's offsets (planned in ``generation``) in ``member_id``'s name;
-    how many were written. The listener's rules (:class:`~spark_kafka_group.group.offsets.Source`
-    ``LISTENER``): fenced on the batch's generation, and forward only unless the batch itself
-    started a partition below the committed offset. ``client``: an open client of this group
-    log to reuse (it folds only what is new since its last call)."""
-    if client is None:
-        client = _client(store, group_id, storage_options)
-    return client.transact(commit_decision(member_id, generation, offsets, starts=starts))
-
-
-def commit_decision(
-    member_id: str,
-    generation: int,
-    offsets: Mapping[TopicPartition, int],
-    *,
-    starts: Mapping[TopicPartition, int] | None = None,
-) -> Decide[int]:
-    """What :func:`commit_for_member` decides on the folded group (the simulation appends it
-    itself, racing the members)."""
-    recorded = {tp: RecordedOffset(off, generation) for tp, off in offsets.items()}
-
-    def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], int]:
-        records, response = commit_batch(
-            work.group, member_id, recorded, now, source=Source.LISTENER, starts=starts
-        )
-        return records, 0 if response is None else len(response.accepted)
-
-    return decide
-
-
 def commit_batch_for_member(
     store: str,
     group_id: str,
@@ -77,7 +33,7 @@ def commit_batch_for_member(
     generation: int,
     offsets: Mapping[TopicPartition, int],
     *,
-    batch_id: int | None,
+    batch_id: int,
     starts: Mapping[TopicPartition, int] | None = None,
     storage_options: Mapping[str, str] | None = None,
     client: GroupLogClient | None = None,
@@ -93,16 +49,19 @@ def commit_batch_for_member(
     otherwise only moves forward; a batch continuing such a rewind that is not folded yet
     carries the mark on. The new object replaces the listener's previous one (as this client
     wrote it; read from the store once, by a client that has not written it). Reading
-    the log to decide is a fold of its tail, never a compare-and-swap. Without commit objects
-    (a log given without them: the simulation's and the tests'), or without a batch id to
-    number the object by, the commit is an append (:func:`commit_for_member`).
+    the log to decide is a fold of its tail, never a compare-and-swap. ``client`` (an open
+    client of this group log to reuse) must have commit objects: a group log opened from its
+    store always has them.
     """
     if client is None:
         client = _client(store, group_id, storage_options)
     objects = client.commit_objects
-    if objects is None or batch_id is None:
-        return commit_for_member(
-            store, group_id, member_id, generation, offsets, starts=starts, client=client
+    if objects is None:
+        raise ValueError(
+            f"group {group_id}: the progress listener's commit of {member_id} (batch "
+            f"{batch_id}) needs the group's commit objects, and this client of the log has none "
+            "(a log given without commit_objects): give the client the commit objects its "
+            "members use"
         )
     group = client.fold().group
     previous = client.listener_objects.get(member_id)
@@ -143,8 +102,8 @@ def leave_for_member(
     reason: str = "leave_group() after query stop",
 ) -> bool:
     """Write LEAVE for a dynamic member (static members keep their partitions, as in Kafka);
-    whether it left now (False: not a member any more, or static). ``client`` as in
-    :func:`commit_for_member`."""
+    whether it left now (False: not a member any more, or static). ``client``: an open client
+    of this group log to reuse."""
     if client is None:
         client = _client(store, group_id, storage_options)
     # The commits the member recorded but the group has not folded yet land first.

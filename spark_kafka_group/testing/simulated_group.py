@@ -14,13 +14,17 @@ from dataclasses import dataclass, field
 from spark_kafka_group.group import (
     GroupConfig,
     GroupCoordinator,
+    GroupRecord,
     GroupState,
     ManualClock,
     RecordKind,
     TopicPartition,
 )
 from spark_kafka_group.group.metadata import IMPLICIT_REJOIN, LEASES
-from spark_kafka_group.listener.writes import commit_batch_for_member, commit_decision
+from spark_kafka_group.group.offsets import Source, commit_batch
+from spark_kafka_group.group.payloads import CommitPayload
+from spark_kafka_group.group.types import RecordedOffset
+from spark_kafka_group.listener.writes import commit_batch_for_member
 from spark_kafka_group.member import GroupLogClient
 from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
@@ -84,6 +88,11 @@ class SimResult:
     listener_commits: str | None = None
     phases: list[Phase] = field(default_factory=list)
     wall_s: float = 0.0
+    #: Who wrote the COMMIT records of each member (by the member's id): ``"fold"`` for a
+    #: record folded from one of its commit objects (whoever appended it), else the id of
+    #: the appender (a member's step: its member id; a progress listener: ``"listener of
+    #: <member id>"``).
+    commit_writers: dict[str, set[str]] = field(default_factory=dict)
 
     def phase(self, name: str) -> Phase:
         return next(p for p in self.phases if p.name == name)
@@ -128,6 +137,7 @@ class _Simulation:
         # Per member: its query's progress listener (a client of the log in the driver), and
         # the id of the member's next batch.
         self.listeners: dict[str, GroupLogClient] = {}
+        self.commit_writers: dict[str, set[str]] = {}
         self.batch_ids: dict[str, int] = {}
         # Per member: the step chain's token (a wake starts a new chain, the old one ends)
         # and whether an append is in flight.
@@ -261,7 +271,13 @@ class _Simulation:
                 "memory://", "g", m.member_id, gen, ends, batch_id=batch_id, client=client
             )
             return
-        decide = commit_decision(m.member_id, gen, ends)
+        recorded = {tp: RecordedOffset(offset, gen) for tp, offset in ends.items()}
+
+        def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], None]:
+            # The alternative design: the listener's own compare-and-swap append of its commit.
+            group, member = work.group, m.member_id
+            records, _ = commit_batch(group, member, recorded, now, source=Source.LISTENER)
+            return records, None
 
         def attempt(lost: int) -> None:
             tried = client.prepare(decide)
@@ -270,6 +286,7 @@ class _Simulation:
 
             def end() -> None:
                 if client.complete(tried):
+                    self.wrote(f"listener of {m.member_id}", tried.records)
                     self.observe()
                     return
                 wait_ms = int(client.backoff_s(lost + 1, append_s=self.append_ms / 1000) * 1000)
@@ -301,6 +318,7 @@ class _Simulation:
             if m not in self.alive.values():
                 return
             if m.member.loop.end_step(attempt):
+                self.wrote(m.member_id, attempt.records)
                 self.observe()
                 woken, self.woken[key] = self.woken.get(key, False), False
                 delay = 0 if woken else self.delay_ms(m)
@@ -312,6 +330,14 @@ class _Simulation:
         self.busy[key] = True
         self.token[key] = self.token.get(key, 0) + 1  # no other step until this one ends
         self.at(now + self.read_ms + self.append_ms, end)
+
+    def wrote(self, appender: str, records: list[GroupRecord]) -> None:
+        """``appender`` appended ``records``: note who wrote each COMMIT."""
+        for r in records:
+            if r.kind == RecordKind.COMMIT and r.member_id is not None:
+                folded = CommitPayload.from_dict(r.payload).folded_from is not None
+                writers = self.commit_writers.setdefault(r.member_id, set())
+                writers.add("fold" if folded else appender)
 
     def delay_ms(self, m: SimMember) -> int:
         # A small jitter, as threads started at different times do not step in lockstep.
@@ -464,9 +490,9 @@ def simulate(
     a listing and a parallel read of the objects), else every commit is an append.
     ``listener_commits``: each member's query also has a progress listener that commits every
     completed batch on the member's behalf, as a Spark query registered with
-    ``spark_kafka_group.register`` does: ``"log"``, an append per batch (``commit_for_member``,
-    the design before listener objects); ``"objects"``, in the listener's own commit object
-    (``commit_batch_for_member``); None, no listener (a member without Spark).
+    ``spark_kafka_group.register`` does: ``"log"``, an append per batch by the listener
+    itself (the alternative design, measured here only); ``"objects"``, in the listener's own
+    commit object (``commit_batch_for_member``); None, no listener (a member without Spark).
     """
     wall = time.monotonic()
     sim = _Simulation(
@@ -525,4 +551,5 @@ def simulate(
             )
         )
     result.wall_s = time.monotonic() - wall
+    result.commit_writers = sim.commit_writers
     return result

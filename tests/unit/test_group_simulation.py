@@ -307,3 +307,31 @@ def test_the_progress_listeners_commits_cost_the_log_the_same_whatever_the_group
         p99 = phase.commit_lag_s(0.99)
         assert p99 is not None and p99 <= 2.0, p99
     assert large.writes_per_s <= 1.2 * small.writes_per_s
+
+
+def _commit_writers(listener_commits: str) -> dict[str, set[str]]:
+    result = simulate(
+        members=4,
+        partitions=16,
+        append_ms=10,
+        steady_ms=10_000,
+        commit_every_ms=1_000,
+        commit_objects=True,
+        listener_commits=listener_commits,
+    )
+    assert result.phase("steady").commits > 0
+    return result.commit_writers
+
+
+def test_the_log_has_one_commit_writer_per_member() -> None:
+    """Members commit every second and each one's query's progress listener commits every
+    completed batch too: every COMMIT record in a member's name comes from that member's
+    writer, the fold of its commit objects (the member's and its listener's) or its own
+    step's direct write, never from its listener or another member. (The listener appending
+    each batch itself, the alternative design, is a second writer, seen here.)"""
+    writers = _commit_writers("objects")
+    assert len(writers) >= 4, writers
+    for member_id, by in writers.items():
+        assert by <= {"fold", member_id}, (member_id, by)
+    appended = _commit_writers("log")
+    assert any(f"listener of {m}" in by for m, by in appended.items()), appended

@@ -4,16 +4,16 @@ liveness in leases or in the log: random joins, leaves, crashes (silence), stati
 clock advances, metadata changes, revocation acks (inside the member loop) and snapshots. Every
 commit goes through the one offsets module (:mod:`spark_kafka_group.group.offsets`): the
 member's own (its handler, ``commit_batch``, and through the member's ``commit()``: with commit
-objects, recorded and folded by the leader), its query's progress listener's (in the listener's
-own commit object, or appended), rewinds (a reset by policy, by the member and by the listener),
-an operator's reset, and zombie commits (in the log, by a dead member and its listener, and
-stale commit objects, the members' and their listeners'), while ownership moves with every
-rebalance. Every member's wall clock is off by a random amount (up to hours either way), as on
-machines without NTP. Invariants are checked after every step on the log folded record by
-record: among them, that a commit is applied only from the partition's owner, that an operator's
-reset is applied only to an empty group, that committed offsets of member commits never go back
-except by a rewind, and that a partition is released only once the log holds its owner's last
-commit (a rewind included).
+objects, recorded and folded by the leader), its query's progress listener's (with commit
+objects, in the listener's own object), rewinds (a reset by policy, by the member and by the
+listener), an operator's reset, and zombie commits (in the log, by a dead member and in its
+name by the listener's rules, and stale commit objects, the members' and their listeners'),
+while ownership moves with every rebalance. Every member's wall clock is off by a random amount
+(up to hours either way), as on machines without NTP. Invariants are checked after every step
+on the log folded record by record: among them, that a commit is applied only from the
+partition's owner, that an operator's reset is applied only to an empty group, that committed
+offsets of member commits never go back except by a rewind, and that a partition is released
+only once the log holds its owner's last commit (a rewind included).
 
 ``GROUP_STATEFUL_EXAMPLES`` / ``GROUP_STATEFUL_STEPS`` raise the budget for a deep run.
 """
@@ -48,7 +48,8 @@ from spark_kafka_group.group.offsets import (
     reset,
 )
 from spark_kafka_group.group.payloads import JoinPayload, RevokePayload
-from spark_kafka_group.listener.writes import commit_batch_for_member, commit_decision
+from spark_kafka_group.listener.writes import commit_batch_for_member
+from spark_kafka_group.member.folder import COMMIT_FOLD_INTERVAL_MS
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLeases, InMemoryLog
@@ -191,11 +192,10 @@ class GroupMachine(RuleBasedStateMachine):
         return batch_id
 
     def the_listener_appended_nothing(self, version: int) -> None:
-        """With commit objects, a member's commits reach the log through one writer, the fold
-        (its own step's direct writes aside): its progress listener only writes its object,
-        rewinds included."""
-        if self.objects is not None:
-            assert self.log.version == version, "the progress listener appended to the log"
+        """A member's commits reach the log through one writer, the fold (its own step's
+        direct writes aside): its progress listener only writes its object, rewinds
+        included."""
+        assert self.log.version == version, "the progress listener appended to the log"
 
     def race(self) -> None:
         for d in self.live:
@@ -323,7 +323,7 @@ class GroupMachine(RuleBasedStateMachine):
         for tp, offset in ends.items():
             self.last_commit[(d.member_id, tp)] = offset
 
-    @precondition(lambda self: self.live)
+    @precondition(lambda self: self.live and self.objects is not None)
     @rule(i=st.integers(0, MAX_MEMBERS - 1))
     def listener_commit(self, i: int) -> None:
         """The member's query plans a batch and completes it; its progress listener commits it
@@ -385,14 +385,16 @@ class GroupMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.dead)
     @rule(i=st.integers(0, 20))
     def zombie_listener_commit(self, i: int) -> None:
-        """A dead member's progress listener appends a late commit of what it last knew."""
+        """A late commit of what a dead member last knew, in its name and by the listener's
+        rules (forward only), appended by a writer that is no member (a progress listener of
+        a release that appended its commits): never applied."""
         z = self.dead[i % len(self.dead)]
         gen = z.coord.group.generation
         parts = set(z.coord.member_view(z.member_id).assignment) | {TopicPartition("t", 1)}
         z.fold()
-        work = z.coord.fork()
-        decide = commit_decision(z.member_id, gen, {tp: 998 for tp in parts})
-        records, _ = decide(work, self.clock.now_ms())
+        offsets = {tp: RecordedOffset(998, gen) for tp in parts}
+        now = self.clock.now_ms()
+        records, _ = commit_batch(z.coord.group, z.member_id, offsets, now, source=Source.LISTENER)
         if z.member_id not in z.coord.group.members:
             assert records == []
         assert append(self.log, records, z.version)
@@ -414,7 +416,7 @@ class GroupMachine(RuleBasedStateMachine):
         self.rewound += 1
         ends = {tp: end}
         batch_id = self.plan(d, ends, holdings.generation)
-        if listener:
+        if listener and self.objects is not None:
             client = GroupLogClient("memory", "g", log=self.log, clock=d.clock,
                                     commit_objects=self.objects)  # fmt: skip
             version = self.log.version
@@ -427,7 +429,7 @@ class GroupMachine(RuleBasedStateMachine):
             d.member.commit(ends, batch_generation=holdings.generation, batch_member=d.member_id)
         self.last_commit[(d.member_id, tp)] = end
 
-    @precondition(lambda self: self.live)
+    @precondition(lambda self: self.live and self.objects is not None)
     @rule(i=st.integers(0, MAX_MEMBERS - 1), k=st.integers(0, 50))
     def late_listener_commit(self, i: int, k: int) -> None:
         """A progress event that comes late (or a restarted driver's): the listener commits an
@@ -462,7 +464,7 @@ class GroupMachine(RuleBasedStateMachine):
         generation = holdings.held_since[tp] - 1
         end = self.counter[tp] = self.counter.get(tp, MEMBER_COMMITS) + 1
         self.planned[(tp, end)] = generation
-        if listener:
+        if listener and self.objects is not None:
             batch_id = self.next_batch_id(d)
             client = GroupLogClient("memory", "g", log=self.log, clock=d.clock,
                                     commit_objects=self.objects)  # fmt: skip
@@ -650,7 +652,7 @@ def test_a_late_commit_of_an_older_batch_does_not_stall_a_revocation(moves: str)
 
     state.setup(
         protocol="cooperative-sticky", delay=0, leases=False, releases="current",
-        commit_objects=False,
+        commit_objects=True,
     )  # fmt: skip
     checked()
     state.join(offset=0, pattern=False, static=False)
@@ -658,6 +660,11 @@ def test_a_late_commit_of_an_older_batch_does_not_stall_a_revocation(moves: str)
     state.listener_commit(i=0)
     checked()
     last = {tp: offset for (_, tp), offset in state.last_commit.items()}
+    for _ in range(5):  # the leader folds the listener's object into the log
+        state.clock.advance(COMMIT_FOLD_INTERVAL_MS)
+        state.race()
+        checked()
+    assert {tp: state.checker.offsets[tp].offset for tp in last} == last
     state.commit(i=0)
     checked()
     assert {tp: state.checker.offsets[tp].offset for tp in last} == last

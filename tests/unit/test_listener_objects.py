@@ -9,9 +9,12 @@ injected clock (the helpers of ``test_commit_objects``).
 
 from __future__ import annotations
 
+import pytest
+
 from spark_kafka_group.group import TopicPartition
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
+from spark_kafka_group.listener.progress import commit_progress
 from spark_kafka_group.listener.writes import commit_batch_for_member, leave_for_member
 from spark_kafka_group.member.folder import COMMIT_FOLD_INTERVAL_MS
 from spark_kafka_group.member.log_client import GroupLogClient
@@ -76,6 +79,25 @@ def test_the_listeners_commit_is_an_object_and_the_log_gets_no_append() -> None:
     assert listener_commit(g, b, ends, batch_id=3) == len(ends)
     assert g.log.version == version  # no append
     assert g.objects.list()["b~listener"] == 4  # numbered by the batch: batch id + 1
+
+
+def test_the_listener_has_no_other_way_into_the_log() -> None:
+    """Given a client without commit objects, or a progress without a batch id to number its
+    object by, the listener's commit says so and writes nothing (it never appends)."""
+    g = Group()
+    _, b = g.add("a"), g.add("b")
+    g.settle()
+    ends = planned(b, {tp: 9 for tp in b.member.holdings.held})
+    version = g.log.version
+    bare = GroupLogClient("memory", "g", log=g.log, clock=g.clock)
+    with pytest.raises(ValueError, match="needs the group's commit objects"):
+        commit_batch_for_member("memory", "g", "b", 1, ends, batch_id=0, client=bare)
+    offset = {"group": "g", "store": "memory", "generation": 1, "member": "b", "starts": {}}
+    progress = {"sources": [{"endOffset": {**offset, "offsets": {"t": {"0": 9}}}}]}
+    with pytest.raises(ValueError, match="batchId None"):
+        commit_progress(progress, clients={("memory", "g"): listener_client(g)})
+    assert g.log.version == version
+    assert g.objects.list().get("b~listener") is None
 
 
 def test_the_leaders_fold_brings_the_listeners_commit_into_the_log() -> None:
