@@ -78,6 +78,7 @@ from spark_kafka_group.group.metadata import (
     GroupMetadata,
     MemberMetadata,
     OffsetAndMetadata,
+    Partitions,
     Subscription,
     TopicPartition,
 )
@@ -112,6 +113,7 @@ __all__ = [
     "MemberView",
     "MetadataResponse",
     "OffsetAndMetadata",
+    "Partitions",
     "RangeAssignor",
     "RebalanceProtocol",
     "RecordKind",

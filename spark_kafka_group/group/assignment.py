@@ -21,7 +21,12 @@ from typing import Any
 
 from spark_kafka_group.group.assignors import Assignor, MemberSubscription, RebalanceProtocol
 from spark_kafka_group.group.clocks import Sightings, window_end_ms
-from spark_kafka_group.group.metadata import GroupMetadata, ScheduledDelay, TopicPartition
+from spark_kafka_group.group.metadata import (
+    GroupMetadata,
+    Partitions,
+    ScheduledDelay,
+    TopicPartition,
+)
 from spark_kafka_group.group.payloads import SyncPayload
 
 
@@ -60,8 +65,8 @@ def sync_payload(
         raw = _assign(group, assignor, snapshot, topics_of, returning)
         target = _valid_target(group, raw, reserved, valid)
     holder = group.holders()
-    assignment: dict[str, frozenset[TopicPartition]] = {}
-    revoking: dict[str, frozenset[TopicPartition]] = {}
+    assignment: dict[str, Partitions] = {}
+    revoking: dict[str, Partitions] = {}
     for mid, m in group.members.items():
         kept = frozenset(tp for tp in target[mid] if holder.get(tp, mid) == mid)
         assignment[mid] = kept

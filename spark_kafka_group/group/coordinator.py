@@ -175,8 +175,8 @@ class GroupCoordinator:
             E.NONE,
             g.generation,
             g.protocol,
-            assignment=tuple(sorted(m.assignment)),
-            revoking=tuple(sorted(m.revoking)),
+            assignment=m.assignment,
+            revoking=m.revoking,
             delay_ms=g.delay_ms,
         )
 
@@ -248,7 +248,7 @@ class GroupCoordinator:
         record = self._revoke_record(member_id, tps, now_ms)
         if record is None:
             return [], RevokeResponse(E.NONE)
-        released = tuple(sorted(RevokePayload.of(record).partitions))
+        released = RevokePayload.of(record).partitions
         return [record], RevokeResponse(E.NONE, released)
 
     def _revoke_record(
@@ -419,8 +419,8 @@ class GroupCoordinator:
                     client_id=m.client_id,
                     client_host=m.client_host,
                     generation=m.generation,
-                    assignment=tuple(sorted(m.assignment)),
-                    revoking=tuple(sorted(m.revoking)),
+                    assignment=m.assignment,
+                    revoking=m.revoking,
                     session_timeout_ms=m.session_timeout_ms,
                     last_seen_ms=max(m.last_seen_ms, leases.get(m.member_id, 0)),
                     live=m.member_id not in expiring,
@@ -455,8 +455,8 @@ class GroupCoordinator:
             awaiting_sync=m is not None and g.state == S.COMPLETING_REBALANCE,
             is_leader=known and g.leader == member_id,
             member_generation=m.generation if m else -1,
-            assignment=tuple(sorted(m.assignment)) if m else (),
-            revoking=tuple(sorted(m.revoking)) if m else (),
+            assignment=m.assignment if m else frozenset(),
+            revoking=m.revoking if m else frozenset(),
             delay_ms=g.delay_ms,
             protocol=g.protocol,
             gives_up_at_join=m is not None

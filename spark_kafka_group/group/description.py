@@ -14,13 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_kafka_group.group.errors import GroupError
-from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition, partition_name
+from spark_kafka_group.group.metadata import (
+    OffsetAndMetadata,
+    Partitions,
+    TopicPartition,
+    partition_name,
+)
 from spark_kafka_group.group.state import GroupState
 
 
-def _names(partitions: tuple[TopicPartition, ...]) -> list[str]:
+def _names(partitions: Partitions) -> list[str]:
     """Partitions as Kafka's tools print them: ``topic-partition``."""
-    return [partition_name(tp.topic, tp.partition) for tp in partitions]
+    return [partition_name(tp.topic, tp.partition) for tp in sorted(partitions)]
 
 
 @dataclass(frozen=True)
@@ -30,8 +35,8 @@ class MemberDescription:
     client_id: str
     client_host: str
     generation: int
-    assignment: tuple[TopicPartition, ...]
-    revoking: tuple[TopicPartition, ...]
+    assignment: Partitions
+    revoking: Partitions
     session_timeout_ms: int = 0
     #: When the member was last known alive: its newest record, or its lease if later
     #: (writer's clock, epoch ms).

@@ -21,6 +21,7 @@ from spark_kafka_group.group.metadata import (
     IMPLICIT_REJOIN,
     GroupMetadata,
     MemberMetadata,
+    Partitions,
     Subscription,
     TopicPartition,
 )
@@ -261,7 +262,7 @@ class ClassicJoin:
 
     def _owned_at_join(
         self, request: JoinRequest, *, rebalance: bool, replaces: str | None
-    ) -> frozenset[TopicPartition] | None:
+    ) -> Partitions | None:
         """What the joiner keeps of what it holds (None: everything)."""
         joining_rebalance = rebalance or self._group.state == S.PREPARING_REBALANCE
         if joining_rebalance and self.rebalance_protocol() is RebalanceProtocol.EAGER:

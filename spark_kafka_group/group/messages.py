@@ -8,11 +8,8 @@ from typing import Any
 
 from spark_kafka_group.group import defaults
 from spark_kafka_group.group.errors import GroupError
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import Partitions, TopicPartition
 from spark_kafka_group.group.state import GroupState
-
-#: The partitions of one member, sorted.
-Partitions = tuple[TopicPartition, ...]
 
 
 @dataclass(frozen=True)
@@ -36,7 +33,7 @@ class JoinRequest:
     topics: Sequence[str] = ()
     pattern: str | None = None
     instance_id: str | None = None
-    owned: Sequence[TopicPartition] | None = None
+    owned: Partitions | None = None
     session_timeout_ms: int = defaults.SESSION_TIMEOUT_MS
     rebalance_timeout_ms: int = defaults.REBALANCE_TIMEOUT_MS
     client_id: str = ""
@@ -74,10 +71,10 @@ class SyncResponse:
     protocol: str | None = None
     #: True: the leader has not written the assignment yet; poll again.
     pending: bool = False
-    assignment: Partitions = ()
+    assignment: Partitions = frozenset()
     #: Partitions to give up: finish the in-flight batch, commit its end, then
     #: ``ack_revocation``; they go to their new owner in the follow-up rebalance.
-    revoking: Partitions = ()
+    revoking: Partitions = frozenset()
     #: Remaining scheduled rebalance delay (KIP-415), 0 if none.
     delay_ms: int = 0
 
@@ -98,14 +95,14 @@ class CommitResponse:
     partition_errors: dict[TopicPartition, GroupError] = field(default_factory=dict)
 
     @property
-    def accepted(self) -> frozenset[TopicPartition]:
+    def accepted(self) -> Partitions:
         return frozenset(tp for tp, e in self.partition_errors.items() if e is GroupError.NONE)
 
 
 @dataclass(frozen=True)
 class RevokeResponse:
     error: GroupError
-    released: Partitions = ()
+    released: Partitions = frozenset()
 
 
 @dataclass(frozen=True)
@@ -130,7 +127,7 @@ class OffsetDeleteResponse:
     refusals: dict[str, str] = field(default_factory=dict)
 
     @property
-    def deleted(self) -> frozenset[TopicPartition]:
+    def deleted(self) -> Partitions:
         return frozenset(tp for tp, e in self.partition_errors.items() if e is GroupError.NONE)
 
 

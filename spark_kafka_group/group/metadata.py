@@ -29,12 +29,18 @@ class TopicPartition(NamedTuple):
         return partition_name(self.topic, self.partition)
 
 
+#: A member's partitions (its assignment, what it revokes, owns or releases), and any other
+#: set of partitions: one shape in every message, record and view; sorted only where it is
+#: printed or written as JSON (:func:`tp_list`).
+Partitions = frozenset[TopicPartition]
+
+
 def tp_list(partitions: Iterable[TopicPartition]) -> list[list[Any]]:
     """Partitions as sorted ``[[topic, partition], ...]`` (the JSON form)."""
     return [[t, p] for t, p in sorted(partitions)]
 
 
-def tp_set(items: Iterable[Iterable[Any]] | None) -> frozenset[TopicPartition]:
+def tp_set(items: Iterable[Iterable[Any]] | None) -> Partitions:
     """The inverse of :func:`tp_list`."""
     if not items:
         return frozenset()
@@ -103,7 +109,7 @@ class ScheduledDelay:
     """Partitions of a departed static member held back until ``until_ms`` (KIP-415), on the
     clock of the record that ``opened`` the delay."""
 
-    partitions: frozenset[TopicPartition]
+    partitions: Partitions
     until_ms: int
     opened: Opened = Opened()
 
@@ -136,9 +142,9 @@ class MemberMetadata:
     #: What its release can do beyond the classic protocol (see :data:`FEATURES`).
     features: frozenset[str] = frozenset()
     #: Partitions the member may consume in its generation.
-    assignment: frozenset[TopicPartition] = frozenset()
+    assignment: Partitions = frozenset()
     #: Partitions the member still holds but must give up (pending revocation ack).
-    revoking: frozenset[TopicPartition] = frozenset()
+    revoking: Partitions = frozenset()
     #: For each held partition, the generation since which the member has held it without
     #: interruption: only a batch planned since then may commit it (see ``admin``).
     held_since: Mapping[TopicPartition, int] = field(default_factory=dict)
@@ -158,7 +164,7 @@ class MemberMetadata:
         return tuple(name for name, _ in self.protocols)
 
     @property
-    def held(self) -> frozenset[TopicPartition]:
+    def held(self) -> Partitions:
         """Everything the member may still be consuming: its assignment and its revocations."""
         return self.assignment | self.revoking
 

@@ -51,6 +51,7 @@ from spark_kafka_group.group.metadata import (
     GroupMetadata,
     MemberMetadata,
     OffsetAndMetadata,
+    Partitions,
     TopicPartition,
 )
 from spark_kafka_group.group.record_helpers import commit_record, offset_delete_record
@@ -188,7 +189,7 @@ def commit_offsets(
     def reject(error: GroupError) -> tuple[list[GroupRecord], CommitResponse]:
         return [], CommitResponse(error, dict.fromkeys(parts, error))
 
-    held: frozenset[TopicPartition] | None = None
+    held: Partitions | None = None
     if member_id is None:
         err = unavailable(group)
         if err is not None:
@@ -225,7 +226,7 @@ def commit_offsets(
 
 def _partition_error(
     tp: TopicPartition,
-    held: frozenset[TopicPartition] | None,
+    held: Partitions | None,
     offset: int,
     metadata: str | None,
     config: GroupConfig,
@@ -436,7 +437,7 @@ def listener_rewinds(
     offsets: Mapping[TopicPartition, int],
     starts: Mapping[TopicPartition, int],
     previous: CommitObject | None,
-) -> frozenset[TopicPartition]:
+) -> Partitions:
     """The partitions of a listener's batch that move an offset back, whatever the log holds
     now: the batch started below the committed offset, or, while the listener's previous
     object is not folded yet, below that object's offset, or continued that object's rewind.

@@ -25,9 +25,9 @@ from spark_kafka_group.group.errors import GroupProtocolBug
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import (
     GroupMetadata,
+    Partitions,
     ScheduledDelay,
     Subscription,
-    TopicPartition,
     scheduled_from_payload,
     scheduled_to_payload,
     tp_list,
@@ -38,7 +38,7 @@ from spark_kafka_group.group.records import GroupRecord
 P = TypeVar("P", bound="RecordPayload")
 
 #: Partitions per member id (a SYNC record's assignment and revocations).
-MemberPartitions = Mapping[str, frozenset[TopicPartition]]
+MemberPartitions = Mapping[str, Partitions]
 
 
 class RecordPayload:
@@ -72,7 +72,7 @@ def _counts(d: Mapping[str, Any]) -> dict[str, int]:
     return {str(k): int(v) for k, v in d.items()}
 
 
-def _by_member(d: Mapping[str, Any]) -> dict[str, frozenset[TopicPartition]]:
+def _by_member(d: Mapping[str, Any]) -> dict[str, Partitions]:
     return {str(mid): tp_set(parts) for mid, parts in d.items()}
 
 
@@ -91,7 +91,7 @@ class JoinPayload(RecordPayload):
     client_id: str = ""
     client_host: str = ""
     #: What the member still holds (None: keep what the group says it holds).
-    owned: frozenset[TopicPartition] | None = None
+    owned: Partitions | None = None
     #: The previous incarnation this join replaces (a static instance or a restarted query).
     replaces: str | None = None
     #: This join starts a rebalance.
@@ -324,7 +324,7 @@ class RevokePayload(RecordPayload):
 
     KIND: ClassVar[RecordKind] = RecordKind.REVOKE
 
-    partitions: frozenset[TopicPartition]
+    partitions: Partitions
     #: The last revocation of a Stable group is done: rebalance to give the partitions away.
     rebalance: bool = False
 

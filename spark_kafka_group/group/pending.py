@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
+from spark_kafka_group.group.metadata import OffsetAndMetadata, Partitions, TopicPartition
 from spark_kafka_group.group.offsets import (
     Source,
     fence,
@@ -51,7 +51,7 @@ class PendingCommits:
     #: Offsets to write to the log directly (the final offsets of partitions being revoked, a
     #: closing member's commits; every commit without commit objects), and releases.
     direct: Recorded = field(default_factory=dict)
-    releases: frozenset[TopicPartition] = frozenset()
+    releases: Partitions = frozenset()
     #: Earlier incarnations this member replaced (a restart on its checkpoint, a rejoin
     #: under a new id): their batches' commits are its own.
     replaced: frozenset[str] = frozenset()
@@ -78,7 +78,7 @@ class PendingCommits:
         batch_member: str,
         release: Iterable[TopicPartition],
         held_since: Mapping[TopicPartition, int],
-        revoking: frozenset[TopicPartition],
+        revoking: Partitions,
         generation: int,
         committed: Committed,
         newest: Mapping[TopicPartition, int],
@@ -122,7 +122,7 @@ class PendingCommits:
 
     def settle(
         self,
-        held: frozenset[TopicPartition],
+        held: Partitions,
         committed: Committed,
         last_ends: Mapping[TopicPartition, int],
     ) -> PendingCommits:
@@ -188,7 +188,7 @@ class PendingCommits:
             self, recorded={**self.recorded, **taken}, listener_taken=obj.seq
         )
 
-    def landed(self, direct: Recorded, releases: frozenset[TopicPartition]) -> PendingCommits:
+    def landed(self, direct: Recorded, releases: Partitions) -> PendingCommits:
         """A step wrote these direct offsets and releases: they wait no more (unless a newer
         offset was recorded for the partition meanwhile)."""
         return dataclasses.replace(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spark_kafka_group.group.metadata import OffsetAndMetadata, TopicPartition
+from spark_kafka_group.group.metadata import OffsetAndMetadata, Partitions, TopicPartition
 
 #: The group's committed offsets, as folded (``GroupMetadata.offsets``).
 Committed = Mapping[TopicPartition, OffsetAndMetadata]
@@ -46,4 +46,4 @@ class CommitObject:
     seq: int
     offsets: Mapping[TopicPartition, RecordedOffset] = field(default_factory=dict)
     writer: str = ""
-    rewinds: frozenset[TopicPartition] = frozenset()
+    rewinds: Partitions = frozenset()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import Partitions, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class RecordCommit:
     offsets: Mapping[TopicPartition, int]
     batch_generation: int
     batch_member: str
-    release: frozenset[TopicPartition] = frozenset()
+    release: Partitions = frozenset()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from spark_kafka_group.group import (
     GroupRecord,
     GroupState,
     JoinRequest,
+    Partitions,
     RebalanceProtocol,
     RecordKind,
     TopicPartition,
@@ -53,12 +54,12 @@ class PendingWork:
     #: it recorded it).
     offsets: Mapping[TopicPartition, RecordedOffset] = field(default_factory=dict)
     #: Revoked partitions whose last batch completed, to release.
-    release: frozenset[TopicPartition] = frozenset()
+    release: Partitions = frozenset()
     #: The batches handed to Spark: a partition being revoked is released once a commit
     #: reaches the end of its last batch.
     in_flight: BatchesInFlight = field(default_factory=BatchesInFlight)
     #: Everything the member held after its previous step (what a cooperative rejoin owns).
-    held: frozenset[TopicPartition] = frozenset()
+    held: Partitions = frozenset()
     #: It held a generation before: if the group no longer knows it (expired), it must not
     #: rejoin under the same id, whose late commits the group keeps rejecting.
     had_generation: bool = False
@@ -255,7 +256,7 @@ def _protocol_step(
         view.gives_up_at_join and _eager_join_waits(work, now, ctx, pending)
     ):
         cooperative = work.rebalance_protocol() is not RebalanceProtocol.EAGER
-        owned = sorted(pending.held) if view.known and cooperative else []
+        owned = pending.held if view.known and cooperative else frozenset()
         response = do(work.join(replace(ctx.request, owned=owned), now, seen=ctx.seen))
         join_error = response.error
         # The last member to join completes the phase: a leader assigns in the same write

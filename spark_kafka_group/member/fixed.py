@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from spark_kafka_group.errors import CommitRejectedError
 from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord
-from spark_kafka_group.group.metadata import MemberMetadata, TopicPartition
+from spark_kafka_group.group.metadata import MemberMetadata, Partitions, TopicPartition
 from spark_kafka_group.group.offsets import simple_commit
 from spark_kafka_group.member.in_flight import BatchesInFlight, PlannedBatch
 from spark_kafka_group.member.log_client import GroupLogClient
@@ -65,13 +65,13 @@ class FixedAssignmentMember:
 
     def resume_checkpoint(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
-    ) -> frozenset[TopicPartition]:
+    ) -> Partitions:
         """Fixed partitions are always ours: the checkpointed positions stay."""
         return frozenset(tp for tp in positions if tp in self._holdings.held)
 
     def begin_batch(
         self, ends: Mapping[TopicPartition, int], *, batch_generation: int
-    ) -> frozenset[TopicPartition]:
+    ) -> Partitions:
         """Fixed partitions are always ours (nothing is ever revoked)."""
         ours = frozenset(tp for tp in ends if tp in self._holdings.held)
         batch = PlannedBatch({tp: ends[tp] for tp in ours}, batch_generation, self.member_id)

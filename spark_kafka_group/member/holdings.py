@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from spark_kafka_group.group import GroupMetadata, GroupState, TopicPartition
+from spark_kafka_group.group import GroupMetadata, GroupState, Partitions, TopicPartition
 from spark_kafka_group.group.messages import MemberView
 from spark_kafka_group.group.offsets import fence
 from spark_kafka_group.group.types import Committed
@@ -47,7 +47,7 @@ class HoldingsBook:
         self.in_flight = BatchesInFlight()
         #: Partitions the member's step decided to release and is appending the release of:
         #: no batch may claim them meanwhile (the decision saw none of theirs in flight).
-        self.releasing: frozenset[TopicPartition] = frozenset()
+        self.releasing: Partitions = frozenset()
         #: The group's record of since when each held partition is held, as of the last step.
         self._group_since: Mapping[TopicPartition, int] = {}
         #: Partitions whose checkpointed position was resumed: the group's record of them
@@ -155,7 +155,7 @@ class HoldingsBook:
             return self.holdings, self.in_flight
 
     def reserve_releases(
-        self, keeps: frozenset[TopicPartition], *, decided_on: BatchesInFlight | None = None
+        self, keeps: Partitions, *, decided_on: BatchesInFlight | None = None
     ) -> bool:
         """Before a step appends records that take partitions from this member (released,
         given up, lost): everything held but ``keeps`` may no longer be claimed by a batch
@@ -169,7 +169,7 @@ class HoldingsBook:
 
     def begin_batch(
         self, ends: Mapping[TopicPartition, int], *, batch_generation: int
-    ) -> frozenset[TopicPartition]:
+    ) -> Partitions:
         """The partitions of a batch about to run that the member may read (held without
         interruption since ``batch_generation``, and not being released right now); they
         count as in flight from now."""
@@ -188,7 +188,7 @@ class HoldingsBook:
         generation: int,
         positions: Mapping[TopicPartition, int],
         committed: Committed,
-    ) -> frozenset[TopicPartition]:
+    ) -> Partitions:
         """The partitions whose checkpointed ``positions`` (of ``previous_member``, planned in
         ``generation``, the incarnation this member replaces) stay valid: held again, and
         nobody else committed since. They count as held since ``generation``."""

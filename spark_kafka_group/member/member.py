@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import Partitions, TopicPartition
 from spark_kafka_group.member import error_text
 from spark_kafka_group.member.close import LEAVE_GRACE_S
 from spark_kafka_group.member.commands import RecordCommit, ReplaceIncarnation
@@ -159,7 +159,7 @@ class GroupMember:
 
     def resume_checkpoint(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
-    ) -> frozenset[TopicPartition]:
+    ) -> Partitions:
         """Resume a checkpoint planned by ``previous_member``, the incarnation this member
         replaces (docs/design.md, "Fetch positions", step 1).
 
@@ -187,7 +187,7 @@ class GroupMember:
 
     def begin_batch(
         self, ends: Mapping[TopicPartition, int], *, batch_generation: int
-    ) -> frozenset[TopicPartition]:
+    ) -> Partitions:
         """The partitions of a batch about to run (``ends``: its end offsets) this member may
         read: held now, and without interruption since the generation it was planned in.
 

@@ -38,6 +38,7 @@ from spark_kafka_group.group import (
 from spark_kafka_group.group.metadata import (
     FEATURES,
     IMPLICIT_REJOIN,
+    Partitions,
     TopicPartition,
 )
 from spark_kafka_group.group.timer import Clock
@@ -293,7 +294,7 @@ class Membership:
         except Exception as exc:  # close() must not fail the query
             log.warning("group %s: leaving on close failed: %s", self.settings.group_id, exc)
 
-    def _uncommitted(self) -> frozenset[TopicPartition] | None:
+    def _uncommitted(self) -> Partitions | None:
         """The partitions of batches handed to Spark whose commit is not in the log yet; None
         when the member is no longer in the group (left, expired or replaced)."""
         if self._client.fold().group.member(self.member_id) is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import Partitions, TopicPartition
 from spark_kafka_group.group.types import Committed
 from spark_kafka_group.member.in_flight import BatchesInFlight
 
@@ -29,9 +29,9 @@ class Holdings:
     generation: int
     member_id: str
     #: Everything the member holds: partitions it may plan and those being revoked.
-    held: frozenset[TopicPartition] = frozenset()
+    held: Partitions = frozenset()
     #: Held partitions the member must finish and release (cooperative rebalancing).
-    revoking: frozenset[TopicPartition] = frozenset()
+    revoking: Partitions = frozenset()
     #: Generation since which each held partition has been held continuously.
     held_since: Mapping[TopicPartition, int] = field(default_factory=dict)
     stable: bool = False
@@ -70,14 +70,14 @@ class Member(Protocol):
 
     def resume_checkpoint(
         self, previous_member: str, generation: int, positions: Mapping[TopicPartition, int]
-    ) -> frozenset[TopicPartition]:
+    ) -> Partitions:
         """The partitions whose checkpointed positions (of ``previous_member``, the
         incarnation this member replaces) stay valid."""
         ...
 
     def begin_batch(
         self, ends: Mapping[TopicPartition, int], *, batch_generation: int
-    ) -> frozenset[TopicPartition]:
+    ) -> Partitions:
         """The partitions of a batch about to run that this member may read."""
         ...
 

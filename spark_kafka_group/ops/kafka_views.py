@@ -8,7 +8,7 @@ version), since a group log has no coordinator broker.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from spark_kafka_group.group import GroupDescription
 from spark_kafka_group.ops.lag import GroupLag, PartitionLag
@@ -84,7 +84,7 @@ def members_view(group: GroupDescription, *, verbose: bool) -> str:
     return "\n".join(lines)
 
 
-def _assignment(partitions: Sequence[tuple[str, int]]) -> str:
+def _assignment(partitions: Iterable[tuple[str, int]]) -> str:
     """``topic(0,1,2), other(3)``, or ``-``."""
     by_topic: dict[str, list[int]] = {}
     for topic, partition in partitions:

@@ -379,7 +379,7 @@ def test_eager_rejoin_gives_up_everything() -> None:
     # a may still commit its final offsets before rejoining ...
     tp = min(a_parts)
     assert grp.do(commit_offsets(grp.coord.group, "a", gen, {tp: 7}, 2)).accepted == {tp}
-    grp.join("a", 3, protocols=("range",), owned=sorted(a_parts))
+    grp.join("a", 3, protocols=("range",), owned=frozenset(a_parts))
     assert grp.coord.group.members["a"].assignment == frozenset()
     # ... but not after: it gave everything up.
     assert commit_offsets(grp.coord.group, "a", gen, {tp: 8}, 4)[1].accepted == frozenset()

@@ -129,8 +129,8 @@ def round_1(r: Round) -> int:
     assert "C2" not in g.members and g.state == GroupState.PREPARING_REBALANCE
     assert g.scheduled["c2"].partitions == {P[1]}
     out = r.rebalance(["C1", "C3"], now)
-    assert out["C1"].assignment == (P[0], P[3]) and out["C1"].revoking == ()
-    assert out["C3"].assignment == (P[2],) and out["C3"].revoking == ()
+    assert out["C1"].assignment == {P[0], P[3]} and out["C1"].revoking == frozenset()
+    assert out["C3"].assignment == {P[2]} and out["C3"].revoking == frozenset()
     assert out["C1"].delay_ms == out["C3"].delay_ms == DELAY  # the delay, carried along
     return now
 
@@ -146,9 +146,9 @@ def test_round_1_then_c2_returns_within_the_delay() -> None:
     assert joined.pending and coord.group.state == GroupState.PREPARING_REBALANCE
     out = r.rebalance(["C1", "C2b", "C3"], t2)
     assert coord.group.generation == generation_1 + 1
-    assert out["C1"].assignment == (P[0], P[3])
-    assert out["C2b"].assignment == ()
-    assert out["C3"].assignment == (P[2],)
+    assert out["C1"].assignment == {P[0], P[3]}
+    assert out["C2b"].assignment == frozenset()
+    assert out["C3"].assignment == {P[2]}
     remaining = out["C1"].delay_ms
     assert remaining == DELAY - (t2 - t1) and 0 < remaining < DELAY
     assert out["C2b"].delay_ms == remaining
@@ -157,10 +157,10 @@ def test_round_1_then_c2_returns_within_the_delay() -> None:
     assert coord.group.state == GroupState.PREPARING_REBALANCE
     assert coord.group.rebalance_reason == "scheduled rebalance delay expired"
     out = r.rebalance(["C1", "C2b", "C3"], t3)
-    assert out["C1"].assignment == (P[0], P[3])
-    assert out["C2b"].assignment == (P[1],)
-    assert out["C3"].assignment == (P[2],)
-    assert all(o.delay_ms == 0 and o.revoking == () for o in out.values())
+    assert out["C1"].assignment == {P[0], P[3]}
+    assert out["C2b"].assignment == {P[1]}
+    assert out["C3"].assignment == {P[2]}
+    assert all(o.delay_ms == 0 and o.revoking == frozenset() for o in out.values())
     assert coord.group.scheduled == {}
     assert replay(log, "g") == coord.group
 
@@ -174,8 +174,8 @@ def test_c2_does_not_return_and_p1_is_redistributed_after_the_delay() -> None:
     assert all(P[1] not in m.held for m in coord.group.members.values())
     t = heartbeats(r, ["C1", "C3"], t, t1 + DELAY)
     out = r.rebalance(["C1", "C3"], t)
-    assert out["C1"].assignment == (P[0], P[3])
-    assert out["C3"].assignment == (P[1], P[2])
+    assert out["C1"].assignment == {P[0], P[3]}
+    assert out["C3"].assignment == {P[1], P[2]}
     assert replay(log, "g") == coord.group
 
 
@@ -187,4 +187,4 @@ def test_without_a_delay_p1_moves_at_once(delay: int) -> None:
     now = heartbeats(r, ["C1", "C3"], 0, SESSION + 1)
     assert coord.group.scheduled == {}
     out = r.rebalance(["C1", "C3"], now)
-    assert out["C3"].assignment == (P[1], P[2]) and out["C1"].delay_ms == 0
+    assert out["C3"].assignment == {P[1], P[2]} and out["C1"].delay_ms == 0

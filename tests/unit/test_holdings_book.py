@@ -30,8 +30,8 @@ class Member:
         view = MemberView(
             member_id="m", state=GroupState.STABLE, group_generation=generation, known=True,
             fenced=False, needs_join=False, awaiting_join=False, awaiting_sync=False,
-            is_leader=True, member_generation=generation, assignment=tuple(sorted(held)),
-            revoking=(), delay_ms=0, protocol="range",
+            is_leader=True, member_generation=generation, assignment=frozenset(held),
+            revoking=frozenset(), delay_ms=0, protocol="range",
         )  # fmt: skip
         self.book.update(view, self.group)
         return dict(record.held_since)

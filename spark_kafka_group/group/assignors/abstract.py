@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar
 
-from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.group.metadata import Partitions, TopicPartition
 
 
 class RebalanceProtocol(str, Enum):
@@ -29,7 +29,7 @@ class MemberSubscription:
     #: Subscribed topics that exist (patterns already resolved).
     topics: frozenset[str]
     #: Partitions the member owns now (sticky assignors keep them where they can).
-    owned: frozenset[TopicPartition] = frozenset()
+    owned: Partitions = frozenset()
     instance_id: str | None = None
 
 
