@@ -77,6 +77,7 @@ from spark_kafka_group.group.messages import (
 from spark_kafka_group.group.metadata import (
     GroupMetadata,
     MemberMetadata,
+    MemberProfile,
     OffsetAndMetadata,
     Partitions,
     Subscription,
@@ -109,6 +110,7 @@ __all__ = [
     "ManualClock",
     "MemberDescription",
     "MemberMetadata",
+    "MemberProfile",
     "MemberSubscription",
     "MemberView",
     "MetadataResponse",

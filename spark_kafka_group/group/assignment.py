@@ -40,7 +40,7 @@ def sync_payload(
     """The payload of the leader's SYNC record (``now_ms``: its timestamp; ``seen``: the
     leader's sightings, which judge what remains of each scheduled delay)."""
     snapshot = group.relevant_metadata(metadata)
-    topics_of = {mid: m.subscription.resolve(snapshot) for mid, m in group.members.items()}
+    topics_of = {mid: m.profile.subscription.resolve(snapshot) for mid, m in group.members.items()}
     remaining = {
         i: window_end_ms(seen, s.opened, s.until_ms) - seen.now_ms
         for i, s in group.scheduled.items()

@@ -57,7 +57,7 @@ def window_end_ms(seen: Sightings, opened: Opened, until_ms: int) -> int:
 
 def silent_past_session(member: MemberMetadata, seen: Sightings) -> bool:
     """Nothing of ``member`` (record or lease change) was seen for its session timeout."""
-    return seen.now_ms - seen.heard_ms(member) > member.session_timeout_ms
+    return seen.now_ms - seen.heard_ms(member) > member.profile.session_timeout_ms
 
 
 def rebalance_deadline_ms(group: GroupMetadata, seen: Sightings) -> int | None:

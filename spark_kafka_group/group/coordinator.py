@@ -329,7 +329,7 @@ class GroupCoordinator:
             waiting = s.state == S.COMPLETING_REBALANCE or (
                 s.state == S.PREPARING_REBALANCE and m.joined
             )
-            if waiting and LEASES not in m.features:
+            if waiting and LEASES not in m.profile.features:
                 # Awaiting join / sync keeps a member alive (as in Kafka, whose members do
                 # not heartbeat while a JoinGroup is pending). A member on a lease keeps
                 # renewing it meanwhile, and may have "rejoined" implicitly while dead.
@@ -416,12 +416,12 @@ class GroupCoordinator:
                 MemberDescription(
                     member_id=m.member_id,
                     instance_id=m.instance_id,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
+                    client_id=m.profile.client_id,
+                    client_host=m.profile.client_host,
                     generation=m.generation,
                     assignment=m.assignment,
                     revoking=m.revoking,
-                    session_timeout_ms=m.session_timeout_ms,
+                    session_timeout_ms=m.profile.session_timeout_ms,
                     last_seen_ms=max(m.last_seen_ms, leases.get(m.member_id, 0)),
                     live=m.member_id not in expiring,
                 )

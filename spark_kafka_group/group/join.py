@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from spark_kafka_group.group.assignors import RebalanceProtocol
 from spark_kafka_group.group.clocks import Sightings, join_delay_end_ms
@@ -21,6 +20,7 @@ from spark_kafka_group.group.metadata import (
     IMPLICIT_REJOIN,
     GroupMetadata,
     MemberMetadata,
+    MemberProfile,
     Partitions,
     Subscription,
     TopicPartition,
@@ -33,27 +33,23 @@ from spark_kafka_group.group.state import GroupState
 S = GroupState
 E = GroupError
 
-#: A join's protocols: (name, metadata) pairs, the metadata in canonical JSON form.
-Protocols = tuple[tuple[str, Any], ...]
-
 
 @dataclass(frozen=True)
 class _Join:
     """A JoinGroup request that passed its own checks, on its way down one join path."""
 
     request: JoinRequest
-    protocols: Protocols
+    #: What the member says of itself, derived from the request (its protocols' metadata in
+    #: canonical JSON form, so that live and replayed states compare equal).
+    profile: MemberProfile
     now_ms: int
     seen: Sightings | None
-
-    @property
-    def subscription(self) -> Subscription:
-        return Subscription(tuple(self.request.topics), self.request.pattern)
 
 
 def _metadata_changed(previous: MemberMetadata, join: _Join) -> bool:
     """The joiner's protocols or subscription differ from the member it rejoins as."""
-    return previous.protocols != join.protocols or previous.subscription != join.subscription
+    before, now = previous.profile, join.profile
+    return before.protocols != now.protocols or before.subscription != now.subscription
 
 
 class ClassicJoin:
@@ -97,9 +93,8 @@ class ClassicJoin:
             return self._join_new_member(join)
         return self._join_existing_member(join, existing)
 
-    def _check_join(self, request: JoinRequest) -> GroupError | Protocols:
-        """The request's own checks; its protocols in canonical JSON form if it passes (so
-        that live and replayed states compare equal)."""
+    def _check_join(self, request: JoinRequest) -> GroupError | MemberProfile:
+        """The request's own checks; the member's profile if it passes."""
         err = unavailable(self._group)
         if err is not None:
             return err
@@ -126,7 +121,16 @@ class ClassicJoin:
             existing is not None and existing.instance_id != request.instance_id
         ):
             return E.FENCED_INSTANCE_ID
-        return protocols
+        return MemberProfile(
+            session_timeout_ms=timeout,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            protocol_type=request.protocol_type,
+            protocols=protocols,
+            subscription=Subscription(tuple(request.topics), request.pattern),
+            client_id=request.client_id,
+            client_host=request.client_host,
+            features=frozenset(request.features),
+        )
 
     def _replaced_incarnation(
         self, request: JoinRequest, existing: MemberMetadata | None
@@ -152,7 +156,7 @@ class ClassicJoin:
             return True
         if g.protocol_type is not None and join.request.protocol_type != g.protocol_type:
             return False
-        return bool(g.candidate_protocols(others) & {n for n, _ in join.protocols})
+        return bool(g.candidate_protocols(others) & set(join.profile.protocol_names))
 
     def _join_new_member(self, join: _Join) -> tuple[list[GroupRecord], JoinResponse]:
         """A member id the group does not know: added, starting a rebalance unless one is
@@ -232,17 +236,10 @@ class ClassicJoin:
         phase."""
         g, request, now_ms = self._group, join.request, join.now_ms
         payload = JoinPayload(
-            client_id=request.client_id,
-            client_host=request.client_host,
-            session_timeout_ms=request.session_timeout_ms,
-            rebalance_timeout_ms=request.rebalance_timeout_ms,
-            protocol_type=request.protocol_type,
-            protocols=join.protocols,
-            subscription=join.subscription,
+            profile=join.profile,
             owned=self._owned_at_join(request, rebalance=rebalance, replaces=replaces),
             replaces=replaces,
             rebalance=rebalance,
-            features=frozenset(request.features),
             join_delay_until_ms=self._join_delay_until(g, g.state, new_member, request, now_ms),
             reason=request.reason or reason,
         )

@@ -123,24 +123,72 @@ def held_since_after(
     return {tp: before.get(tp, generation) for tp in held}
 
 
-@dataclass
-class MemberMetadata:
-    member_id: str
-    instance_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
+@dataclass(frozen=True)
+class MemberProfile:
+    """What a member says of itself when it joins (JoinGroup's fields but its ids and what it
+    owns): the one record of them. The join handler derives it from the request
+    (``JoinRequest``) once it passes its checks, the JOIN record carries it (``JoinPayload``)
+    and the group's member keeps it (``MemberMetadata.profile``), replaced whole at every join.
+    """
+
     session_timeout_ms: int = defaults.SESSION_TIMEOUT_MS
     rebalance_timeout_ms: int = defaults.REBALANCE_TIMEOUT_MS
     protocol_type: str = "consumer"
     #: (assignor name, free-form JSON metadata) in the member's order of preference.
     protocols: tuple[tuple[str, Any], ...] = ()
-    subscription: Subscription = field(default_factory=Subscription)
+    subscription: Subscription = Subscription()
+    client_id: str = ""
+    client_host: str = ""
+    #: What its release can do beyond the classic protocol (see :data:`FEATURES`).
+    features: frozenset[str] = frozenset()
+
+    @property
+    def protocol_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.protocols)
+
+    def to_payload(self) -> dict[str, Any]:
+        """Its JSON form, flat in a JOIN record's payload and a snapshot's member."""
+        return {
+            "client_id": self.client_id,
+            "client_host": self.client_host,
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "protocol_type": self.protocol_type,
+            "protocols": [[name, md] for name, md in self.protocols],
+            "topics": list(self.subscription.topics),
+            "pattern": self.subscription.pattern,
+            # left out while empty: the releases before features did not write it
+            **({"features": sorted(self.features)} if self.features else {}),
+        }
+
+    @classmethod
+    def from_payload(cls, d: Mapping[str, Any]) -> MemberProfile:
+        return cls(
+            session_timeout_ms=int(d["session_timeout_ms"]),
+            rebalance_timeout_ms=int(d["rebalance_timeout_ms"]),
+            protocol_type=str(d["protocol_type"]),
+            protocols=tuple((str(name), md) for name, md in d["protocols"]),
+            subscription=Subscription(tuple(d.get("topics") or ()), d.get("pattern")),
+            client_id=str(d.get("client_id", "")),
+            client_host=str(d.get("client_host", "")),
+            features=frozenset(str(f) for f in d.get("features", ())),
+        )
+
+
+@dataclass
+class MemberMetadata:
+    """One member of the group, as the fold keeps it: the one member record. Who it is
+    (``member_id``, ``instance_id``), what it said when it joined (``profile``), and what it
+    holds since when; the views of it (``MemberView``, the reader's ``Holdings``, a
+    description) are derived from it."""
+
+    member_id: str
+    instance_id: str | None = None
+    profile: MemberProfile = MemberProfile()
     #: The generation the member belongs to (0: not yet part of any).
     generation: int = 0
     #: Whether the member has (re)joined during the current PreparingRebalance.
     joined: bool = False
-    #: What its release can do beyond the classic protocol (see :data:`FEATURES`).
-    features: frozenset[str] = frozenset()
     #: Partitions the member may consume in its generation.
     assignment: Partitions = frozenset()
     #: Partitions the member still holds but must give up (pending revocation ack).
@@ -158,10 +206,6 @@ class MemberMetadata:
     #: object is never folded after it (``group.offsets.fold_commit_objects``). Replaced,
     #: never changed in place: copies share it.
     folded_seq: Mapping[str, int] = field(default_factory=dict)
-
-    @property
-    def protocol_names(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.protocols)
 
     @property
     def held(self) -> Partitions:
@@ -184,14 +228,7 @@ class MemberMetadata:
         return {
             "member_id": self.member_id,
             "instance_id": self.instance_id,
-            "client_id": self.client_id,
-            "client_host": self.client_host,
-            "session_timeout_ms": self.session_timeout_ms,
-            "rebalance_timeout_ms": self.rebalance_timeout_ms,
-            "protocol_type": self.protocol_type,
-            "protocols": [[n, m] for n, m in self.protocols],
-            "topics": list(self.subscription.topics),
-            "pattern": self.subscription.pattern,
+            **self.profile.to_payload(),
             "generation": self.generation,
             "joined": self.joined,
             "assignment": tp_list(self.assignment),
@@ -199,7 +236,6 @@ class MemberMetadata:
             "held_since": [[t, p, g] for (t, p), g in sorted(self.held_since.items())],
             "last_seen_ms": self.last_seen_ms,
             "last_seen_seq": self.last_seen_seq,
-            "features": sorted(self.features),
             # left out while empty: the snapshots written before folded objects were numbered
             **({"folded_seq": dict(sorted(self.folded_seq.items()))} if self.folded_seq else {}),
         }
@@ -214,13 +250,7 @@ class MemberMetadata:
         return cls(
             member_id=d["member_id"],
             instance_id=d["instance_id"],
-            client_id=d["client_id"],
-            client_host=d["client_host"],
-            session_timeout_ms=int(d["session_timeout_ms"]),
-            rebalance_timeout_ms=int(d["rebalance_timeout_ms"]),
-            protocol_type=d["protocol_type"],
-            protocols=tuple((n, m) for n, m in d["protocols"]),
-            subscription=Subscription(tuple(d["topics"]), d["pattern"]),
+            profile=MemberProfile.from_payload(d),
             generation=generation,
             joined=bool(d["joined"]),
             assignment=tp_set(d["assignment"]),
@@ -228,7 +258,6 @@ class MemberMetadata:
             held_since=held_since_after(since, held, generation),
             last_seen_ms=int(d["last_seen_ms"]),
             last_seen_seq=int(d.get("last_seen_seq", 0)),
-            features=frozenset(d.get("features", ())),
             folded_seq={str(w): int(n) for w, n in d.get("folded_seq", {}).items()},
         )
 
@@ -295,13 +324,13 @@ class GroupMetadata:
 
     def all_have(self, feature: str) -> bool:
         """Every member's release has ``feature``."""
-        return all(feature in m.features for m in self.members.values())
+        return all(feature in m.profile.features for m in self.members.values())
 
     def all_joined(self) -> bool:
         return all(m.joined for m in self.members.values())
 
     def max_rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        return max((m.profile.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def candidate_protocols(self, members: Iterable[MemberMetadata] | None = None) -> set[str]:
         """Protocols every given member (default: all) supports (Kafka's
@@ -310,9 +339,9 @@ class GroupMetadata:
         ms = list(self.members.values() if members is None else members)
         if not ms:
             return set()
-        common = set(ms[0].protocol_names)
+        common = set(ms[0].profile.protocol_names)
         for m in ms[1:]:
-            common &= set(m.protocol_names)
+            common &= set(m.profile.protocol_names)
         return common
 
     def select_protocol(self, members: Iterable[MemberMetadata]) -> str | None:
@@ -329,7 +358,7 @@ class GroupMetadata:
             return None
         votes: dict[str, int] = {}
         for m in ms:
-            choice = next(n for n in m.protocol_names if n in candidates)
+            choice = next(n for n in m.profile.protocol_names if n in candidates)
             votes[choice] = votes.get(choice, 0) + 1
         return sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
 
@@ -337,7 +366,7 @@ class GroupMetadata:
         """Topics of ``snapshot`` that any member subscribes to."""
         out: set[str] = set()
         for m in self.members.values():
-            out |= m.subscription.resolve(snapshot)
+            out |= m.profile.subscription.resolve(snapshot)
         return frozenset(out)
 
     def members_reading(self, topic: str) -> list[MemberMetadata]:
@@ -348,7 +377,7 @@ class GroupMetadata:
         return [
             m
             for m in self.members.values()
-            if m.subscription.matches(topic) or any(tp.topic == topic for tp in m.held)
+            if m.profile.subscription.matches(topic) or any(tp.topic == topic for tp in m.held)
         ]
 
     def relevant_metadata(self, snapshot: Mapping[str, int]) -> dict[str, int]:

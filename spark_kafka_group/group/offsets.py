@@ -375,7 +375,7 @@ def subscribed_refusal(group_id: str, topic: str, readers: Iterable[MemberMetada
     named = "; ".join(
         m.member_id
         + (f" (instance {m.instance_id})" if m.instance_id else "")
-        + (f" on {m.client_host}" if m.client_host else "")
+        + (f" on {m.profile.client_host}" if m.profile.client_host else "")
         for m in readers
     )
     return (

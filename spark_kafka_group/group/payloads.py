@@ -25,9 +25,9 @@ from spark_kafka_group.group.errors import GroupProtocolBug
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.metadata import (
     GroupMetadata,
+    MemberProfile,
     Partitions,
     ScheduledDelay,
-    Subscription,
     scheduled_from_payload,
     scheduled_to_payload,
     tp_list,
@@ -82,14 +82,8 @@ class JoinPayload(RecordPayload):
 
     KIND: ClassVar[RecordKind] = RecordKind.JOIN
 
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    #: (assignor name, JSON metadata) in the member's order of preference.
-    protocols: tuple[tuple[str, Any], ...]
-    subscription: Subscription = field(default_factory=Subscription)
-    client_id: str = ""
-    client_host: str = ""
+    #: What the member said of itself (written flat in the payload).
+    profile: MemberProfile
     #: What the member still holds (None: keep what the group says it holds).
     owned: Partitions | None = None
     #: The previous incarnation this join replaces (a static instance or a restarted query).
@@ -97,22 +91,12 @@ class JoinPayload(RecordPayload):
     #: This join starts a rebalance.
     rebalance: bool = False
     reason: str = ""
-    #: What the member's release can do beyond the classic protocol (metadata.FEATURES);
-    #: written only when there is something, as releases before features did not write it.
-    features: frozenset[str] = frozenset()
     #: The initial rebalance delay this join sets or extends (written only when it does).
     join_delay_until_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "client_id": self.client_id,
-            "client_host": self.client_host,
-            "session_timeout_ms": self.session_timeout_ms,
-            "rebalance_timeout_ms": self.rebalance_timeout_ms,
-            "protocol_type": self.protocol_type,
-            "protocols": [[name, md] for name, md in self.protocols],
-            "topics": list(self.subscription.topics),
-            "pattern": self.subscription.pattern,
+            **self.profile.to_payload(),
             "owned": None if self.owned is None else tp_list(self.owned),
             "replaces": self.replaces,
             "rebalance": self.rebalance,
@@ -120,8 +104,6 @@ class JoinPayload(RecordPayload):
         }
         if self.join_delay_until_ms is not None:
             d["join_delay_until_ms"] = self.join_delay_until_ms
-        if self.features:
-            d["features"] = sorted(self.features)
         return d
 
     @classmethod
@@ -129,18 +111,11 @@ class JoinPayload(RecordPayload):
         owned = d.get("owned")
         delay_until = d.get("join_delay_until_ms")
         return cls(
-            session_timeout_ms=int(d["session_timeout_ms"]),
-            rebalance_timeout_ms=int(d["rebalance_timeout_ms"]),
-            protocol_type=str(d["protocol_type"]),
-            protocols=tuple((str(name), md) for name, md in d["protocols"]),
-            subscription=Subscription(tuple(d.get("topics") or ()), d.get("pattern")),
-            client_id=str(d.get("client_id", "")),
-            client_host=str(d.get("client_host", "")),
+            profile=MemberProfile.from_payload(d),
             owned=None if owned is None else tp_set(owned),
             replaces=d.get("replaces"),
             rebalance=bool(d.get("rebalance")),
             reason=str(d.get("reason") or ""),
-            features=frozenset(str(f) for f in d.get("features", ())),
             join_delay_until_ms=None if delay_until is None else int(delay_until),
         )
 

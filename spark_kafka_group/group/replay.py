@@ -76,7 +76,7 @@ def apply(group: GroupMetadata, record: GroupRecord) -> None:
         # object, maybe after it died), so such a COMMIT is no sign of life. A member without
         # a lease keeps counting every record of its own, as before leases.
         lease_commit = (
-            kind == RecordKind.COMMIT and writer is not None and LEASES in writer.features
+            kind == RecordKind.COMMIT and writer is not None and LEASES in writer.profile.features
         )
         if writer is not None and not lease_commit:
             _heard_from(group, writer, ts)
@@ -154,14 +154,7 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
     else:
         member = _joining_member(group, member_id, instance_id)
     member.instance_id = instance_id
-    member.client_id = p.client_id
-    member.client_host = p.client_host
-    member.session_timeout_ms = p.session_timeout_ms
-    member.rebalance_timeout_ms = p.rebalance_timeout_ms
-    member.protocol_type = p.protocol_type
-    member.protocols = p.protocols
-    member.subscription = p.subscription
-    member.features = p.features
+    member.profile = p.profile
     _heard_from(group, member, int(record.timestamp_ms))
     if instance_id is not None:
         group.static_members[instance_id] = member_id
@@ -169,7 +162,7 @@ def _apply_join(group: GroupMetadata, record: GroupRecord) -> None:
         keep = p.owned
         member.hold(member.assignment & keep, member.revoking & keep, member.generation)
     if group.protocol_type is None:
-        group.protocol_type = member.protocol_type
+        group.protocol_type = member.profile.protocol_type
     if p.rebalance:
         _prepare_rebalance(group, int(record.timestamp_ms), p.reason or "join")
     if group.state == GroupState.EMPTY:

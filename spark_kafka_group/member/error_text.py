@@ -94,7 +94,7 @@ def join_timeout(
             silent_s = (seen.now_ms - seen.heard_ms(m)) / 1000
             laggards.append(
                 f"{m.member_id} (did not rejoin; silent for {silent_s:.0f} s, its session "
-                f"timeout of {m.session_timeout_ms / 1000:.0f} s expires it)"
+                f"timeout of {m.profile.session_timeout_ms / 1000:.0f} s expires it)"
             )
         elif group.state == GroupState.COMPLETING_REBALANCE and m.member_id == group.leader:
             laggards.append(f"{m.member_id} (leader, did not assign)")

@@ -139,8 +139,8 @@ class FixedAssignmentMember:
 
 def _describe_member(member: MemberMetadata) -> str:
     """A member as an operator finds it: its id, host, instance id and subscription."""
-    sub = member.subscription
+    sub = member.profile.subscription
     what = ", ".join([*sub.topics, *([f"pattern {sub.pattern}"] if sub.pattern else [])])
-    where = f" on {member.client_host}" if member.client_host else ""
+    where = f" on {member.profile.client_host}" if member.profile.client_host else ""
     static = f", groupInstanceId {member.instance_id}" if member.instance_id else ""
     return f"{member.member_id}{where}{static}, subscribing to {what or 'nothing'}"

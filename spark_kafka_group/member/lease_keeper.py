@@ -53,7 +53,7 @@ class LeaseKeeper:
         if self._leases is None or mono - self._read_ms < interval_ms:
             return
         if any(
-            LEASES in m.features and m.member_id != member_id
+            LEASES in m.profile.features and m.member_id != member_id
             for m in self._client.coordinator.group.members.values()
         ):
             self._client.read_leases()

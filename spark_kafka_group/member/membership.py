@@ -29,18 +29,8 @@ from spark_kafka_group.errors import (
     GroupStoreError,
     MemberFencedError,
 )
-from spark_kafka_group.group import (
-    GroupConfig,
-    GroupCoordinator,
-    GroupRecord,
-    RecordKind,
-)
-from spark_kafka_group.group.metadata import (
-    FEATURES,
-    IMPLICIT_REJOIN,
-    Partitions,
-    TopicPartition,
-)
+from spark_kafka_group.group import GroupConfig, GroupCoordinator, GroupRecord, RecordKind
+from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, Partitions, TopicPartition
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.group.types import Committed
 from spark_kafka_group.member import error_text
@@ -427,7 +417,7 @@ class Membership:
         member saw it (a step then expires it at once rather than up to a heartbeat later)."""
         seen = self._client.sightings()
         ends = [
-            seen.heard_ms(m) + m.session_timeout_ms + 1 - seen.now_ms
+            seen.heard_ms(m) + m.profile.session_timeout_ms + 1 - seen.now_ms
             for m in self._client.coordinator.group.members.values()
             if m.member_id != self.member_id
         ]

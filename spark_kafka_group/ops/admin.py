@@ -204,7 +204,7 @@ def expire_stopped_members(client: GroupLogClient) -> None:
     members = list(client.coordinator.group.members.values())
     if not members or not all(silent_past_session(m, hint) for m in members):
         return
-    watch_ms = max(m.session_timeout_ms for m in members) + int(2 * WATCH_POLL_S * 1000)
+    watch_ms = max(m.profile.session_timeout_ms for m in members) + int(2 * WATCH_POLL_S * 1000)
     log.info(
         "group %s: its members look stopped; watching them for %.0f s before expiring them",
         client.group_id, watch_ms / 1000,

@@ -106,10 +106,12 @@ def revocations(records: Sequence[GroupRecord]) -> tuple[Counter[str], int, list
                     needless[str(previous[1])] += 1
         if record.kind == RecordKind.GENERATION and group.members:
             protocols.append(str(group.protocol))
-            everyone_cooperative = all(CS in m.protocol_names for m in group.members.values())
+            everyone_cooperative = all(
+                CS in m.profile.protocol_names for m in group.members.values()
+            )
             assert (group.protocol == CS) == everyone_cooperative, (
                 f"generation {group.generation} uses {group.protocol} with members "
-                f"{[m.protocol_names for m in group.members.values()]}"
+                f"{[m.profile.protocol_names for m in group.members.values()]}"
             )
             if group.protocol == CS:
                 kept_through += sum(1 for mid, held in before.items() if held and mid in after)

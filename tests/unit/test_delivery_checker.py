@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from spark_kafka_group.group import GroupRecord, Subscription, TopicPartition
+from spark_kafka_group.group import GroupRecord, MemberProfile, Subscription, TopicPartition
 from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload, SyncPayload
 from spark_kafka_group.group.record_helpers import (
     commit_record,
@@ -21,11 +21,13 @@ T = "t"
 
 def join(member: str, ts: int, *, rebalance: bool) -> GroupRecord:
     payload = JoinPayload(
-        session_timeout_ms=6000,
-        rebalance_timeout_ms=10000,
-        protocol_type="consumer",
-        protocols=(("cooperative-sticky", None),),
-        subscription=Subscription((T,)),
+        profile=MemberProfile(
+            session_timeout_ms=6000,
+            rebalance_timeout_ms=10000,
+            protocol_type="consumer",
+            protocols=(("cooperative-sticky", None),),
+            subscription=Subscription((T,)),
+        ),
         rebalance=rebalance,
         owned=frozenset(),
     )

@@ -389,7 +389,7 @@ def test_protocol_metadata_must_be_json_and_is_stored_canonically() -> None:
     grp = Group()
     assert grp.join("a", protocols=[("range", {"x": {1, 2}})]).error is E.INVALID_REQUEST
     grp.join("a", protocols=[("range", {"rack": ("r1", "r2")})])
-    assert grp.coord.group.members["a"].protocols == (("range", {"rack": ["r1", "r2"]}),)
+    assert grp.coord.group.members["a"].profile.protocols == (("range", {"rack": ["r1", "r2"]}),)
     assert replay(grp.log, "g") == grp.coord.group
 
 
@@ -439,14 +439,19 @@ def test_a_returned_static_instance_does_not_strand_the_partitions_it_no_longer_
     from spark_kafka_group.group.assignment import sync_payload
     from spark_kafka_group.group.assignors import builtin_assignors
     from spark_kafka_group.group.clocks import SingleClock
-    from spark_kafka_group.group.metadata import MemberMetadata, ScheduledDelay, Subscription
+    from spark_kafka_group.group.metadata import (
+        MemberMetadata,
+        MemberProfile,
+        ScheduledDelay,
+        Subscription,
+    )
 
     g = GroupMetadata("g")
     for mid, inst in (("back", "i1"), ("other", None)):
-        g.members[mid] = MemberMetadata(
-            mid, instance_id=inst, protocols=(("cooperative-sticky", None),),
-            subscription=Subscription(("t",), None),
-        )  # fmt: skip
+        profile = MemberProfile(
+            protocols=(("cooperative-sticky", None),), subscription=Subscription(("t",), None)
+        )
+        g.members[mid] = MemberMetadata(mid, instance_id=inst, profile=profile)
     g.static_members["i1"] = "back"
     g.scheduled["i1"] = ScheduledDelay(frozenset(TopicPartition("t", p) for p in range(4)), 100)
     payload = sync_payload(

@@ -88,14 +88,19 @@ def test_an_old_log_replays_to_the_state_it_was_written_with() -> None:
     )
     assert list(g.members) == ["a"]
     a = g.members["a"]
-    assert (a.client_id, a.client_host, a.session_timeout_ms, a.rebalance_timeout_ms) == (
+    assert (
+        a.profile.client_id,
+        a.profile.client_host,
+        a.profile.session_timeout_ms,
+        a.profile.rebalance_timeout_ms,
+    ) == (
         "spark-a",
         "host-a",
         10_000,
         20_000,
     )
-    assert a.protocols == (("cooperative-sticky", {"v": 1}), ("range", {}))
-    assert a.subscription.topics == ("orders",)
+    assert a.profile.protocols == (("cooperative-sticky", {"v": 1}), ("range", {}))
+    assert a.profile.subscription.topics == ("orders",)
     assert a.assignment == {TopicPartition("orders", p) for p in range(4)}
     assert a.held_since == {
         TopicPartition("orders", 0): 1,
@@ -152,7 +157,7 @@ def test_typed_payloads_read_what_the_old_writer_meant() -> None:
     records = fixture_records()
     restart = JoinPayload.of(records[25])
     assert (restart.replaces, restart.rebalance, restart.reason) == ("b", False, "query restarted")
-    assert restart.subscription.pattern == "orders.*" and restart.owned is None
+    assert restart.profile.subscription.pattern == "orders.*" and restart.owned is None
     rejoin = JoinPayload.of(records[7])
     assert rejoin.owned == frozenset(TopicPartition("orders", p) for p in range(4))
     cooperative = SyncPayload.of(records[9])
@@ -187,7 +192,7 @@ def test_keys_written_only_when_set_round_trip_through_the_types() -> None:
     do((coord.tick(3_000), None))
     do(coord.sync("a", coord.group.generation, 3_000, metadata={"t": 2}))
     join, generation = JoinPayload.of(records[0]), GenerationPayload.of(records[-2])
-    assert join.features == frozenset(features) and join.join_delay_until_ms == 3_000
+    assert join.profile.features == frozenset(features) and join.join_delay_until_ms == 3_000
     assert generation.rejoin_implicitly and coord.group.state == GroupState.STABLE
     for record in records:
         assert stored(payload_of(record).to_dict()) == stored(record.payload), record.kind

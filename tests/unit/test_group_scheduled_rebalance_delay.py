@@ -23,6 +23,7 @@ from spark_kafka_group.group import (
     JoinRequest,
     JoinResponse,
     MemberMetadata,
+    MemberProfile,
     Subscription,
     TopicPartition,
     replay,
@@ -44,10 +45,12 @@ def start() -> tuple[GroupCoordinator, list[GroupRecord]]:
         g.members[mid] = MemberMetadata(
             member_id=mid,
             instance_id=mid.lower(),
-            session_timeout_ms=SESSION,
-            rebalance_timeout_ms=30_000,
-            protocols=(("cooperative-sticky", {}),),
-            subscription=Subscription(("t",)),
+            profile=MemberProfile(
+                session_timeout_ms=SESSION,
+                rebalance_timeout_ms=30_000,
+                protocols=(("cooperative-sticky", {}),),
+                subscription=Subscription(("t",)),
+            ),
             generation=1,
             assignment=frozenset(parts),
         )

@@ -148,7 +148,7 @@ def test_a_member_still_holding_a_topic_after_changing_its_subscription_reads_it
     log.stable({"old": 3})
     log.join("m", topics=("orders",))  # restarted with a new subscription: a rebalance starts
     member = log.coord.group.members["m"]
-    assert not member.subscription.matches("old") and member.held
+    assert not member.profile.subscription.matches("old") and member.held
     response, records = log.delete(tps("old", 0))
     assert response.partition_errors == {TopicPartition("old", 0): E.GROUP_SUBSCRIBED_TO_TOPIC}
     assert records == [] and "'old'" in response.refusals["old"]

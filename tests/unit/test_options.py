@@ -673,7 +673,7 @@ def test_every_layer_defaults_to_what_the_options_document() -> None:
         group.rebalance_timeout_ms,
     )
     member = MemberMetadata("m")
-    assert (member.session_timeout_ms, member.rebalance_timeout_ms) == (
+    assert (member.profile.session_timeout_ms, member.profile.rebalance_timeout_ms) == (
         group.session_timeout_ms,
         group.rebalance_timeout_ms,
     )

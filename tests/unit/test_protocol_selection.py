@@ -24,7 +24,7 @@ from spark_kafka_group.group import (
     replay,
 )
 from spark_kafka_group.group.assignors import builtin_assignors
-from spark_kafka_group.group.metadata import MemberMetadata
+from spark_kafka_group.group.metadata import MemberMetadata, MemberProfile
 from spark_kafka_group.group.payloads import GenerationPayload, JoinPayload
 from spark_kafka_group.group.record_helpers import generation_record
 from spark_kafka_group.store.memory import InMemoryLog
@@ -61,7 +61,7 @@ class Group:
             for mid, m in list(g.members.items()):
                 if self.coord.member_view(mid).needs_join:
                     held = sorted(self.coord.group.members[mid].held)
-                    self.join(mid, m.protocol_names, owned=held)
+                    self.join(mid, m.profile.protocol_names, owned=held)
             g = self.coord.group
             if g.state == GroupState.COMPLETING_REBALANCE:
                 assert g.leader is not None
@@ -80,7 +80,7 @@ class Group:
 
 
 def member(mid: str, *protocols: str) -> MemberMetadata:
-    return MemberMetadata(mid, protocols=tuple((p, {}) for p in protocols))
+    return MemberMetadata(mid, profile=MemberProfile(protocols=tuple((p, {}) for p in protocols)))
 
 
 def test_each_member_votes_for_its_most_preferred_candidate_and_the_most_votes_win() -> None:
@@ -166,7 +166,7 @@ def test_the_selected_protocol_is_supported_by_every_member_and_replay_reproduce
     g = grp.coord.group
     if g.members:
         assert g.protocol is not None
-        assert all(g.protocol in m.protocol_names for m in g.members.values())
+        assert all(g.protocol in m.profile.protocol_names for m in g.members.values())
         assert g.protocol == g.select_protocol(g.members.values())
     assert replay(grp.log, "g") == g
 
