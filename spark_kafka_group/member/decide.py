@@ -184,7 +184,7 @@ def _commit_and_release(
             newest=pending.in_flight.ends,
         ),
     )
-    revoking = frozenset(view.revoking)
+    revoking = view.revoking
     # Whose last batch is committed (this write's commit included): released too.
     finished = {tp for tp in revoking if pending.in_flight.finished(tp, work.group.offsets)}
     to_release = (pending.release | finished) & revoking

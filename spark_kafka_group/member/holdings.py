@@ -91,7 +91,7 @@ class HoldingsBook:
         with self._lock:
             previous = self.holdings
             member_id = previous.member_id
-            held = frozenset(view.assignment) | frozenset(view.revoking)
+            held = view.assignment | view.revoking
             self.in_flight = self.in_flight.retain(held)
             generation = view.member_generation
             # The group's record (a replaced incarnation's partitions keep their generation
@@ -107,7 +107,7 @@ class HoldingsBook:
                 member_id=member_id,
                 held=held,
                 # An eager rejoin gives everything up: revoked, as far as the reader goes.
-                revoking=held if view.gives_up_at_join else frozenset(view.revoking),
+                revoking=held if view.gives_up_at_join else view.revoking,
                 held_since=self._held_since(),
                 stable=stable,
                 settled=stable and not any(m.revoking for m in group.members.values()),
