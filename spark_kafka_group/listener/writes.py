@@ -1,6 +1,6 @@
 """The progress listener's writes in a member's name: the commit of a completed batch, and the
-LEAVE when its query terminates (:mod:`spark_kafka_group.listener.progress`; the simulation
-uses them too). What is accepted and written is decided by the protocol's offsets rules
+LEAVE of ``leave_group`` (:mod:`spark_kafka_group.listener.progress`; the simulation uses them
+too). What is accepted and written is decided by the protocol's offsets rules
 (:mod:`spark_kafka_group.group.offsets`), as for the member's own commits.
 """
 
