@@ -4,12 +4,13 @@ Three queries of one group write parquet (Spark's file sink: a batch it already 
 by batch id), and three of another group on the same topic write one Delta table through
 ``ExactlyOnceDeltaWriter``. Under a steady producer, one query of each group is stopped with
 ``query.stop()`` (wherever its batch is: a stop that lands after the sink ran and before
-Spark's commit log leaves that batch uncommitted) and restarted on its own checkpoint, every
-``interval_s``. The sinks, read back (the parquet through its ``_spark_metadata``), hold every
-produced (partition, offset) exactly once.
+Spark's commit log leaves that batch uncommitted) and restarted on its own checkpoint: one
+group's restart, then the other's, at least 6 s apart (about 10 s on two busy cores, where a
+restart takes that long to run its first batch). The sinks, read back (the parquet through its
+``_spark_metadata``), hold every produced (partition, offset) exactly once.
 
-``CHURN_SECONDS`` sets how long the queries are churned (default 60: five restarts of each
-group, about 2 minutes in all on an idle 2-core machine).
+``CHURN_SECONDS`` sets how long the queries are churned (default 60: three restarts of each
+group on two busy cores; the test takes about 3 minutes there, Spark's start included).
 """
 
 from __future__ import annotations
