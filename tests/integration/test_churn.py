@@ -59,14 +59,19 @@ class Churned:
         self.queries[i].stop()  # wherever its batch is
         offsets, commits = (_batch_ids(self.checkpoints[i] / d) for d in ("offsets", "commits"))
         self.interrupted += bool(offsets - commits)
-        self.queries[i] = self.start(i)
-        # On a saturated machine Spark may give up on the new streaming-source process (it
-        # waits 10 s for it to connect back) before it ran anything: start it again then.
-        query = self.queries[i]
-        wait_until(lambda: query.lastProgress or not query.isActive, 60, "a restarted batch")
-        if not query.isActive and "connect back" in str(query.exception()):
+        self.queries[i] = self.started(i)
+
+    def started(self, i: int) -> StreamingQuery:
+        """Query ``i`` started on its checkpoint and through its first batch. On a saturated
+        machine Spark may give up on the new streaming-source process (it waits 10 s for it
+        to connect back) before it ran anything: it is started again then (up to 3 times)."""
+        for _ in range(3):
+            query = self.start(i)
+            wait_until(lambda q=query: q.lastProgress or not q.isActive, 60, "a first batch")
+            if query.isActive or "connect back" not in str(query.exception()):
+                return query
             print(f"{self.group} query {i}: its Python worker did not start; starting it again")
-            self.queries[i] = self.start(i)
+        return query
 
     def alive(self) -> bool:
         for q in self.queries:
