@@ -10,7 +10,10 @@ the group log. From the repository root:
         --journal /tmp/m1.jsonl --checkpoint /tmp/m1-ckpt [--instance-id m1]
 
 SIGTERM stops the query; its member commits its last batch and leaves the group as the query
-ends (static members stay). With ``--available-now`` it reads what is available and exits.
+ends (static members stay; so does a member whose last batch the stop cut before Spark
+committed it, until its restart or its session timeout). With ``--stop-between-batches`` the
+stop waits for the query to be between two batches first, so that it never cuts a batch whose
+sink already ran. With ``--available-now`` it reads what is available and exits.
 
 With ``--delta-table URI`` each batch is also written into that Delta table through
 ``ExactlyOnceDeltaWriter`` (a ``writer`` column names this member), and with
@@ -52,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delta-table", help="also write each batch into this Delta table")
     parser.add_argument("--kill-after-delta-batches", type=int, default=0)
     parser.add_argument("--pause-before-delta-batch", type=int, default=0)
+    parser.add_argument("--stop-between-batches", action="store_true")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -142,7 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     while not stopping.is_set() and query.isActive:
         stopping.wait(0.5)
     if query.isActive:
-        query.stop()
+        if args.stop_between_batches:
+            from tests.streaming import stop_between_batches
+
+            stop_between_batches(query)
+        else:
+            query.stop()
     error = query.exception()
     spark.stop()
     if error is not None:

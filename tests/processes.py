@@ -8,11 +8,15 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 #: Run as a module from the repository root, as the tests import it.
 MEMBER_APP = "tests.member_app"
+#: How long a stopped member's processes may take to end after its driver: its member's close
+#: waits up to ``LEAVE_GRACE_S`` (5 s) for the last batch's commit.
+CLOSE_TIMEOUT_S = 15.0
 
 
 class MemberProcess:
@@ -89,7 +93,21 @@ class MemberProcess:
             self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self.kill()
-        self.signal(signal.SIGKILL)  # whatever the driver left behind (JVM, workers)
+        # The streaming-source process outlives the driver while its member closes (it waits
+        # for the commit of its last batch, then leaves or stays): let it finish, as a user's
+        # stop does, then kill whatever the driver left behind (JVM, workers).
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S
+        while self._group_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.signal(signal.SIGKILL)
+
+    def _group_alive(self) -> bool:
+        assert self.process is not None
+        try:
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
 
     def batches(self) -> list[dict]:
         if not self.journal.exists():

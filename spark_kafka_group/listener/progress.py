@@ -11,12 +11,13 @@ group, the store, the member and the generation
 * :class:`GroupProgressListener`, added by :func:`spark_kafka_group.register`, commits each
   completed batch's offsets on the member's behalf (idempotent: whatever the member already
   committed is skipped) in a commit object of its own for the member, never an append to the
-  group log (:func:`~spark_kafka_group.listener.writes.commit_batch_for_member`), and when the query
-  terminates writes the LEAVE of its dynamic members, after that final commit. The member
-  also leaves by itself when the query's streaming-source process ends
-  (:mod:`spark_kafka_group.source.lifecycle`); whichever comes first writes the LEAVE, the
-  other finds the member gone;
-* :func:`leave_group` does the same for one query, explicitly.
+  group log (:func:`~spark_kafka_group.listener.writes.commit_batch_for_member`). It writes no
+  LEAVE: only the member knows whether a batch it handed to Spark is still without its commit
+  (``query.stop()`` interrupted it, perhaps after its sink ran), and then it must not leave
+  (:mod:`spark_kafka_group.member.close`). The member leaves by itself when its query stops
+  (the reader's ``stop()``, and :mod:`spark_kafka_group.source.lifecycle` when the
+  streaming-source process ends), after waiting for this listener's commit of the last batch;
+* :func:`leave_group` commits the last completed batch and leaves for one query, explicitly.
 
 Storage credentials for an object-store group log come from the environment here (the
 ``groupStore.*`` options are not part of the progress); pass ``storage_options`` otherwise.
@@ -133,9 +134,11 @@ def _batch_id(progress: Any) -> int:
 
 def leave_group(query: StreamingQuery, *, storage_options: Mapping[str, str] | None = None) -> None:
     """Commit the query's last completed batch and leave its group now (after stop or
-    termination). Not needed: a query's member leaves by itself when the query ends (see the
-    module docstring); kept for explicit use. Static members (``groupInstanceId``) commit but
-    stay, as in Kafka."""
+    termination). Not needed: a query's member leaves by itself when the query ends and its
+    batches are all committed. This LEAVE is written even when the query's last batch was
+    interrupted by the stop (planned, perhaps written by the sink, never committed), which the
+    member itself refuses to do: the partitions' new owners then read that batch again. Static
+    members (``groupInstanceId``) commit but stay, as in Kafka."""
     progress = query.lastProgress
     commit_progress(progress, storage_options=storage_options)
     _leave(group_offsets(progress), storage_options=storage_options, clients=None)
@@ -171,9 +174,6 @@ class GroupProgressListener(StreamingQueryListener):
         # records written since the last one (a new client replays from the latest snapshot,
         # ~50 ms of driver CPU per batch and query).
         self._clients: Clients = {}
-        # The members each running query (by run id) has reported in its progress: they leave
-        # when it terminates.
-        self._members: dict[str, dict[tuple[str, str, str], SourceOffset]] = {}
         self._lock = threading.Lock()
 
     # Spark Connect pickles listeners to run them on the server: only the options travel.
@@ -189,9 +189,6 @@ class GroupProgressListener(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
         with self._lock:
-            members = self._members.setdefault(str(_field(progress, "runId")), {})
-            for offset in group_offsets(progress):
-                members[(offset.store, offset.group, offset.member)] = offset
             try:
                 commit_progress(
                     progress, storage_options=self._storage_options, clients=self._clients
@@ -204,16 +201,5 @@ class GroupProgressListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        # After the last progress (the listener bus keeps the order): its commit is written.
-        with self._lock:
-            members = self._members.pop(str(event.runId), {})
-            try:
-                _leave(
-                    members.values(), storage_options=self._storage_options, clients=self._clients
-                )
-            except Exception:
-                log.warning("kafka-group: leaving at query termination failed", exc_info=True)
-
-
-def _field(progress: Any, name: str) -> Any:
-    return progress[name] if isinstance(progress, Mapping) else getattr(progress, name)
+        # No LEAVE here: the member decides (see the module docstring).
+        pass

@@ -1,6 +1,6 @@
 """The progress listener's writes for a member: the commit of a completed batch, in the
 listener's own commit object (never an append: the member's step, folding the objects, is the
-one writer of a member's commits into the log), and the LEAVE when its query terminates
+one writer of a member's commits into the log), and the LEAVE of ``leave_group``
 (:mod:`spark_kafka_group.listener.progress`; the simulation uses them too). What is accepted
 and written is decided by the protocol's offsets rules (:mod:`spark_kafka_group.group.offsets`),
 as for the member's own commits.

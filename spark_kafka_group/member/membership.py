@@ -34,7 +34,7 @@ from spark_kafka_group.group.metadata import FEATURES, IMPLICIT_REJOIN, Partitio
 from spark_kafka_group.group.timer import Clock
 from spark_kafka_group.group.types import Committed
 from spark_kafka_group.member import error_text
-from spark_kafka_group.member.close import LEAVE_GRACE_S, await_final_commit
+from spark_kafka_group.member.close import LEAVE_GRACE_S, Closing, await_final_commit, closing
 from spark_kafka_group.member.commands import Command, RecordCommit, ReplaceIncarnation
 from spark_kafka_group.member.commits import MemberCommits
 from spark_kafka_group.member.decide import (
@@ -240,13 +240,9 @@ class Membership:
         self._metadata.refresh()
 
     def close(self, *, grace_s: float = LEAVE_GRACE_S) -> None:
-        """Stop heartbeating; a dynamic member also leaves (Kafka's consumer.close()).
-
-        Idempotent. Before the LEAVE it waits up to ``grace_s`` (on the member's clock) for the
-        commit of a batch it handed to Spark (see :data:`LEAVE_GRACE_S`); a static member
-        commits what it has and stays, as in Kafka: its partitions wait for it until its
-        session timeout.
-        """
+        """Stop heartbeating; a dynamic member also leaves once every batch it handed to Spark
+        is committed (waiting up to ``grace_s`` on its clock), else it stays as a static member
+        does (:mod:`.close`). Idempotent."""
         self._closing.set()  # first, so that a join wait or a background step stops now
         try:
             self._close_token.get_nowait()
@@ -266,23 +262,24 @@ class Membership:
             self._closed.set()
 
     def _close_owned(self, grace_s: float) -> None:
+        static = self.settings.instance_id is not None
         try:
-            if self.settings.instance_id is not None:
-                self.write_final_commits()
-                return
-            if await_final_commit(
-                self._uncommitted,
-                clock=self._clock,
-                grace_s=grace_s,
-                group_id=self.settings.group_id,
-            ):
+            waiting = frozenset() if static else self._await_final_commit(grace_s)
+            outcome = closing(waiting, static=static)
+            if outcome is Closing.LEAVE:
                 self.leave()
-            else:
-                # Gone already: the progress listener committed the last batch and wrote the
-                # LEAVE first. What the log accepted from this member is still copied.
+            elif outcome is Closing.STAY:
+                self.write_final_commits()
+                self._leases.renew(self.member_id, 0)  # its session counts from its close
+            else:  # gone (expired or replaced meanwhile): what the log accepted is copied
                 self._report_durable()
         except Exception as exc:  # close() must not fail the query
-            log.warning("group %s: leaving on close failed: %s", self.settings.group_id, exc)
+            log.warning("group %s: closing member %s failed: %s", self.settings.group_id,
+                        self.member_id, exc)  # fmt: skip
+
+    def _await_final_commit(self, grace_s: float) -> frozenset[TopicPartition] | None:
+        return await_final_commit(self._uncommitted, clock=self._clock, grace_s=grace_s,
+                                  settings=self.settings, member_id=self.member_id)  # fmt: skip
 
     def _uncommitted(self) -> Partitions | None:
         """The partitions of batches handed to Spark whose commit is not in the log yet; None

@@ -158,9 +158,9 @@ def test_a_member_leaving_writes_the_listeners_newer_offsets_before_its_leave() 
     assert g.objects.list() == {}  # both of its objects are gone with it
 
 
-def test_the_listeners_leave_at_query_termination_folds_its_object_first() -> None:
-    """``onQueryTerminated`` leaves for the member (``leave_for_member``) when the member could
-    not (its process was killed): the listener's last object lands before the LEAVE."""
+def test_the_listeners_leave_folds_its_object_first() -> None:
+    """``leave_group(query)`` leaves for the member (``leave_for_member``): the listener's last
+    object lands before the LEAVE."""
     g = Group()
     _, b = g.add("a"), g.add("b")
     g.settle()
