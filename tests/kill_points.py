@@ -75,9 +75,18 @@ def arm(batch_id: int, ends: Mapping[tuple[str, int], int]) -> None:
     the first commit that reaches one of them."""
     armed = Path(os.environ[ARMED_ENV])
     temporary = armed.with_suffix(".tmp")
-    data = {"batch": batch_id, "ends": [[t, p, e] for (t, p), e in sorted(ends.items())]}
+    data = {
+        "batch": batch_id,
+        "by": os.getpid(),
+        "ends": [[t, p, e] for (t, p), e in sorted(ends.items())],
+    }
     temporary.write_text(json.dumps(data))
     temporary.replace(armed)
+
+
+def disarm() -> None:
+    """Forget what an earlier incarnation of the member armed (its process starts)."""
+    Path(os.environ[ARMED_ENV]).unlink(missing_ok=True)
 
 
 def _reached(offsets: Mapping[tuple[str, int], object]) -> dict | None:
@@ -112,7 +121,8 @@ def _hook_commit_calls() -> None:
     def commit(self, offsets, **kwargs):
         armed = _reached(offsets)
         if armed is not None:
-            kill("the reader's commit", batch=armed["batch"], offsets=_json(offsets))
+            kill("the reader's commit", batch=armed["batch"], armed_by=armed["by"],
+                 offsets=_json(offsets))  # fmt: skip
         return member_commit(self, offsets, **kwargs)
 
     listener_commit = progress.commit_batch_for_member
@@ -120,7 +130,8 @@ def _hook_commit_calls() -> None:
     def commit_batch_for_member(store, group_id, member_id, generation, offsets, **kwargs):
         armed = _reached(offsets)
         if armed is not None:
-            kill("the progress listener's commit", batch=armed["batch"], offsets=_json(offsets))
+            kill("the progress listener's commit", batch=armed["batch"], armed_by=armed["by"],
+                 offsets=_json(offsets))  # fmt: skip
         return listener_commit(store, group_id, member_id, generation, offsets, **kwargs)
 
     GroupMember.commit = commit  # type: ignore[method-assign]
@@ -139,6 +150,7 @@ def _hook_commit_objects() -> None:
             kill(
                 f"after writing the commit object of {obj.writer or 'the member'}",
                 batch=armed["batch"],
+                armed_by=armed["by"],
                 offsets=_json(obj.offsets),
             )
 

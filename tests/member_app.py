@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     journal = open(args.journal, "a", buffering=1)  # noqa: SIM115 - closed on exit
     lock = threading.Lock()
 
+    if kill_points.point() is not None:
+        kill_points.disarm()
     delta = delta_writer(args.delta_table, args.group_id, args.instance_id or str(os.getpid()))
     landed_batches = 0
 

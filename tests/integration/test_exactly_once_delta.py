@@ -1,8 +1,8 @@
 """Exactly once into Delta across the group, end to end, two members writing one table through
-``ExactlyOnceDeltaWriter``: one (a separate process) is killed right after a batch landed in
-the table and before the batch's end reached the group log, or paused with a batch in hand
-until its partitions moved and resumed (a zombie). Its partitions move to the other member,
-which reads again from the group's committed offset. The table holds every produced
+``ExactlyOnceDeltaWriter``: one (a separate process) is killed at each point of a batch's life
+(tests/kill_points.py), then restarted at once or kept down until its partitions moved; or it
+is paused with a batch in hand until its partitions moved and resumed (a zombie). The other
+member reads what moved from the group's committed offset. The table holds every produced
 (partition, offset) once."""
 
 from __future__ import annotations
@@ -136,58 +136,62 @@ def twice_in_table(uri: str) -> list[tuple[int, int]]:
     return sorted(r for r, n in landed.items() if n > 1)
 
 
-def new_checkpoint(member: MemberProcess, checkpoint: Path) -> None:
-    at = member.args.index("--checkpoint")
-    member.args[at + 1] = str(checkpoint)
+def set_arg(member: MemberProcess, flag: str, value: str) -> None:
+    at = member.args.index(flag)
+    member.args[at + 1] = value
 
 
 #: The victim kills itself at its kill point in the KILL_BATCH-th batch with rows of each start.
 KILL_BATCH = 2
+#: Each kill point twice: the victim restarts at once on its checkpoint (its session timeout
+#: outlasts the restart, so the restart replaces it), then its partitions move (it stays down
+#: past its session timeout; a new member on a new checkpoint comes for the next kill).
+KILLS = [(point, then) for point in kill_points.POINTS for then in ("restarts", "moves")]
+SESSION_MS = {"restarts": 60_000, "moves": 6000}
 
 
-@pytest.mark.parametrize("then", ["its partitions move", "it restarts at once"])
 def test_a_member_killed_at_each_point_of_a_batch_leaves_no_duplicate(
-    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path, then: str
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:
-    """The victim is killed (SIGKILL, whole process group) at each point of a batch's life in
-    turn (tests/kill_points.py): before the sink, after the sink's Delta commit (before Spark's
+    """The victim is killed (SIGKILL, whole process group) at each point of a batch's life
+    (tests/kill_points.py): before the sink, after the sink's Delta commit (before Spark's
     commit log), after Spark's commit log (before the group commit), during the group commit
-    (its commit object written, not folded into the log). After each kill either its partitions
-    move (the survivor reads from the group's committed offset; then a new member, on a new
-    checkpoint, takes a share back for the next kill) or it restarts on its checkpoint at once
-    (Spark re-runs an uncommitted batch). Whatever was read again is dropped as already in the
-    table: after every kill no (partition, offset) is in the table twice, and at the end each
-    produced one is there once."""
+    (its commit object written, not folded into the log). Each point twice: once it restarts
+    at once on its checkpoint (Spark re-runs a batch its commit log does not have), once its
+    partitions move (the survivor reads from the group's committed offset). Whatever was read
+    again is dropped as already in the table: after every kill no (partition, offset) is in
+    the table twice, and at the end every produced one is there once. One chain of
+    incarnations, one survivor: a Spark application's start is most of each case's cost."""
     uri = str(tmp_path / "events-table")
-    group = f"g-delta-kill-{'move' if then == 'its partitions move' else 'restart'}"
-    moves = then == "its partitions move"
+    group = "g-delta-kill"
     with two_members(
         spark, bootstrap_servers, topic_name, group_store, tmp_path, group,
         extra=["--delta-table", uri, "--kill-batch", str(KILL_BATCH)],
-        env=kill_points.member_env(kill_points.POINTS[0], tmp_path, "victim"),
-        # restarted at once, it replaces its previous incarnation, which keeps its partitions
-        session_timeout_ms=6000 if moves else 60_000,
+        env=kill_points.member_env(KILLS[0][0], tmp_path, "victim"),
+        session_timeout_ms=SESSION_MS[KILLS[0][1]],
     ) as (victim, survivor, producer):  # fmt: skip
-        for number, point in enumerate(kill_points.POINTS):
+        for number, (point, then) in enumerate(KILLS):
             if number:
                 victim.env = kill_points.member_env(point, tmp_path, "victim")
-                if moves:  # a new member takes a share back (a new copy of the job)
-                    new_checkpoint(victim, tmp_path / f"victim-checkpoint-{number}")
+                set_arg(victim, "--session-timeout-ms", str(SESSION_MS[then]))
+                if KILLS[number - 1][1] == "moves":  # a new member takes a share back
+                    set_arg(victim, "--checkpoint", str(tmp_path / f"victim-checkpoint-{number}"))
+                started = time.monotonic()
                 victim.start()
+            else:
+                started = time.monotonic()
             victim_exit(victim, f"the victim's kill {point}")
             kills = kill_points.kills(tmp_path, "victim")
-            assert [k["point"] for k in kills] == list(kill_points.POINTS[: number + 1]), kills
-            if moves:
+            assert [k["point"] for k in kills] == [p for p, _ in KILLS[: number + 1]], kills
+            # a group-commit point kills at the batch this incarnation armed
+            assert victim.process is not None
+            assert kills[-1].get("armed_by", victim.process.pid) == victim.process.pid, kills
+            if then == "moves":
                 wait_until(lambda: stable_with(group_store, group, 1, PARTITIONS), 60,
                            f"the victim's expiry after its kill {point}")  # fmt: skip
             twice = twice_in_table(uri)
             assert not twice, f"after the kill {point}: {len(twice)} records twice: {twice[:10]}"
-        victim.env = {}
-        if moves:
-            new_checkpoint(victim, tmp_path / "victim-checkpoint-last")
-        victim.start()
-        wait_until(lambda: len(victim.batches()) > 4 * KILL_BATCH + 4, 120,
-                   "the restarted victim's batches")  # fmt: skip
+            print(f"kill {point}, then it {then}: {time.monotonic() - started:.1f}s")
         final = stop_producing_and_wait_for_the_table(producer, uri)
     rows = assert_each_record_once(uri, final)
     # Records the victim had landed were read again (by the survivor from the group's committed
@@ -204,9 +208,8 @@ def test_a_member_killed_at_each_point_of_a_batch_leaves_no_duplicate(
         if any(tuple(r) in read_again for r in batch["records"]):
             spanned.setdefault(batch["pid"], set()).add(batch["batch"])
     print(
-        f"{then}: killed at {', '.join(kill_points.POINTS)} "
-        f"({'; '.join(k['where'] for k in kill_points.kills(tmp_path, 'victim'))}); the victim "
-        f"landed {len(by_victim)} records, {len(read_again)} of them were read again and "
+        f"killed at {'; '.join(k['where'] for k in kill_points.kills(tmp_path, 'victim'))}; the "
+        f"victim landed {len(by_victim)} records, {len(read_again)} of them were read again and "
         f"dropped; {sum(final.values())} produced, each in the table once; the batches read "
         f"again, by incarnation: {sorted((pid, sorted(b)) for pid, b in spanned.items())}"
     )
