@@ -16,10 +16,11 @@ stop waits for the query to be between two batches first, so that it never cuts 
 sink already ran. With ``--available-now`` it reads what is available and exits.
 
 With ``--delta-table URI`` each batch is also written into that Delta table through
-``ExactlyOnceDeltaWriter`` (a ``writer`` column names this member), and with
-``--kill-after-delta-batches N`` the whole process group kills itself with SIGKILL right after
-the N-th batch with rows landed there: after the sink's commit, before Spark's commit log and
-before the group commit of that batch. With ``--pause-before-delta-batch N`` it stops itself
+``ExactlyOnceDeltaWriter`` (a ``writer`` column names this member), and with ``--kill-batch N``
+and ``$KILL_POINT`` set the whole process group kills itself with SIGKILL at that point of the
+N-th batch with rows (tests/kill_points.py: before the sink, after the sink's commit, after
+Spark's commit log and before the group commit, during the group commit).
+With ``--pause-before-delta-batch N`` it stops itself
 (SIGSTOP, whole process group) with the N-th batch with rows in hand, before writing it: resumed
 with SIGCONT after its partitions moved, it is a zombie in the middle of a batch.
 """
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         "--available-now", action="store_true", help="one Trigger.AvailableNow run, then exit"
     )
     parser.add_argument("--delta-table", help="also write each batch into this Delta table")
-    parser.add_argument("--kill-after-delta-batches", type=int, default=0)
+    parser.add_argument("--kill-batch", type=int, default=0, help="with $KILL_POINT")
     parser.add_argument("--pause-before-delta-batch", type=int, default=0)
     parser.add_argument("--stop-between-batches", action="store_true")
     args = parser.parse_args(argv)
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import spark_kafka_group
     from spark_kafka_group.options import storage_options_from
+    from tests import kill_points
 
     spark = (
         SparkSession.builder.master("local[1]")
@@ -97,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     journal = open(args.journal, "a", buffering=1)  # noqa: SIM115 - closed on exit
     lock = threading.Lock()
 
+    if kill_points.point() is not None:
+        kill_points.disarm()
     delta = delta_writer(args.delta_table, args.group_id, args.instance_id or str(os.getpid()))
     landed_batches = 0
 
@@ -107,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             records = [[r.partition, r.offset] for r in rows]
         else:
             table = frame.toArrow()
+            kill_batch = bool(table.num_rows) and landed_batches + 1 == args.kill_batch
+            if kill_batch and kill_points.point() == "before-sink":
+                kill_points.kill("foreachBatch, before the sink", batch=batch_id)
             if table.num_rows and landed_batches + 1 == args.pause_before_delta_batch:
                 print(f"pausing before writing batch {batch_id}", flush=True)
                 os.killpg(os.getpgrp(), signal.SIGSTOP)  # a zombie until the test's SIGCONT
@@ -125,9 +132,11 @@ def main(argv: list[str] | None = None) -> int:
             journal.flush()
             os.fsync(journal.fileno())
         landed_batches += bool(records) and delta is not None
-        if args.kill_after_delta_batches and landed_batches >= args.kill_after_delta_batches:
-            print(f"killing myself after batch {batch_id} landed in the table", flush=True)
-            os.killpg(os.getpgrp(), signal.SIGKILL)
+        if delta is not None and records and landed_batches == args.kill_batch:
+            if kill_points.point() == "after-sink":
+                kill_points.kill("foreachBatch, after the sink's commit", batch=batch_id)
+            elif kill_points.point() is not None:
+                kill_points.arm(batch_id, batch_ends(table))
 
     writer = (
         reader.load()
@@ -158,6 +167,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"query failed: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def batch_ends(table) -> dict[tuple[str, int], int]:
+    """One past the highest offset of each (topic, partition) of a batch's Arrow table."""
+    ends: dict[tuple[str, int], int] = {}
+    for topic, partition, offset in zip(table["topic"].to_pylist(),
+                                        table["partition"].to_pylist(),
+                                        table["offset"].to_pylist(), strict=True):  # fmt: skip
+        ends[(topic, partition)] = max(ends.get((topic, partition), 0), offset + 1)
+    return ends
 
 
 def delta_writer(table_uri: str | None, group: str, name: str):

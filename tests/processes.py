@@ -35,8 +35,11 @@ class MemberProcess:
         session_timeout_ms: int = 6000,
         heartbeat_ms: int = 500,
         extra: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.name = name
+        #: Set in the environment of the next start (e.g. tests/kill_points.py's member_env).
+        self.env = dict(env or {})
         self.journal = workdir / f"{name}.jsonl"
         self.log = workdir / f"{name}.log"
         self.args = [
@@ -57,7 +60,7 @@ class MemberProcess:
         self.starts = 0
 
     def start(self) -> MemberProcess:
-        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env = {**os.environ, "PYTHONPATH": str(REPO), **self.env}
         with open(self.log, "ab") as log:
             # Its own process group: the member lives in Spark's Python worker processes and
             # the JVM, not only in the driver script, so signals go to the whole group.

@@ -1,8 +1,8 @@
 """Exactly once into Delta across the group, end to end, two members writing one table through
-``ExactlyOnceDeltaWriter``: one (a separate process) is killed right after a batch landed in
-the table and before the batch's end reached the group log, or paused with a batch in hand
-until its partitions moved and resumed (a zombie). Its partitions move to the other member,
-which reads again from the group's committed offset. The table holds every produced
+``ExactlyOnceDeltaWriter``: one (a separate process) is killed at each point of a batch's life
+(tests/kill_points.py), then restarted at once or kept down until its partitions moved; or it
+is paused with a batch in hand until its partitions moved and resumed (a zombie). The other
+member reads what moved from the group's committed offset. The table holds every produced
 (partition, offset) once."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from spark_kafka_group import ExactlyOnceDeltaWriter
 from spark_kafka_group.quickstart.sample_data import create_topic
 from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.waiting import wait_until
+from tests import kill_points
 from tests.groups import stable_with
 from tests.processes import MemberProcess
 from tests.streaming import source_options, start_query, stop_between_batches
@@ -130,46 +131,87 @@ def victim_exit(victim: MemberProcess, what: str) -> int:
     return process.returncode
 
 
-@pytest.mark.parametrize("then", ["its partitions move", "it restarts at once"])
-def test_a_member_killed_after_its_batch_landed_leaves_no_duplicate(
-    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path, then: str
+def twice_in_table(uri: str) -> list[tuple[int, int]]:
+    landed = Counter((p, o) for p, o, _ in table_rows(uri))
+    return sorted(r for r, n in landed.items() if n > 1)
+
+
+def set_arg(member: MemberProcess, flag: str, value: str) -> None:
+    at = member.args.index(flag)
+    member.args[at + 1] = value
+
+
+#: The victim kills itself at its kill point in the KILL_BATCH-th batch with rows of each start.
+KILL_BATCH = 2
+#: Each kill point twice: the victim restarts at once on its checkpoint (its session timeout
+#: outlasts the restart, so the restart replaces it), then its partitions move (it stays down
+#: past its session timeout; a new member on a new checkpoint comes for the next kill).
+KILLS = [(point, then) for point in kill_points.POINTS for then in ("restarts", "moves")]
+SESSION_MS = {"restarts": 60_000, "moves": 6000}
+
+
+def test_a_member_killed_at_each_point_of_a_batch_leaves_no_duplicate(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:
-    """Killed after the sink's commit, before Spark's commit log and the group commit. Either
-    its partitions move (the survivor re-reads the batch from the group's committed offset) or
-    it restarts on its checkpoint at once (Spark re-runs the batch): the batch's rows are
-    dropped as already in the table."""
+    """The victim is killed (SIGKILL, whole process group) at each point of a batch's life
+    (tests/kill_points.py): before the sink, after the sink's Delta commit (before Spark's
+    commit log), after Spark's commit log (before the group commit), during the group commit
+    (its commit object written, not folded into the log). Each point twice: once it restarts
+    at once on its checkpoint (Spark re-runs a batch its commit log does not have), once its
+    partitions move (the survivor reads from the group's committed offset). Whatever was read
+    again is dropped as already in the table: after every kill no (partition, offset) is in
+    the table twice, and at the end every produced one is there once. One chain of
+    incarnations, one survivor: a Spark application's start is most of each case's cost."""
     uri = str(tmp_path / "events-table")
+    group = "g-delta-kill"
     with two_members(
-        spark, bootstrap_servers, topic_name, group_store, tmp_path, "g-delta-kill",
-        extra=["--delta-table", uri, "--kill-after-delta-batches", "4"],
-        # restarted at once, it replaces its previous incarnation, which keeps its partitions
-        session_timeout_ms=60_000 if then == "it restarts at once" else 6000,
+        spark, bootstrap_servers, topic_name, group_store, tmp_path, group,
+        extra=["--delta-table", uri, "--kill-batch", str(KILL_BATCH)],
+        env=kill_points.member_env(KILLS[0][0], tmp_path, "victim"),
+        session_timeout_ms=SESSION_MS[KILLS[0][1]],
     ) as (victim, survivor, producer):  # fmt: skip
-        victim_exit(victim, "the victim's self-kill")
-        if then == "it restarts at once":
-            kill = victim.args.index("--kill-after-delta-batches")
-            del victim.args[kill : kill + 2]
-            victim.start()
-            wait_until(lambda: len(victim.batches()) > 8, 120, "the restarted victim's batches")
-        else:
-            wait_until(
-                lambda: stable_with(group_store, "g-delta-kill", 1, PARTITIONS),
-                60,
-                "the victim's expiry",
-            )
+        for number, (point, then) in enumerate(KILLS):
+            if number:
+                victim.env = kill_points.member_env(point, tmp_path, "victim")
+                set_arg(victim, "--session-timeout-ms", str(SESSION_MS[then]))
+                if KILLS[number - 1][1] == "moves":  # a new member takes a share back
+                    set_arg(victim, "--checkpoint", str(tmp_path / f"victim-checkpoint-{number}"))
+                started = time.monotonic()
+                victim.start()
+            else:
+                started = time.monotonic()
+            victim_exit(victim, f"the victim's kill {point}")
+            kills = kill_points.kills(tmp_path, "victim")
+            assert [k["point"] for k in kills] == [p for p, _ in KILLS[: number + 1]], kills
+            # a group-commit point kills at the batch this incarnation armed
+            assert victim.process is not None
+            assert kills[-1].get("armed_by", victim.process.pid) == victim.process.pid, kills
+            if then == "moves":
+                wait_until(lambda: stable_with(group_store, group, 1, PARTITIONS), 60,
+                           f"the victim's expiry after its kill {point}")  # fmt: skip
+            twice = twice_in_table(uri)
+            assert not twice, f"after the kill {point}: {len(twice)} records twice: {twice[:10]}"
+            print(f"kill {point}, then it {then}: {time.monotonic() - started:.1f}s")
         final = stop_producing_and_wait_for_the_table(producer, uri)
-    assert "killing myself after batch" in victim.output(), victim.output()[-2000:]
     rows = assert_each_record_once(uri, final)
-    # The kill point was hit: records the victim had landed were read again (by the survivor:
-    # the group log did not have the end of the victim's last batch; or by the restarted
-    # victim: Spark's commit log did not have the batch); the writers dropped them.
+    # Records the victim had landed were read again (by the survivor from the group's committed
+    # offset, or by the restarted victim re-running a batch Spark's commit log did not have)
+    # and the writers dropped them.
     by_victim = {(p, o) for p, o, who in rows if who != "survivor"}
     victim_reads = Counter((p, o) for p, o in victim.records())
     read_again = by_victim & ({r for r, n in victim_reads.items() if n > 1} | set(survivor.read))
-    assert read_again, "nothing the victim landed was read again: the kill point missed"
+    assert read_again, "nothing the victim landed was read again: the kill points missed"
+    # What a sink without the writer would have written twice, in batches of the victim's
+    # incarnations (process id: batch ids)
+    spanned: dict[int, set[int]] = {}
+    for batch in victim.batches():
+        if any(tuple(r) in read_again for r in batch["records"]):
+            spanned.setdefault(batch["pid"], set()).add(batch["batch"])
     print(
-        f"{then}: the victim landed {len(by_victim)} records, {len(read_again)} of them were "
-        f"read again and dropped; {sum(final.values())} produced, each in the table once"
+        f"killed at {'; '.join(k['where'] for k in kill_points.kills(tmp_path, 'victim'))}; the "
+        f"victim landed {len(by_victim)} records, {len(read_again)} of them were read again and "
+        f"dropped; {sum(final.values())} produced, each in the table once; the batches read "
+        f"again, by incarnation: {sorted((pid, sorted(b)) for pid, b in spanned.items())}"
     )
 
 
