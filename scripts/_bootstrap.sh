@@ -1,5 +1,6 @@
 # Shared by scripts/setup and scripts/test: make sure Java, the virtualenvs, the JVM parts
-# (Apache Kafka, Spark's Kafka source, delta-spark, spark-avro: jvm/pom.xml, fetched with Maven into .jvm/)
+# (Apache Kafka, Spark's Kafka source, delta-spark, spark-avro, Apicurio Registry: jvm/pom.xml,
+# fetched with Maven into .jvm/)
 # and the Azure Blob test server (Azurite) are ready.
 # Idempotent: a second run only checks. Sourced, not executed.
 
@@ -79,7 +80,7 @@ ensure_jvm_parts() {
         return 0
     fi
     ensure_maven || return 1
-    echo "Fetching the JVM parts (Apache Kafka, spark-sql-kafka, delta-spark, spark-avro) with Maven ..."
+    echo "Fetching the JVM parts (Apache Kafka, spark-sql-kafka, delta-spark, spark-avro, Apicurio Registry) with Maven ..."
     rm -rf "$SPARK_KAFKA_GROUP_JVM"
     mvn -B -q -f "$REPO_ROOT/jvm/pom.xml" package -Djvm.cache="$SPARK_KAFKA_GROUP_JVM" || return 1
     printf '%s' "$wanted" >"$stamp"

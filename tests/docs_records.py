@@ -6,13 +6,17 @@ They are written as the producers the page names write them: Confluent's wire fo
 byte 0, the schema id in 4 bytes big-endian, then the record; for Protobuf the message's
 indexes in its schema before the message, the single byte 0 for the first message type), the
 Avro record encoded by fastavro, the library confluent-kafka's ``AvroSerializer`` encodes with,
-the Protobuf message by the protobuf package, as ``ProtobufSerializer`` does.
+the Protobuf message by the protobuf package, as ``ProtobufSerializer`` does. The Avro
+producers register their schema with the suite's schema registry first, as ``AvroSerializer``
+does (``auto.register.schemas``), and put the id it gave in each record.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import struct
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,9 @@ ORDER_AVRO_SCHEMA = {
     "name": "Order",
     "fields": [{"name": "id", "type": "int"}, {"name": "amount", "type": "double"}],
 }
-#: The id a schema registry gave that schema (any id: the example skips the header).
+#: The subject of that schema: the topic's value, as confluent-kafka's serializers name it.
+ORDER_AVRO_SUBJECT = "orders-avro-value"
+#: The id a schema registry gave the Protobuf schema (any id: the example skips the header).
 ORDER_SCHEMA_ID = 1
 ORDERS = [{"id": i, "amount": 2.5 * i} for i in range(10)]
 
@@ -53,17 +59,37 @@ def _produce(bootstrap_servers: str, topic: str, values: list[bytes]) -> None:
         raise RuntimeError(f"{left} records for topic {topic!r} not delivered in 30 s")
 
 
-def confluent_avro(record: dict[str, Any], schema_id: int = ORDER_SCHEMA_ID) -> bytes:
+def confluent_avro(record: dict[str, Any], schema_id: int) -> bytes:
     """One value in Confluent's Avro wire format."""
     body = io.BytesIO()
     fastavro.schemaless_writer(body, fastavro.parse_schema(ORDER_AVRO_SCHEMA), record)
     return b"\x00" + struct.pack(">I", schema_id) + body.getvalue()
 
 
-def orders_avro(bootstrap_servers: str, home: Path) -> None:
-    """Topic ``orders-avro``: ten orders, as confluent-kafka's AvroSerializer writes them."""
+def register_schema(registry_url: str, subject: str, schema: dict[str, Any]) -> int:
+    """Register ``schema`` (Avro) under ``subject`` with a Confluent-compatible registry, the
+    request AvroSerializer makes before its first record; the schema's id."""
+    request = urllib.request.Request(
+        f"{registry_url}/subjects/{subject}/versions",
+        data=json.dumps({"schema": json.dumps(schema)}).encode(),
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer = json.load(response)
+    if not isinstance(answer, dict) or not isinstance(answer.get("id"), int):
+        raise RuntimeError(f"registering {subject!r} at {registry_url} answered {answer!r}")
+    return int(answer["id"])
+
+
+def orders_avro(bootstrap_servers: str, home: Path, registry_url: str) -> None:
+    """Topic ``orders-avro``: ten orders, as confluent-kafka's AvroSerializer writes them, their
+    schema registered under ``orders-avro-value``."""
+    schema_id = register_schema(registry_url, ORDER_AVRO_SUBJECT, ORDER_AVRO_SCHEMA)
     _create_topic(bootstrap_servers, "orders-avro")
-    _produce(bootstrap_servers, "orders-avro", [confluent_avro(order) for order in ORDERS])
+    _produce(
+        bootstrap_servers, "orders-avro", [confluent_avro(order, schema_id) for order in ORDERS]
+    )
 
 
 def order_proto_file() -> descriptor_pb2.FileDescriptorProto:
@@ -92,7 +118,7 @@ def orders_pb2_module(proto: descriptor_pb2.FileDescriptorProto) -> str:
     )
 
 
-def orders_protobuf(bootstrap_servers: str, home: Path) -> None:
+def orders_protobuf(bootstrap_servers: str, home: Path, registry_url: str) -> None:
     """Topic ``orders-protobuf``: ten orders, as confluent-kafka's ProtobufSerializer writes
     them; and the reader's ``orders_pb2.py`` in ``home``."""
     proto = order_proto_file()
@@ -110,23 +136,26 @@ def orders_protobuf(bootstrap_servers: str, home: Path) -> None:
     )
 
 
-def events(bootstrap_servers: str, home: Path) -> None:
+def events(bootstrap_servers: str, home: Path, registry_url: str) -> None:
     """Topic ``events``: ten records of an application's events (docs/concepts.md's Delta
     example reads them)."""
     _create_topic(bootstrap_servers, "events")
     _produce(bootstrap_servers, "events", [f"event-{i}".encode() for i in range(10)])
 
 
-WRITERS: dict[str, Callable[[str, Path], None]] = {
+#: Each writer takes the broker's bootstrap servers, the reader's working directory (for files
+#: that the producers' side leaves there) and the schema registry's URL.
+WRITERS: dict[str, Callable[[str, Path, str], None]] = {
     "events": events,
     "orders-avro": orders_avro,
     "orders-protobuf": orders_protobuf,
 }
 
 
-def write(name: str, bootstrap_servers: str, home: Path) -> None:
+def write(name: str, bootstrap_servers: str, home: Path, registry_url: str) -> None:
     """Write the records ``name`` (a key of :data:`WRITERS`) to the broker; ``home`` is the
-    reader's working directory (for files that the producers' side leaves there)."""
+    reader's working directory (for files that the producers' side leaves there),
+    ``registry_url`` the schema registry's Confluent-compatible API."""
     if name not in WRITERS:
         raise KeyError(f"before={name!r}: tests/docs_records.py writes only {sorted(WRITERS)}")
-    WRITERS[name](bootstrap_servers, home)
+    WRITERS[name](bootstrap_servers, home, registry_url)

@@ -66,10 +66,12 @@ class ServerProcess:
                 start_new_session=True,
             )
 
-    def wait(self, ready: Callable[[], None], *, install_hint: str) -> None:
+    def wait(
+        self, ready: Callable[[], None], *, install_hint: str, timeout_s: float = START_TIMEOUT_S
+    ) -> None:
         """Call ``ready`` until it stops raising; raise :class:`ServerDidNotStart` with the log
-        (and ``install_hint``, how to get the server) if it never does."""
-        deadline = time.monotonic() + START_TIMEOUT_S
+        (and ``install_hint``, how to get the server) if it never does within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
         last: BaseException | None = None
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -13,9 +13,14 @@ on the reader's machine) and ``/tmp/``, become the test broker's address and a d
 this run. A block's marker may add what its text tells the reader to have: ``jars=MODULE``
 puts the jars of a module of jvm/pom.xml on Spark's classpath (as the page's ``--packages``
 does), ``before=NAME`` first writes the records the page says the reader's producers wrote
-(tests/docs_records.py). A page's blocks run in order, so a later block sees what an earlier
-one made (a file, a topic, a group). A block identical to one that already passed in this run
-(the same commands on two pages) is not run twice.
+(tests/docs_records.py), once in a run. A page's blocks run in order, so a later block sees
+what an earlier one made (a file, a topic, a group). A block identical to one that already
+passed in this run (the same commands on two pages) is not run twice.
+
+The schema registry that the pages name, Apicurio Registry's Confluent-compatible API on
+localhost:8080, is the suite's own (spark_kafka_group/testing/schema_registry.py), at that very
+address: it starts with the run, while the wheel builds, and the records of ``before=`` are
+written once it answers.
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from spark_kafka_group.testing.kafka_broker import jvm_parts_dir
+from spark_kafka_group.testing.schema_registry import SchemaRegistry
 from tests import docs_records
 from tests.docs_blocks import LOCAL_BROKER, LOCAL_TMP, ROOT, Block, blocks, pages
 
@@ -56,7 +63,9 @@ class DocsRun:
     tmp: Path  # stands for /tmp/
     venv: Path
     bootstrap_servers: str
+    schema_registry: SchemaRegistry
     passed: set[tuple[str | None, str, str]] = field(default_factory=set)
+    written: set[str] = field(default_factory=set)  # the before= records already written
     checkout: Path | None = None
 
     def env(self, block: Block | None = None) -> dict[str, str]:
@@ -111,8 +120,17 @@ def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def docs_run(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -> DocsRun:
+def docs_run(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocsRun]:
     base = tmp_path_factory.mktemp("docs-blocks")
+    registry = SchemaRegistry(base / "schema-registry")
+    registry.start()  # starts while the wheel builds and installs
+    try:
+        yield _docs_run(base, bootstrap_servers, registry)
+    finally:
+        registry.stop()
+
+
+def _docs_run(base: Path, bootstrap_servers: str, registry: SchemaRegistry) -> DocsRun:
     home, tmp = base / "home", base / "tmp"
     home.mkdir()
     tmp.mkdir()
@@ -125,7 +143,13 @@ def docs_run(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -
     venv = base / "venv"
     made = _run([sys.executable, "-m", "venv", str(venv)])
     assert made.returncode == 0, made.stderr
-    run = DocsRun(home=home, tmp=tmp, venv=venv, bootstrap_servers=bootstrap_servers)
+    run = DocsRun(
+        home=home,
+        tmp=tmp,
+        venv=venv,
+        bootstrap_servers=bootstrap_servers,
+        schema_registry=registry,
+    )
     installed = _run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{wheel.name}[embedded]"],
         cwd=home,
@@ -161,8 +185,10 @@ def _run_python(run: DocsRun, block: Block) -> None:
     path = run.home / name
     path.write_text(code, encoding="utf-8")
     compile(code, str(path), "exec")
-    if "before" in block.options:
-        docs_records.write(block.options["before"], run.bootstrap_servers, run.home)
+    records = block.options.get("before")
+    if records is not None and records not in run.written:
+        docs_records.write(records, run.bootstrap_servers, run.home, run.schema_registry.wait())
+        run.written.add(records)
     if "until" in block.options:
         _run_streams(run, block, path)
     elif "file" not in block.options:
