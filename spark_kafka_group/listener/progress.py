@@ -97,9 +97,12 @@ def commit_progress(
     *,
     storage_options: Mapping[str, str] | None = None,
     clients: Clients | None = None,
+    sink_files: SinkFiles | None = None,
 ) -> int:
     """Commit the ``kafka-group`` end offsets of one query progress; how many were written.
-    ``clients``: group log clients by (store, group) to reuse across calls (and to add to)."""
+    ``clients``: group log clients by (store, group) to reuse across calls (and to add to);
+    ``sink_files`` the same for the completed-batch records of ``deltaSinkTable`` queries,
+    written after the commit (:mod:`spark_kafka_group.sink.takeover`)."""
     written = 0
     batch_id = _batch_id(progress)
     for offset in group_offsets(progress):
@@ -115,7 +118,30 @@ def commit_progress(
                 storage_options=storage_options,
                 client=_cached_client(clients, offset, storage_options),
             )
+        if offset.member and offset.sink_batches and batch_id is not None:
+            _record_completed(progress, offset, batch_id, storage_options, sink_files)
     return written
+
+
+SinkFiles = dict[tuple[str, str], Any]  # (store, group) -> SinkBatchFiles
+
+
+def _record_completed(
+    progress: Any,
+    offset: SourceOffset,
+    batch_id: int,
+    storage_options: Mapping[str, str] | None,
+    sink_files: SinkFiles | None,
+) -> None:
+    from spark_kafka_group.sink.spark_delta import record_completed
+    from spark_kafka_group.sink.takeover import BatchEnd, CompletedBatch
+
+    end = BatchEnd(offset.generation, offset.member, dict(offset.offsets))
+    completed = CompletedBatch(str(_field(progress, "id")), batch_id, end)
+    record_completed(
+        offset.store, offset.group, offset.member, completed,
+        storage_options=storage_options, files=sink_files,
+    )  # fmt: skip
 
 
 def _batch_id(progress: Any) -> int | None:
@@ -166,6 +192,7 @@ class GroupProgressListener(StreamingQueryListener):
         # records written since the last one (a new client replays from the latest snapshot,
         # ~50 ms of driver CPU per batch and query).
         self._clients: Clients = {}
+        self._sink_files: SinkFiles = {}
         # The members each running query (by run id) has reported in its progress: they leave
         # when it terminates.
         self._members: dict[str, dict[tuple[str, str, str], SourceOffset]] = {}
@@ -189,10 +216,14 @@ class GroupProgressListener(StreamingQueryListener):
                 members[(offset.store, offset.group, offset.member)] = offset
             try:
                 commit_progress(
-                    progress, storage_options=self._storage_options, clients=self._clients
+                    progress,
+                    storage_options=self._storage_options,
+                    clients=self._clients,
+                    sink_files=self._sink_files,
                 )
             except Exception:
-                self._clients.clear()  # e.g. the store was replaced: open it afresh next time
+                self._clients.clear()
+                self._sink_files.clear()  # e.g. the store was replaced: open it afresh next time
                 log.warning("kafka-group: committing from query progress failed", exc_info=True)
 
     def onQueryIdle(self, event: Any) -> None:
