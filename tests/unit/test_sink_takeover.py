@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import CommitProperties, Transaction, write_deltalake
 from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.sink.spark_delta import SinkBatches, record_completed
 from spark_kafka_group.sink.takeover import (
     PLANS_KEPT,
     BatchEnd,
@@ -174,3 +177,34 @@ def test_plans_and_completed_batches_round_trip_through_the_files(tmp_path: Path
 def test_a_member_with_no_plans_moves_nothing(version) -> None:
     completed = CompletedBatch("q", 3, BatchEnd(1, "m", {A: 10}))
     assert take_over({A: 10}, [resolved(landed_ranges(completed, [], version))]) == {A: 10}
+
+
+def spark_sink_batch(table: str, query_id: str, batch_id: int) -> None:
+    """A commit as Spark's Delta sink makes it: rows and txn(query id, batch id)."""
+    rows = pa.table({"partition": pa.array([0], pa.int32()), "offset": pa.array([0], pa.int64())})
+    properties = CommitProperties(app_transactions=[Transaction(query_id, batch_id)])
+    write_deltalake(table, rows, mode="append", commit_properties=properties)
+
+
+def test_a_new_owner_reads_the_dead_member_s_files_and_the_table(tmp_path: Path) -> None:
+    """The reader's I/O on disk: the dead member's plans, its listener's completed batch and its
+    query's transaction in the table move the new owner's position; its own files do not."""
+    store, table = str(tmp_path / "groups"), str(tmp_path / "events")
+    (tmp_path / "groups" / "g").mkdir(parents=True)  # the group log's directory
+    plans = chain({A: 0}, [{A: 10}, {A: 10}, {A: 10}, {A: 10}])
+    dead = SinkBatches(table, store=store, group_id="g")
+    for plan in plans:
+        dead.record(plan)
+    files: dict = {}
+    completed = CompletedBatch("q-dead", 1, plans[1].end)
+    record_completed(store, "g", "m", completed, storage_options=None, files=files)
+    new_owner = SinkBatches(table, store=store, group_id="g")
+    assert new_owner.positions("m-new", {A: 20}) == {A: 20}  # no table yet
+    for batch_id in range(3):
+        spark_sink_batch(table, "q-dead", batch_id)
+    spark_sink_batch(table, "q-other", 9)
+    assert new_owner.positions("m-new", {A: 20}) == {A: 30}  # batch 2 landed
+    spark_sink_batch(table, "q-dead", 3)
+    assert new_owner.positions("m-new", {A: 20}) == {A: 40}
+    assert new_owner.positions("m-new", {A: 5}) == {A: 5}  # below: a reset reads again
+    assert new_owner.positions("m", {A: 20}) == {A: 20}  # a member's own files are not read
