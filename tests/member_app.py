@@ -23,6 +23,15 @@ Spark's commit log and before the group commit, during the group commit).
 With ``--pause-before-delta-batch N`` it stops itself
 (SIGSTOP, whole process group) with the N-th batch with rows in hand, before writing it: resumed
 with SIGCONT after its partitions moved, it is a zombie in the middle of a batch.
+
+With ``--spark-delta-table URI`` the query writes (partition, offset, writer) into that table
+through Spark's own Delta sink (``writeStream.format("delta")``; ``--spark-conf`` puts
+delta-spark on the session) instead of journaling. ``--kill-at-progress N`` then kills the whole
+process group with SIGKILL from a progress listener registered before the group's, at the
+first completed batch N or later that read records: the batch is in the table and in Spark's
+commit log, and its end reached neither the group log nor the group's listener. With
+``--pause-file PATH`` a task of the batch stops the process group (SIGSTOP) while PATH exists
+(deleting it): the batch's plan is written, its rows are not in the table yet.
 """
 
 from __future__ import annotations
@@ -57,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-batch", type=int, default=0, help="with $KILL_POINT")
     parser.add_argument("--pause-before-delta-batch", type=int, default=0)
     parser.add_argument("--stop-between-batches", action="store_true")
+    parser.add_argument("--spark-delta-table", help="write through Spark's Delta sink")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--kill-at-progress", type=int, default=0)
+    parser.add_argument("--pause-file")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -67,16 +80,20 @@ def main(argv: list[str] | None = None) -> int:
     from spark_kafka_group.options import storage_options_from
     from tests import kill_points
 
-    spark = (
+    builder = (
         SparkSession.builder.master("local[1]")
         .appName(f"kafka-group member {args.instance_id or os.getpid()}")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "1")
-        .getOrCreate()
     )
+    for item in args.spark_conf:
+        builder = builder.config(*item.split("=", 1))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     extra = dict(item.partition("=")[::2] for item in args.option)
     store_options = storage_options_from(extra)
+    if args.kill_at_progress:  # before the group's listener: it never sees that batch
+        spark.streams.addListener(kill_at_progress(args.kill_at_progress))
     spark_kafka_group.register(spark, storage_options=store_options)
 
     reader = (
@@ -138,11 +155,14 @@ def main(argv: list[str] | None = None) -> int:
             elif kill_points.point() is not None:
                 kill_points.arm(batch_id, batch_ends(table))
 
-    writer = (
-        reader.load()
-        .writeStream.foreachBatch(record_batch)
-        .option("checkpointLocation", args.checkpoint)
-    )
+    if args.spark_delta_table:
+        writer = spark_delta_writer(reader.load(), args)
+    else:
+        writer = (
+            reader.load()
+            .writeStream.foreachBatch(record_batch)
+            .option("checkpointLocation", args.checkpoint)
+        )
     if args.available_now:
         writer = writer.trigger(availableNow=True)
     else:
@@ -177,6 +197,56 @@ def batch_ends(table) -> dict[tuple[str, int], int]:
                                         table["offset"].to_pylist(), strict=True):  # fmt: skip
         ends[(topic, partition)] = max(ends.get((topic, partition), 0), offset + 1)
     return ends
+
+
+def spark_delta_writer(frame, args):
+    """(partition, offset, writer) into ``--spark-delta-table`` through Spark's Delta sink;
+    a task stops the process group while ``--pause-file`` exists."""
+    from pyspark.sql import functions as F
+
+    rows = frame.select("partition", "offset")
+    if args.pause_file:
+        pause_file = args.pause_file
+
+        def pause_when_asked(batches):
+            for batch in batches:
+                if batch.num_rows and os.path.exists(pause_file):
+                    os.remove(pause_file)
+                    print("pausing in a batch, before its rows land", flush=True)
+                    os.killpg(os.getpgrp(), signal.SIGSTOP)  # a zombie until SIGCONT
+                yield batch
+
+        rows = rows.mapInArrow(pause_when_asked, rows.schema)
+    name = args.instance_id or str(os.getpid())
+    return (
+        rows.withColumn("writer", F.lit(name))
+        .writeStream.format("delta")
+        .option("checkpointLocation", args.checkpoint)
+        .option("path", args.spark_delta_table)
+    )
+
+
+def kill_at_progress(batch: int):
+    """A progress listener that kills the process group at batch ``batch`` or later with rows."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class KillAtProgress(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            pass
+
+        def onQueryProgress(self, event) -> None:
+            progress = event.progress
+            if progress.batchId >= batch and progress.numInputRows > 0:
+                print(f"killing myself at the progress of batch {progress.batchId}", flush=True)
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    return KillAtProgress()
 
 
 def delta_writer(table_uri: str | None, group: str, name: str):

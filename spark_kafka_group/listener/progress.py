@@ -98,13 +98,18 @@ def commit_progress(
     *,
     storage_options: Mapping[str, str] | None = None,
     clients: Clients | None = None,
+    sink_files: SinkFiles | None = None,
 ) -> int:
     """Commit the ``kafka-group`` end offsets of one query progress; how many were written.
-    ``clients``: group log clients by (store, group) to reuse across calls (and to add to)."""
+    ``clients``: group log clients by (store, group) to reuse across calls (and to add to);
+    ``sink_files`` the same for the completed-batch records of ``deltaSinkTable`` queries,
+    written after the commit (:mod:`spark_kafka_group.sink.takeover`)."""
     written = 0
     for offset in group_offsets(progress):
-        if offset.member and offset.offsets:
-            batch_id = _batch_id(progress)
+        if not offset.member:
+            continue
+        batch_id = _batch_id(progress)
+        if offset.offsets:
             written += commit_batch_for_member(
                 offset.store,
                 offset.group,
@@ -116,7 +121,30 @@ def commit_progress(
                 storage_options=storage_options,
                 client=_cached_client(clients, offset, storage_options),
             )
+        if offset.sink_batches:
+            _record_completed(progress, offset, batch_id, storage_options, sink_files)
     return written
+
+
+SinkFiles = dict[tuple[str, str], Any]  # (store, group) -> SinkBatchFiles
+
+
+def _record_completed(
+    progress: Any,
+    offset: SourceOffset,
+    batch_id: int,
+    storage_options: Mapping[str, str] | None,
+    sink_files: SinkFiles | None,
+) -> None:
+    from spark_kafka_group.sink.spark_delta import record_completed
+    from spark_kafka_group.sink.takeover import BatchEnd, CompletedBatch
+
+    end = BatchEnd(offset.generation, offset.member, dict(offset.offsets))
+    completed = CompletedBatch(str(_field(progress, "id")), batch_id, end)
+    record_completed(
+        offset.store, offset.group, offset.member, completed,
+        storage_options=storage_options, files=sink_files,
+    )  # fmt: skip
 
 
 def _batch_id(progress: Any) -> int:
@@ -174,6 +202,7 @@ class GroupProgressListener(StreamingQueryListener):
         # records written since the last one (a new client replays from the latest snapshot,
         # ~50 ms of driver CPU per batch and query).
         self._clients: Clients = {}
+        self._sink_files: SinkFiles = {}
         self._lock = threading.Lock()
 
     # Spark Connect pickles listeners to run them on the server: only the options travel.
@@ -191,10 +220,14 @@ class GroupProgressListener(StreamingQueryListener):
         with self._lock:
             try:
                 commit_progress(
-                    progress, storage_options=self._storage_options, clients=self._clients
+                    progress,
+                    storage_options=self._storage_options,
+                    clients=self._clients,
+                    sink_files=self._sink_files,
                 )
             except Exception:
-                self._clients.clear()  # e.g. the store was replaced: open it afresh next time
+                self._clients.clear()
+                self._sink_files.clear()  # e.g. the store was replaced: open it afresh next time
                 log.warning("kafka-group: committing from query progress failed", exc_info=True)
 
     def onQueryIdle(self, event: Any) -> None:
@@ -203,3 +236,7 @@ class GroupProgressListener(StreamingQueryListener):
     def onQueryTerminated(self, event: Any) -> None:
         # No LEAVE here: the member decides (see the module docstring).
         pass
+
+
+def _field(progress: Any, name: str) -> Any:
+    return progress[name] if isinstance(progress, Mapping) else getattr(progress, name)

@@ -91,6 +91,11 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     ("Lag tools", "", ("commitToKafka",)),
     (
+        "Exactly once with Spark's Delta sink",
+        "",
+        ("deltaSinkTable",),
+    ),
+    (
         "Passed through",
         "Keys under these prefixes are handed on, prefix removed.",
         ("kafka.<key>", "groupStore.<key>"),

@@ -98,6 +98,8 @@ class SourceOptions:
     poll_timeout_ms: int
     commit_to_kafka: bool
     import_from_kafka_group: str | None
+    #: ``deltaSinkTable``: the table Spark's Delta sink writes (a takeover reads what landed).
+    delta_sink_table: str | None
     #: librdkafka settings from ``kafka.*`` options, prefix removed, Java keys translated.
     kafka_params: Mapping[str, str]
     fetch_offset_retry: OffsetFetchRetry

@@ -196,6 +196,22 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
         field="commit_to_kafka",
     ),
     OptionSpec(
+        "deltaSinkTable",
+        STRING,
+        None,
+        'The Delta table (path or URI) this query writes with `writeStream.format("delta")`: '
+        "a partition taken over from a member that died is not written twice.\n\n"
+        "Give every query of the group the same table. Before Spark runs a batch the member "
+        "writes its plan beside the group log (`_sink_batches/`); a member taking over a "
+        "partition reads, from the table's transactions, which batches of the previous owner's "
+        "query landed and starts after them. Needs the progress listener "
+        "(`spark_kafka_group.register(spark)`), and the table is opened with the "
+        "`groupStore.*` storage options. It does not fence a member paused past its session "
+        "timeout that resumes mid-batch; `ExactlyOnceDeltaWriter` in `foreachBatch` does. "
+        "See [Exactly once into Delta](concepts.md#exactly-once-into-delta).",
+        field="delta_sink_table",
+    ),
+    OptionSpec(
         "importFromKafkaGroup",
         STRING,
         None,

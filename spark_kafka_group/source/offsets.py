@@ -17,6 +17,9 @@ Spark stores it as JSON and hands it back as ``start``/``end``; it must be deter
   the end offset makes ``partitions(start, end)`` self-contained, so replaying a checkpointed
   batch plans exactly the same ranges, and tells whoever commits the batch where it began (a
   start below the group's committed offset is a rewind).
+* ``sinkBatches`` (only when true): the query writes through Spark's Delta sink with
+  ``deltaSinkTable``, so the progress listener records each completed batch for the member
+  (:mod:`spark_kafka_group.sink.takeover`).
 """
 
 from __future__ import annotations
@@ -51,9 +54,10 @@ class SourceOffset:
     member: str
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     starts: Mapping[TopicPartition, int] = field(default_factory=dict)
+    sink_batches: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        value: dict[str, Any] = {
             "group": self.group,
             "store": self.store,
             "generation": self.generation,
@@ -61,6 +65,9 @@ class SourceOffset:
             "offsets": _nested(self.offsets),
             "starts": _nested(self.starts),
         }
+        if self.sink_batches:  # left out otherwise: the offsets of every other query unchanged
+            value["sinkBatches"] = True
+        return value
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> SourceOffset:
@@ -71,6 +78,7 @@ class SourceOffset:
             member=str(value.get("member", "")),
             offsets=_flat(value.get("offsets")),
             starts=_flat(value.get("starts")),
+            sink_batches=bool(value.get("sinkBatches", False)),
         )
 
     def start_of(self, tp: TopicPartition, previous: SourceOffset | None) -> int | None:

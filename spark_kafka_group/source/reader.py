@@ -36,6 +36,7 @@ from spark_kafka_group.group.offsets import fence
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
+from spark_kafka_group.sink.takeover import BatchEnd, PlannedBatch
 from spark_kafka_group.source.input_partition import KafkaInputPartition, input_partitions
 from spark_kafka_group.source.lifecycle import stop_on_process_end
 from spark_kafka_group.source.offsets import SourceOffset
@@ -67,6 +68,7 @@ if TYPE_CHECKING:  # the member is imported only where the driver starts it
     from spark_kafka_group.kafka.cluster import KafkaCluster
     from spark_kafka_group.kafka.consumer_group_offsets import KafkaOffsetMirror
     from spark_kafka_group.member import Holdings, Member
+    from spark_kafka_group.sink.spark_delta import SinkBatches
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._reported_lag: int | None = None
         # commitToKafka: copies accepted commits to the Kafka consumer group (best effort).
         self._kafka_mirror: KafkaOffsetMirror | None = None
+        # deltaSinkTable: the batch plans written before Spark runs a batch, and what a
+        # partition's previous owner landed in the table (sink/spark_delta.py).
+        self._sink_batches: SinkBatches | None = None
         self._at_start = PartitionsAtStart()  # startingOffsets applies to these only
         self._deleted = DeletedTopics()
         self._minimum = (
@@ -127,6 +132,15 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             from spark_kafka_group.member import member_for_source
 
             self._cluster = cluster_for_source(self._opts)
+            if self._opts.delta_sink_table is not None:
+                from spark_kafka_group.sink.spark_delta import SinkBatches
+
+                self._sink_batches = SinkBatches(
+                    self._opts.delta_sink_table,
+                    store=self._opts.group.store,
+                    group_id=self._opts.group.group_id,
+                    storage_options=self._opts.group.storage_options,
+                )
             current = subscription_partitions(self._cluster, self._opts)
             self._member = member = member_for_source(self._opts, self._cluster)
             # Before the join: what the group knew while this query (or all its members) was
@@ -251,10 +265,15 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             member=holdings.member_id,
             offsets=ends,
             starts=starts,
+            sink_batches=self._sink_batches is not None,
         )
         if previous is not None and not fresh and _same_position(end, previous):
             # Nothing new: hand back the previous offset unchanged, so Spark plans no batch.
             return start if start is not None else previous.to_json()
+        if self._sink_batches is not None:
+            # Durable before Spark runs the batch: a new owner of these partitions can tell
+            # from the table whether it landed.
+            self._sink_batches.record(_planned(previous, end))
         self._last_planned = end
         return end.to_json()
 
@@ -452,6 +471,10 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 source="startingOffsets position",
             )
         )
+        if self._sink_batches is not None:
+            # Past what a previous owner that died before its group commit landed in the table.
+            positions = self._sink_batches.positions(member.current_holdings().member_id,
+                                                     positions)  # fmt: skip
         discovered = self._at_start.discovered(partitions)
         for tp in partitions:
             origin = "committed offset" if tp in checked else "startingOffsets"
@@ -505,6 +528,20 @@ def _carried_starts(
     if previous is None:
         return {}
     return {tp: s for tp, s in previous.starts.items() if kept.get(tp) == s}
+
+
+def _planned(previous: SourceOffset | None, end: SourceOffset) -> PlannedBatch:
+    """The plan of the batch ending at ``end`` (``previous``: the end of the one it continues)."""
+    after = (
+        BatchEnd(-1, "", {})
+        if previous is None
+        else BatchEnd(previous.generation, previous.member, dict(previous.offsets))
+    )
+    return PlannedBatch(
+        after=after,
+        end=BatchEnd(end.generation, end.member, dict(end.offsets)),
+        starts=dict(end.starts),
+    )
 
 
 def _same_position(a: SourceOffset, b: SourceOffset) -> bool:

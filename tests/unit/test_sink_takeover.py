@@ -1,0 +1,210 @@
+"""The takeover rules for queries writing through Spark's own Delta sink (sink/takeover.py): from
+a dead member's plans, its listener's newest completed batch and the query's transaction version
+in the table, its new owner starts exactly at the end of what landed, neither before (a record
+written twice) nor after (a record lost)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import CommitProperties, Transaction, write_deltalake
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.sink.spark_delta import SinkBatches, record_completed
+from spark_kafka_group.sink.takeover import (
+    PLANS_KEPT,
+    BatchEnd,
+    CompletedBatch,
+    LandedRange,
+    PlannedBatch,
+    Unresolved,
+    decode_completed,
+    decode_plans,
+    encode_completed,
+    encode_plans,
+    landed_ranges,
+    take_over,
+)
+from spark_kafka_group.store.sink_batches import SinkBatchFiles
+
+A, B, C = (TopicPartition("t", p) for p in range(3))
+
+
+def resolved(ranges: dict[TopicPartition, LandedRange] | Unresolved):
+    assert not isinstance(ranges, Unresolved), ranges
+    return ranges
+
+
+def chain(
+    initial: dict[TopicPartition, int], steps: list[dict[TopicPartition, int]], *, generation=1
+) -> list[PlannedBatch]:
+    """Batches 0, 1, ... of member m: each adds ``steps[i]`` records to its partitions; a
+    partition first seen in a step starts at offset 0."""
+    plans = []
+    after = BatchEnd(-1, "", {})
+    offsets = dict(initial)
+    for i, step in enumerate(steps):
+        # a partition not in the previous batch is new to it: it starts where it ended
+        starts = {tp: offsets.get(tp, 0) for tp in step if tp not in after.offsets}
+        if i == 0:
+            starts = {**starts, **{tp: initial[tp] for tp in initial}}
+        ends = {tp: offsets.get(tp, 0) + n for tp, n in step.items()}
+        # generation moves with the batch number, so no two ends are equal
+        end = BatchEnd(generation + i, "m", ends)
+        plans.append(PlannedBatch(after, end, starts))
+        offsets.update(ends)
+        after = end
+    return plans
+
+
+batches = st.lists(
+    st.dictionaries(st.sampled_from([A, B, C]), st.integers(0, 50), min_size=1),
+    min_size=1,
+    max_size=24,
+)
+
+
+@given(steps=batches, data=st.data())
+def test_a_new_owner_starts_exactly_at_the_end_of_what_landed(steps, data) -> None:
+    """Any batches, any completed batch N the listener saw, any later batch V that landed, the
+    member's newest plans kept: the partitions start at batch V's ends (the last batch of each
+    partition up to V), or the rule says it cannot tell (never a wrong position)."""
+    plans = chain({A: 5}, steps)
+    completed_id = data.draw(st.integers(0, len(plans) - 1), label="completed batch")
+    landed = data.draw(st.integers(completed_id, len(plans) - 1), label="landed batch")
+    kept = plans[-PLANS_KEPT:]
+    completed = CompletedBatch("q", completed_id, plans[completed_id].end)
+    ranges = landed_ranges(completed, kept, landed)
+    truth: dict[TopicPartition, int] = {}
+    for plan in plans[: landed + 1]:
+        truth.update(plan.end.offsets)
+    if isinstance(ranges, Unresolved):
+        # only when the kept plans do not reach back to the completed batch
+        assert plans.index(kept[0]) > completed_id + 1
+        return
+    committed = dict(completed.end.offsets)  # the listener's commit of batch N
+    moved = take_over(committed, [ranges])
+    assert moved == {tp: truth[tp] for tp in committed}
+
+
+@given(steps=batches, data=st.data())
+def test_a_partition_first_planned_after_the_completed_batch_starts_after_what_landed(
+    steps, data
+) -> None:
+    """A partition the member took on after its newest completed batch started at the group's
+    committed offset for it; its new owner, starting there too, skips what landed since."""
+    plans = chain({A: 5}, [{A: 1}, *steps])
+    landed = data.draw(st.integers(0, len(plans) - 1))
+    ranges = landed_ranges(CompletedBatch("q", 0, plans[0].end), plans, landed)
+    assert not isinstance(ranges, Unresolved)
+    for tp in (B, C):
+        first = next((p for p in plans if tp in p.end.offsets), None)
+        if first is None or plans.index(first) > landed:
+            assert tp not in ranges or ranges[tp].since == ranges[tp].end
+            continue
+        truth = max(p.end.offsets[tp] for p in plans[: landed + 1] if tp in p.end.offsets)
+        assert take_over({tp: 0}, [ranges]) == {tp: truth}
+
+
+def test_nothing_landed_past_the_completed_batch_leaves_the_committed_offset() -> None:
+    plans = chain({A: 0}, [{A: 10}, {A: 10}, {A: 10}])
+    completed = CompletedBatch("q", 1, plans[1].end)
+    for version in (None, 0, 1):
+        ranges = resolved(landed_ranges(completed, plans, version))
+        assert take_over({A: 20}, [ranges]) == {A: 20}
+    assert take_over({A: 20}, [resolved(landed_ranges(completed, plans, 2))]) == {A: 30}
+
+
+def test_a_landed_batch_the_plans_do_not_reach_is_unresolved() -> None:
+    plans = chain({A: 0}, [{A: 1}] * 30)
+    completed = CompletedBatch("q", 2, plans[2].end)
+    assert isinstance(landed_ranges(completed, plans[-PLANS_KEPT:], 25), Unresolved)
+
+
+def test_a_position_below_every_landed_range_stays_an_operator_reset_reads_again() -> None:
+    ranges = {A: LandedRange(100, 130)}
+    assert take_over({A: 40}, [ranges]) == {A: 40}
+    assert take_over({A: 100}, [ranges]) == {A: 130}
+    assert take_over({A: 130}, [ranges]) == {A: 130}
+    assert take_over({A: 200}, [ranges]) == {A: 200}
+
+
+@given(
+    ranges=st.lists(
+        st.tuples(st.integers(0, 100), st.integers(0, 40)).map(
+            lambda r: LandedRange(*r[:1], sum(r))
+        ),
+        max_size=6,
+    ),
+    position=st.integers(0, 150),
+)
+def test_take_over_follows_ranges_of_several_previous_owners(ranges, position) -> None:
+    """The result is the position or a range's end, never lower, and no range holds it."""
+    moved = take_over({A: position}, [{A: r} for r in ranges])[A]
+    assert moved >= position
+    assert moved == position or moved in {r.end for r in ranges}
+    assert not any(r.since <= moved < r.end for r in ranges)
+
+
+def test_plans_and_completed_batches_round_trip_through_the_files(tmp_path: Path) -> None:
+    plans = chain({A: 3}, [{A: 2, B: 4}, {B: 1}])
+    completed = CompletedBatch("query-1", 7, plans[0].end)
+    assert decode_plans(encode_plans(plans)) == plans
+    assert decode_completed(encode_completed(completed)) == completed
+
+    (tmp_path / "group").mkdir()  # the group log's directory
+    files = SinkBatchFiles(str(tmp_path / "group"))
+    files.put_plans("m-1", 1, plans[:1])
+    files.put_plans("m-1", 2, plans)
+    files.put_completed("m-1", completed)
+    files.put_plans("m-2", 1, plans[:1])
+    found = files.read_all(except_member="m-2")
+    assert set(found) == {"m-1"}
+    assert found["m-1"].plans == plans
+    assert found["m-1"].completed == completed
+    assert sorted(p.name for p in (tmp_path / "group" / "_sink_batches").iterdir()) == [
+        "m-1@2",
+        "m-1~listener@8",
+        "m-2@1",
+    ]
+
+
+@pytest.mark.parametrize("version", [None, 3])
+def test_a_member_with_no_plans_moves_nothing(version) -> None:
+    completed = CompletedBatch("q", 3, BatchEnd(1, "m", {A: 10}))
+    assert take_over({A: 10}, [resolved(landed_ranges(completed, [], version))]) == {A: 10}
+
+
+def spark_sink_batch(table: str, query_id: str, batch_id: int) -> None:
+    """A commit as Spark's Delta sink makes it: rows and txn(query id, batch id)."""
+    rows = pa.table({"partition": pa.array([0], pa.int32()), "offset": pa.array([0], pa.int64())})
+    properties = CommitProperties(app_transactions=[Transaction(query_id, batch_id)])
+    write_deltalake(table, rows, mode="append", commit_properties=properties)
+
+
+def test_a_new_owner_reads_the_dead_member_s_files_and_the_table(tmp_path: Path) -> None:
+    """The reader's I/O on disk: the dead member's plans, its listener's completed batch and its
+    query's transaction in the table move the new owner's position; its own files do not."""
+    store, table = str(tmp_path / "groups"), str(tmp_path / "events")
+    (tmp_path / "groups" / "g").mkdir(parents=True)  # the group log's directory
+    plans = chain({A: 0}, [{A: 10}, {A: 10}, {A: 10}, {A: 10}])
+    dead = SinkBatches(table, store=store, group_id="g")
+    for plan in plans:
+        dead.record(plan)
+    files: dict = {}
+    completed = CompletedBatch("q-dead", 1, plans[1].end)
+    record_completed(store, "g", "m", completed, storage_options=None, files=files)
+    new_owner = SinkBatches(table, store=store, group_id="g")
+    assert new_owner.positions("m-new", {A: 20}) == {A: 20}  # no table yet
+    for batch_id in range(3):
+        spark_sink_batch(table, "q-dead", batch_id)
+    spark_sink_batch(table, "q-other", 9)
+    assert new_owner.positions("m-new", {A: 20}) == {A: 30}  # batch 2 landed
+    spark_sink_batch(table, "q-dead", 3)
+    assert new_owner.positions("m-new", {A: 20}) == {A: 40}
+    assert new_owner.positions("m-new", {A: 5}) == {A: 5}  # below: a reset reads again
+    assert new_owner.positions("m", {A: 20}) == {A: 20}  # a member's own files are not read
