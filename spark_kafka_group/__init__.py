@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from spark_kafka_group.listener.lag import lag
-    from spark_kafka_group.listener.progress import leave_group
 
     # What __getattr__ loads on first use, typed for the type checker.
     from spark_kafka_group.ops.admin import describe_group, reset_offsets
+    from spark_kafka_group.ops.leave import leave_group
     from spark_kafka_group.sink.delta import ExactlyOnceDeltaWriter
 
 __all__ = [
@@ -87,7 +87,7 @@ def __getattr__(name: str) -> object:
 
         return ExactlyOnceDeltaWriter
     if name == "leave_group":
-        from spark_kafka_group.listener.progress import leave_group
+        from spark_kafka_group.ops.leave import leave_group
 
         return leave_group
     raise AttributeError(f"module 'spark_kafka_group' has no attribute {name!r}")

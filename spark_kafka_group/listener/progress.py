@@ -17,7 +17,8 @@ group, the store, the member and the generation
   (:mod:`spark_kafka_group.member.close`). The member leaves by itself when its query stops
   (the reader's ``stop()``, and :mod:`spark_kafka_group.source.lifecycle` when the
   streaming-source process ends), after waiting for this listener's commit of the last batch;
-* :func:`leave_group` commits the last completed batch and leaves for one query, explicitly.
+* :func:`~spark_kafka_group.ops.leave.leave_group` commits the last completed batch and leaves
+  for one query, explicitly.
 
 Storage credentials for an object-store group log come from the environment here (the
 ``groupStore.*`` options are not part of the progress); pass ``storage_options`` otherwise.
@@ -29,12 +30,12 @@ import ast
 import json
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming import StreamingQueryListener
 
-from spark_kafka_group.listener.writes import commit_batch_for_member, leave_for_member
+from spark_kafka_group.listener.writes import commit_batch_for_member
 from spark_kafka_group.member.log_client import GroupLogClient
 from spark_kafka_group.source.offsets import SourceOffset
 
@@ -158,36 +159,6 @@ def _batch_id(progress: Any) -> int:
             "query progress (which always has one)"
         )
     return value
-
-
-def leave_group(query: StreamingQuery, *, storage_options: Mapping[str, str] | None = None) -> None:
-    """Commit the query's last completed batch and leave its group now (after stop or
-    termination). Not needed: a query's member leaves by itself when the query ends and its
-    batches are all committed. This LEAVE is written even when the query's last batch was
-    interrupted by the stop (planned, perhaps written by the sink, never committed), which the
-    member itself refuses to do: the partitions' new owners then read that batch again. Static
-    members (``groupInstanceId``) commit but stay, as in Kafka."""
-    progress = query.lastProgress
-    commit_progress(progress, storage_options=storage_options)
-    _leave(group_offsets(progress), storage_options=storage_options, clients=None)
-
-
-def _leave(
-    offsets: Iterable[SourceOffset],
-    *,
-    storage_options: Mapping[str, str] | None,
-    clients: Clients | None,
-) -> None:
-    for offset in offsets:
-        if offset.member:
-            leave_for_member(
-                offset.store,
-                offset.group,
-                offset.member,
-                storage_options=storage_options,
-                client=_cached_client(clients, offset, storage_options),
-                reason="its query terminated",
-            )
 
 
 class GroupProgressListener(StreamingQueryListener):

@@ -1,23 +1,21 @@
-"""The progress listener's writes for a member: the commit of a completed batch, in the
-listener's own commit object (never an append: the member's step, folding the objects, is the
-one writer of a member's commits into the log), and the LEAVE of ``leave_group``
-(:mod:`spark_kafka_group.listener.progress`; the simulation uses them too). What is accepted
-and written is decided by the protocol's offsets rules (:mod:`spark_kafka_group.group.offsets`),
-as for the member's own commits.
+"""The progress listener's write for a member: the commit of a completed batch, in the
+listener's own commit object, never an append: the member's step, folding the objects, is the
+one writer of a member's commits into the log (:mod:`spark_kafka_group.listener.progress`; the
+simulation uses it too). What is accepted and written is decided by the protocol's offsets
+rules (:mod:`spark_kafka_group.group.offsets`), as for the member's own commits.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping
 
 from spark_kafka_group.errors import GroupStoreError
-from spark_kafka_group.group import GroupCoordinator, GroupError, GroupRecord, TopicPartition
-from spark_kafka_group.group.offsets import fold_commit_objects, listener_commit
+from spark_kafka_group.group import TopicPartition
+from spark_kafka_group.group.offsets import listener_commit
 from spark_kafka_group.group.types import LISTENER, CommitObject
 from spark_kafka_group.member.log_client import GroupLogClient
-from spark_kafka_group.store.commit_objects import CommitObjectStore, object_key, owner
+from spark_kafka_group.store.commit_objects import CommitObjectStore, object_key
 
 log = logging.getLogger(__name__)
 
@@ -90,56 +88,3 @@ def _listener_object_of(
         log.warning("group %s: the listener's object of %s not read: %s", client.group_id,
                     member_id, exc)  # fmt: skip
         return None
-
-
-def leave_for_member(
-    store: str,
-    group_id: str,
-    member_id: str,
-    *,
-    storage_options: Mapping[str, str] | None = None,
-    client: GroupLogClient | None = None,
-    reason: str = "leave_group() after query stop",
-) -> bool:
-    """Write LEAVE for a dynamic member (static members keep their partitions, as in Kafka);
-    whether it left now (False: not a member any more, or static). ``client``: an open client
-    of this group log to reuse."""
-    if client is None:
-        client = _client(store, group_id, storage_options)
-    # The commits the member recorded but the group has not folded yet land first.
-    recorded = _commit_objects_of(client, member_id)
-
-    def decide(work: GroupCoordinator, now: int) -> tuple[list[GroupRecord], bool]:
-        member = work.group.member(member_id)
-        if member is None or member.instance_id is not None:
-            return [], False
-        commits, _ = fold_commit_objects(work.group, recorded, now)
-        work.apply_all(commits)
-        records, response = work.leave(member_id, now, reason=reason, seen=client.sightings())
-        return commits + records, response.error is GroupError.NONE
-
-    left = client.transact(decide)
-    if left:
-        log.info("Member %s left group %s", member_id, group_id)
-        if client.leases is not None:
-            with contextlib.suppress(GroupStoreError):  # a leftover lease is only a file
-                client.leases.drop(member_id)
-    # Gone (now, or before: it left by itself and the listener wrote an object since).
-    if client.coordinator.group.member(member_id) is None and client.commit_objects is not None:
-        with contextlib.suppress(GroupStoreError):  # never applied: its member is gone
-            client.commit_objects.drop(member_id)
-    return left
-
-
-def _commit_objects_of(client: GroupLogClient, member_id: str) -> dict[str, CommitObject]:
-    """The member's newest commit object and its progress listener's, if it has them (best
-    effort: the store may be unavailable, and then the LEAVE goes without them)."""
-    objects = client.commit_objects
-    if objects is None:
-        return {}
-    try:
-        newest = {k: s for k, s in objects.list().items() if owner(k) == member_id}
-        return objects.get(newest) if newest else {}
-    except GroupStoreError as exc:
-        log.warning("group %s: commit object of %s not read: %s", client.group_id, member_id, exc)
-        return {}

@@ -34,8 +34,9 @@ from spark_kafka_group.group import (
     TopicPartition,
 )
 from spark_kafka_group.group.offsets import fold_commit_objects, reset
-from spark_kafka_group.listener.writes import commit_batch_for_member, leave_for_member
+from spark_kafka_group.listener.writes import commit_batch_for_member
 from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.ops.leave import leave_for_member
 from spark_kafka_group.store.commit_objects import InMemoryCommitObjects
 from spark_kafka_group.store.memory import InMemoryLog
 

@@ -15,9 +15,10 @@ from spark_kafka_group.group import TopicPartition
 from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.group.types import LISTENER, CommitObject, RecordedOffset
 from spark_kafka_group.listener.progress import commit_progress
-from spark_kafka_group.listener.writes import commit_batch_for_member, leave_for_member
+from spark_kafka_group.listener.writes import commit_batch_for_member
 from spark_kafka_group.member.folder import COMMIT_FOLD_INTERVAL_MS
 from spark_kafka_group.member.log_client import GroupLogClient
+from spark_kafka_group.ops.leave import leave_for_member
 from spark_kafka_group.store.commit_objects import decode, encode, key_of, object_key, owner
 from spark_kafka_group.testing.simulation import SimMember
 from tests.unit.test_commit_objects import Group, commit
