@@ -138,10 +138,9 @@ def _record_completed(
     sink_files: SinkFiles | None,
 ) -> None:
     from spark_kafka_group.sink.spark_delta import record_completed
-    from spark_kafka_group.sink.takeover import BatchEnd, CompletedBatch
+    from spark_kafka_group.sink.takeover import CompletedBatch, batch_end
 
-    end = BatchEnd(offset.generation, offset.member, dict(offset.offsets))
-    completed = CompletedBatch(str(_field(progress, "id")), batch_id, end)
+    completed = CompletedBatch(str(_field(progress, "id")), batch_id, batch_end(offset))
     record_completed(
         offset.store, offset.group, offset.member, completed,
         storage_options=storage_options, files=sink_files,

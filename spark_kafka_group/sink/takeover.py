@@ -21,9 +21,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_kafka_group.group.metadata import TopicPartition
+
+if TYPE_CHECKING:
+    from spark_kafka_group.source.offsets import SourceOffset
 
 #: Plans a member keeps in its object: the listener trails Spark by a batch or two.
 PLANS_KEPT = 16
@@ -40,6 +43,12 @@ class BatchEnd:
 
     def key(self) -> tuple[int, str, tuple[tuple[TopicPartition, int], ...]]:
         return self.generation, self.member, tuple(sorted(self.offsets.items()))
+
+
+def batch_end(offset: SourceOffset) -> BatchEnd:
+    """The :class:`BatchEnd` of a source offset (the planner's and the listener's view of one
+    batch's end are the same value)."""
+    return BatchEnd(offset.generation, offset.member, dict(offset.offsets))
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from spark_kafka_group.group.offsets import fence
 from spark_kafka_group.group.timer import Clock, SystemClock
 from spark_kafka_group.kafka.consumer_group_offsets import seed_from_kafka_group
 from spark_kafka_group.options import SourceOptions
-from spark_kafka_group.sink.takeover import BatchEnd, PlannedBatch
+from spark_kafka_group.sink.takeover import BatchEnd, PlannedBatch, batch_end
 from spark_kafka_group.source.input_partition import KafkaInputPartition, input_partitions
 from spark_kafka_group.source.lifecycle import stop_on_process_end
 from spark_kafka_group.source.offsets import SourceOffset
@@ -532,14 +532,10 @@ def _carried_starts(
 
 def _planned(previous: SourceOffset | None, end: SourceOffset) -> PlannedBatch:
     """The plan of the batch ending at ``end`` (``previous``: the end of the one it continues)."""
-    after = (
-        BatchEnd(-1, "", {})
-        if previous is None
-        else BatchEnd(previous.generation, previous.member, dict(previous.offsets))
-    )
+    after = BatchEnd(-1, "", {}) if previous is None else batch_end(previous)
     return PlannedBatch(
         after=after,
-        end=BatchEnd(end.generation, end.member, dict(end.offsets)),
+        end=batch_end(end),
         starts=dict(end.starts),
     )
 
