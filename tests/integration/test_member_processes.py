@@ -1,4 +1,6 @@
-"""Members in separate processes: killed, restarted as a static member, paused as a zombie.
+"""Members in separate processes: restarted as a static member, paused as a zombie, killed and
+restarted on their checkpoints (a member SIGKILLed for good, its partitions moving, is
+test_faults.py's bounce).
 
 The survivor is a query in the test's SparkSession; the other member is ``tests/member_app.py``
 in its own process (its own Spark driver), as a second spark-submit job would be.
@@ -9,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -71,52 +72,6 @@ def setup(spark, bootstrap_servers, topic_name, group_store, tmp_path: Path):
     producer = SteadyProducer(bootstrap_servers, topic_name, PARTITIONS)
     yield member, survivor, producer
     producer.stop()
-
-
-def test_sigkilled_member_is_expired_and_its_partitions_move(setup, group_store) -> None:
-    member, survivor, producer = setup
-    group = "g-kill"
-    victim = member("victim", group).start()
-    query, collected = survivor(group)
-    try:
-        wait_until(
-            lambda: stable_with(group_store, group, 2, PARTITIONS), 180, "two stable members"
-        )
-        producer.start()
-        wait_until(lambda: victim.records() and collected.count(), 60, "both reading")
-        time.sleep(2)
-        victim.kill()
-        killed_at = time.time()
-        wait_until(
-            lambda: stable_with(group_store, group, 1, PARTITIONS), 60, "the victim's expiry"
-        )
-        moved_at = time.time()
-        time.sleep(2)
-        final = producer.stop()
-        total = sum(final.values())
-        wait_until(
-            lambda: len(set(collected.records) | set(victim.records())) >= total,
-            90, "every produced record",
-        )  # fmt: skip
-    finally:
-        producer.stop()
-        query.stop()
-        victim.stop()
-    result = delivery(final, collected, victim, group_store, group)
-    produced = {(p, o) for p, n in final.items() for o in range(n)}
-    consumed = Counter(collected.records + victim.records())
-    assert produced <= set(consumed), f"lost: {sorted(produced - set(consumed))[:10]}"
-    duplicates = {rec for rec, n in consumed.items() if n > 1}
-    # Read twice at most: the victim's last batches whose commit had not landed yet (a
-    # batch is committed when the next one is planned), on the partitions that moved.
-    uncommitted = {tuple(r) for b in victim.batches()[-2:] for r in b["records"]}
-    assert duplicates <= uncommitted, sorted(duplicates - uncommitted)[:10]
-    by_partition = Counter(p for p, _ in duplicates)
-    print(
-        f"SIGKILL: partitions moved {moved_at - killed_at:.1f}s after the kill "
-        f"(session timeout 6s); duplicates per partition: {dict(by_partition)}"
-    )
-    result.assert_ok()
 
 
 def test_static_member_restarted_within_session_timeout_keeps_its_partitions(

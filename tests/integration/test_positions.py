@@ -371,7 +371,9 @@ def test_trigger_minimum_holds_batch_by_batch_and_the_delay_flushes_the_rest(
         group_store,
         minOffsetsPerTrigger=30,
         maxOffsetsPerTrigger=50,
-        maxTriggerDelay="4s",
+        # Counted from the query's first (empty) trigger, before production begins: long enough
+        # that slow production on busy cores still reaches the minimum within it.
+        maxTriggerDelay="10s",
     )
     collected = Collected()
     query = start_query(spark, options, str(tmp_path / "ckpt"), collected, available_now=False)
