@@ -34,6 +34,13 @@ if _REPO not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         p for p in (_REPO, os.environ.get("PYTHONPATH")) if p
     )
 
+# Every JVM the tests start (Spark drivers and their member processes, spark-submit jobs, the
+# Spark Connect server, Kafka) lives seconds to minutes: the client compiler alone and the
+# serial collector start it with less CPU. On two cores that made two member-process tests 8%
+# faster and the machine 10 points less busy. The java launcher reads this variable (and
+# notes on stderr that it did); a value set by the caller wins.
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 # Hypothesis profiles, chosen by $HYPOTHESIS_PROFILE (scripts/test sets "ci"). On CI's loaded
 # two cores a property test must not fail for being slow: no per-example deadline, no
 # too-slow health check, and the same examples every run (derandomize), so a failure is the
