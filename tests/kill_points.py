@@ -38,7 +38,7 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -276,38 +276,43 @@ KILLS = [
 SESSION_MS = {"restarts": 60_000, "moves": 6000}
 
 
-def first_incarnation(workdir: Path, name: str) -> dict[str, object]:
+Kills = Sequence[tuple[str, str]]
+
+
+def first_incarnation(workdir: Path, name: str, schedule: Kills = KILLS) -> dict[str, object]:
     """``MemberProcess`` arguments of the victim ``name``'s first incarnation (kill 0)."""
     return {
-        "env": member_env(KILLS[0][0], workdir, name),
-        "session_timeout_ms": SESSION_MS[KILLS[0][1]],
+        "env": member_env(schedule[0][0], workdir, name),
+        "session_timeout_ms": SESSION_MS[schedule[0][1]],
     }
 
 
-def prepare(victim: MemberProcess, workdir: Path, number: int) -> None:
-    """Set up the victim's incarnation for kill ``number`` > 0 of :data:`KILLS` (before its
+def prepare(victim: MemberProcess, workdir: Path, schedule: Kills, number: int) -> None:
+    """Set up the victim's incarnation for kill ``number`` > 0 of ``schedule`` (before its
     start): its kill point, its session timeout, and a new checkpoint after a move."""
-    point, then = KILLS[number]
+    point, then = schedule[number]
     victim.env = member_env(point, workdir, victim.name)
     victim.set_arg("--session-timeout-ms", str(SESSION_MS[then]))
-    if number and KILLS[number - 1][1] == "moves":  # a new member takes a share back
+    if number and schedule[number - 1][1] == "moves":  # a new member takes a share back
         victim.set_arg("--checkpoint", str(workdir / f"{victim.name}-checkpoint-{number}"))
 
 
-def chain(victim: MemberProcess, workdir: Path) -> Iterator[tuple[str, str, float]]:
-    """Kill the victim at each point of :data:`KILLS` in turn: its first incarnation is running
+def chain(
+    victim: MemberProcess, workdir: Path, schedule: Kills = KILLS
+) -> Iterator[tuple[str, str, float]]:
+    """Kill the victim at each point of ``schedule`` in turn: its first incarnation is running
     (made with :func:`first_incarnation`), each next one is started here. After each kill,
     once it was checked to be the expected point in a batch this incarnation armed, yields
     (point, then, seconds since the incarnation's start) for the caller's waits and checks."""
     started = time.monotonic()
-    for number, (point, then) in enumerate(KILLS):
+    for number, (point, then) in enumerate(schedule):
         if number:
-            prepare(victim, workdir, number)
+            prepare(victim, workdir, schedule, number)
             started = time.monotonic()
             victim.start()
         process = victim.wait_for_exit(f"the victim's kill {point}")
         logged = kills(workdir, victim.name)
-        assert [k["point"] for k in logged] == [p for p, _ in KILLS[: number + 1]], logged
+        assert [k["point"] for k in logged] == [p for p, _ in schedule[: number + 1]], logged
         # a group-commit point kills at the batch this incarnation armed
         assert logged[-1].get("armed_by", process.pid) == process.pid, logged
         yield point, then, time.monotonic() - started
