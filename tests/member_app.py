@@ -26,12 +26,13 @@ with SIGCONT after its partitions moved, it is a zombie in the middle of a batch
 
 With ``--spark-delta-table URI`` the query writes (partition, offset, writer) into that table
 through Spark's own Delta sink (``writeStream.format("delta")``; ``--spark-conf`` puts
-delta-spark on the session) instead of journaling. ``--kill-at-progress N`` then kills the whole
-process group with SIGKILL from a progress listener registered before the group's, at the
-first completed batch N or later that read records: the batch is in the table and in Spark's
-commit log, and its end reached neither the group log nor the group's listener. With
-``--pause-file PATH`` a task of the batch stops the process group (SIGSTOP) while PATH exists
-(deleting it): the batch's plan is written, its rows are not in the table yet.
+delta-spark on the session) instead of journaling. A task of each batch then counts the batches
+with rows; with ``--kill-batch N`` and ``$KILL_POINT`` set, the N-th of them is killed at that
+point: before the sink (by its task), after the sink's commit (Spark's commit log entry of the
+batch blocked, the driver kills once the table has the batch), or at the group commit (armed by
+its task). With ``--pause-file PATH``, once PATH exists a task of the next batch with rows
+deletes it, writes the batch id to ``PATH.paused`` and stops the driver's process group (SIGSTOP:
+the JVM, the member's heartbeat): the batch's plan is written, its rows are not in the table.
 """
 
 from __future__ import annotations
@@ -68,7 +69,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-between-batches", action="store_true")
     parser.add_argument("--spark-delta-table", help="write through Spark's Delta sink")
     parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--kill-at-progress", type=int, default=0)
     parser.add_argument("--pause-file")
     args = parser.parse_args(argv)
 
@@ -79,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     import spark_kafka_group
     from spark_kafka_group.options import storage_options_from
     from tests import kill_points
+
+    if kill_points.point() is not None:
+        kill_points.start_member()
+        kill_points.unblock_commit_log(args.checkpoint)
 
     builder = (
         SparkSession.builder.master("local[1]")
@@ -92,8 +96,6 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     extra = dict(item.partition("=")[::2] for item in args.option)
     store_options = storage_options_from(extra)
-    if args.kill_at_progress:  # before the group's listener: it never sees that batch
-        spark.streams.addListener(kill_at_progress(args.kill_at_progress))
     spark_kafka_group.register(spark, storage_options=store_options)
 
     reader = (
@@ -116,8 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     journal = open(args.journal, "a", buffering=1)  # noqa: SIM115 - closed on exit
     lock = threading.Lock()
 
-    if kill_points.point() is not None:
-        kill_points.disarm()
     delta = delta_writer(args.delta_table, args.group_id, args.instance_id or str(os.getpid()))
     landed_batches = 0
 
@@ -169,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         writer = writer.trigger(processingTime=f"{args.trigger_ms} milliseconds")
     query = writer.start()
     print(f"member started: pid {os.getpid()} query {query.id}", flush=True)
+    if args.spark_delta_table and kill_points.point() == "after-sink":
+        kill_points.kill_after_sink_commit(
+            args.checkpoint, lambda: table_version(args.spark_delta_table, str(query.id))
+        )
 
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
@@ -200,23 +204,12 @@ def batch_ends(table) -> dict[tuple[str, int], int]:
 
 
 def spark_delta_writer(frame, args):
-    """(partition, offset, writer) into ``--spark-delta-table`` through Spark's Delta sink;
-    a task stops the process group while ``--pause-file`` exists."""
+    """(partition, offset, writer) into ``--spark-delta-table`` through Spark's Delta sink, a
+    task of each batch in the kill point's and ``--pause-file``'s place before the sink."""
     from pyspark.sql import functions as F
 
-    rows = frame.select("partition", "offset")
-    if args.pause_file:
-        pause_file = args.pause_file
-
-        def pause_when_asked(batches):
-            for batch in batches:
-                if batch.num_rows and os.path.exists(pause_file):
-                    os.remove(pause_file)
-                    print("pausing in a batch, before its rows land", flush=True)
-                    os.killpg(os.getpgrp(), signal.SIGSTOP)  # a zombie until SIGCONT
-                yield batch
-
-        rows = rows.mapInArrow(pause_when_asked, rows.schema)
+    rows = frame.select("topic", "partition", "offset")
+    rows = rows.mapInArrow(in_batch_task(args, os.getpid()), rows.schema).drop("topic")
     name = args.instance_id or str(os.getpid())
     return (
         rows.withColumn("writer", F.lit(name))
@@ -226,27 +219,48 @@ def spark_delta_writer(frame, args):
     )
 
 
-def kill_at_progress(batch: int):
-    """A progress listener that kills the process group at batch ``batch`` or later with rows."""
-    from pyspark.sql.streaming import StreamingQueryListener
+def in_batch_task(args, driver: int):
+    """The function of ``mapInArrow`` in each task of a batch bound for Spark's Delta sink: on
+    the ``--kill-batch``-th batch with rows, the kill point's part (tests/kill_points.py); while
+    ``--pause-file`` exists, SIGSTOP of the process group (a zombie until SIGCONT)."""
+    from pyspark import TaskContext
 
-    class KillAtProgress(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:
-            pass
+    from tests import kill_points
 
-        def onQueryProgress(self, event) -> None:
-            progress = event.progress
-            if progress.batchId >= batch and progress.numInputRows > 0:
-                print(f"killing myself at the progress of batch {progress.batchId}", flush=True)
-                os.killpg(os.getpgrp(), signal.SIGKILL)
+    checkpoint, pause_file, kill_batch = args.checkpoint, args.pause_file, args.kill_batch
 
-        def onQueryIdle(self, event) -> None:
-            pass
+    def task(batches):
+        for batch in batches:
+            if batch.num_rows:
+                context = TaskContext.get()
+                assert context is not None
+                batch_id = int(context.getLocalProperty("streaming.sql.batchId") or -1)
+                if pause_file and os.path.exists(pause_file):
+                    # A file, not a print: the JVM copies the workers' output, and it stops.
+                    with open(f"{pause_file}.paused", "w") as paused:
+                        paused.write(str(batch_id))
+                    os.remove(pause_file)
+                    # The driver's group: the JVM and the member's heartbeat stop; this task
+                    # (in Spark's Python daemon's group) hands its rows to the stopped JVM.
+                    os.killpg(os.getpgid(driver), signal.SIGSTOP)
+                point = kill_points.point()
+                if point and kill_points.batch_number(batch_id) == kill_batch:
+                    if point == "before-sink":
+                        kill_points.kill("a task of the batch, before the sink", batch=batch_id)
+                    elif point == "after-sink":
+                        kill_points.block_commit_log(checkpoint, batch_id)
+                    else:
+                        kill_points.arm(batch_id, batch_ends(batch), by=driver)
+            yield batch
 
-        def onQueryTerminated(self, event) -> None:
-            pass
+    return task
 
-    return KillAtProgress()
+
+def table_version(uri: str, app_id: str) -> int | None:
+    """The Delta table's version of the application transaction ``app_id``."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(uri).transaction_version(app_id)
 
 
 def delta_writer(table_uri: str | None, group: str, name: str):

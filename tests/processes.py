@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from spark_kafka_group.testing.waiting import wait_until
+
 REPO = Path(__file__).resolve().parent.parent
 #: Run as a module from the repository root, as the tests import it.
 MEMBER_APP = "tests.member_app"
@@ -74,6 +76,17 @@ class MemberProcess:
             )
         self.starts += 1
         return self
+
+    def set_arg(self, flag: str, value: str) -> None:
+        """Change the value of ``flag`` for the next start."""
+        self.args[self.args.index(flag) + 1] = value
+
+    def wait_for_exit(self, what: str, timeout_s: float = 120) -> subprocess.Popen[bytes]:
+        """Wait for the running process to end by itself (``what`` names it in the timeout)."""
+        process = self.process
+        assert process is not None
+        wait_until(lambda: process.poll() is not None, timeout_s, what)
+        return process
 
     def signal(self, sig: int) -> None:
         """Signal every process of the member (driver script, JVM, Python workers)."""

@@ -7,7 +7,6 @@ member reads what moved from the group's committed offset. The table holds every
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -125,38 +124,13 @@ def stop_producing_and_wait_for_the_table(producer: SteadyProducer, uri: str) ->
     return final
 
 
-def victim_exit(victim: MemberProcess, what: str) -> int:
-    process = victim.process
-    assert process is not None
-    wait_until(lambda: process.poll() is not None, 120, what)
-    return process.returncode
-
-
 def twice_in_table(uri: str) -> list[tuple[int, int]]:
     landed = Counter((p, o) for p, o, _ in table_rows(uri))
     return sorted(r for r, n in landed.items() if n > 1)
 
 
-def set_arg(member: MemberProcess, flag: str, value: str) -> None:
-    at = member.args.index(flag)
-    member.args[at + 1] = value
-
-
 #: The victim kills itself at its kill point in the KILL_BATCH-th batch with rows of each start.
 KILL_BATCH = 2
-#: Each kill point once, the two ways a member comes back taking turns: the victim restarts at
-#: once on its checkpoint (its session timeout outlasts the restart, so the restart replaces it)
-#: or its partitions move (it stays down past its session timeout; a new member on a new
-#: checkpoint comes for the next kill). A kill costs about a minute and a half on two cores
-#: (a Spark application's start, two batches, an expiry), so the suite runs each point in one
-#: way; KILL_POINTS_BOTH_WAYS=1 runs all eight.
-BOTH_WAYS = os.environ.get("KILL_POINTS_BOTH_WAYS") == "1"
-KILLS = [
-    (point, then)
-    for number, point in enumerate(kill_points.POINTS)
-    for then in (("restarts", "moves") if BOTH_WAYS else (("restarts", "moves")[number % 2],))
-]
-SESSION_MS = {"restarts": 60_000, "moves": 6000}
 
 
 def test_a_member_killed_at_each_point_of_a_batch_leaves_no_duplicate(
@@ -165,9 +139,10 @@ def test_a_member_killed_at_each_point_of_a_batch_leaves_no_duplicate(
     """The victim is killed (SIGKILL, whole process group) at each point of a batch's life
     (tests/kill_points.py): before the sink, after the sink's Delta commit (before Spark's
     commit log), after Spark's commit log (before the group commit), during the group commit
-    (its commit object written, not folded into the log). Each point twice: once it restarts
-    at once on its checkpoint (Spark re-runs a batch its commit log does not have), once its
-    partitions move (the survivor reads from the group's committed offset). Whatever was read
+    (its commit object written, not folded into the log). Then it restarts at once on its
+    checkpoint (Spark re-runs a batch its commit log does not have) or its partitions move
+    (the survivor reads from the group's committed offset), the two in turn
+    (kill_points.KILLS). Whatever was read
     again is dropped as already in the table: after every kill no (partition, offset) is in
     the table twice, and at the end every produced one is there once. One chain of
     incarnations, one survivor: a Spark application's start is most of each case's cost."""
@@ -176,31 +151,15 @@ def test_a_member_killed_at_each_point_of_a_batch_leaves_no_duplicate(
     with two_members(
         spark, bootstrap_servers, topic_name, group_store, tmp_path, group,
         extra=["--delta-table", uri, "--kill-batch", str(KILL_BATCH)],
-        env=kill_points.member_env(KILLS[0][0], tmp_path, "victim"),
-        session_timeout_ms=SESSION_MS[KILLS[0][1]],
+        **kill_points.first_incarnation(tmp_path, "victim"),
     ) as (victim, survivor, producer):  # fmt: skip
-        for number, (point, then) in enumerate(KILLS):
-            if number:
-                victim.env = kill_points.member_env(point, tmp_path, "victim")
-                set_arg(victim, "--session-timeout-ms", str(SESSION_MS[then]))
-                if KILLS[number - 1][1] == "moves":  # a new member takes a share back
-                    set_arg(victim, "--checkpoint", str(tmp_path / f"victim-checkpoint-{number}"))
-                started = time.monotonic()
-                victim.start()
-            else:
-                started = time.monotonic()
-            victim_exit(victim, f"the victim's kill {point}")
-            kills = kill_points.kills(tmp_path, "victim")
-            assert [k["point"] for k in kills] == [p for p, _ in KILLS[: number + 1]], kills
-            # a group-commit point kills at the batch this incarnation armed
-            assert victim.process is not None
-            assert kills[-1].get("armed_by", victim.process.pid) == victim.process.pid, kills
+        for point, then, seconds in kill_points.chain(victim, tmp_path):
             if then == "moves":
                 wait_until(lambda: stable_with(group_store, group, 1, PARTITIONS), 60,
                            f"the victim's expiry after its kill {point}")  # fmt: skip
             twice = twice_in_table(uri)
             assert not twice, f"after the kill {point}: {len(twice)} records twice: {twice[:10]}"
-            print(f"kill {point}, then it {then}: {time.monotonic() - started:.1f}s")
+            print(f"kill {point}, then it {then}: {seconds:.1f}s")
         final = stop_producing_and_wait_for_the_table(producer, uri)
     rows = assert_each_record_once(uri, final)
     # Records the victim had landed were read again (by the survivor from the group's committed
@@ -245,7 +204,7 @@ def test_a_zombie_resumed_mid_batch_after_its_partitions_moved_fails_and_writes_
         read_at_move = len(survivor.read)
         wait_until(lambda: survivor.read_since(read_at_move) > 100, 60, "the new owner's rows")
         victim.signal(signal.SIGCONT)
-        returncode = victim_exit(victim, "the zombie's query to end")
+        returncode = victim.wait_for_exit("the zombie's query to end").returncode
         final = stop_producing_and_wait_for_the_table(producer, uri)
     assert returncode == 1, victim.output()[-3000:]
     assert "PartitionMovedError" in victim.output(), victim.output()[-3000:]

@@ -1,16 +1,21 @@
 """Exactly once into Delta across the group through Spark's own Delta sink
 (``writeStream.format("delta")`` with the ``deltaSinkTable`` option), end to end with delta-spark:
-two members write one table, the victim (a separate process) is killed right after one of its
-batches landed there and before the batch's end reached the group log, and kept down until its
-partitions moved; the survivor starts them after what the victim's query landed."""
+two members write one table; the victim (a separate process) is killed at each point of a
+batch's life in turn (tests/kill_points.py), then restarted at once on its checkpoint or kept
+down until its partitions moved, and no record lands twice. Then the zombie this path cannot
+fence: a member paused mid-batch past its session timeout, resumed after its partitions moved,
+lands its batch although the new owner wrote those records too."""
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 import time
 from collections import Counter
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
@@ -20,6 +25,7 @@ from spark_kafka_group.store.paths import group_log_uri
 from spark_kafka_group.store.sink_batches import SinkBatchFiles
 from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.waiting import wait_until
+from tests import kill_points
 from tests.groups import stable_with
 from tests.maven_spark import maven_spark_conf
 from tests.processes import MemberProcess
@@ -28,6 +34,21 @@ from tests.streaming import source_options, stop_between_batches
 pytestmark = [pytest.mark.maven_spark, pytest.mark.spark, pytest.mark.broker]
 
 PARTITIONS = 4
+#: The victim is killed at its kill point in the KILL_BATCH-th batch with rows of each start:
+#: the one before completed, so the takeover knows where its query's batches begin.
+KILL_BATCH = 2
+#: The suite's kills on this path, each a move, for what is this path's own: the new owner's
+#: position from the table. Before the sink (nothing landed: nothing may be skipped), after the
+#: sink's commit (landed, in neither Spark's commit log nor the group log; after Spark's commit
+#: log the new owner sees the same), during the group commit (the end in a commit object, not
+#: in the log). A restart on the same checkpoint is Spark's own per-query idempotence, which the
+#: foreachBatch chain's restarts cover for the group. A delta-spark application takes a minute
+#: and a half to start and reach its kill on two cores; KILL_POINTS_BOTH_WAYS=1 runs all eight.
+SCHEDULE = (
+    kill_points.KILLS
+    if kill_points.BOTH_WAYS
+    else [(point, "moves") for point in ("before-sink", "after-sink", "during-group-commit")]
+)
 
 
 def table_rows(uri: str) -> list[tuple[int, int, str]]:
@@ -36,6 +57,40 @@ def table_rows(uri: str) -> list[tuple[int, int, str]]:
     table = DeltaTable(uri).to_pyarrow_table(columns=["partition", "offset", "writer"])
     columns = (table[c].to_pylist() for c in ("partition", "offset", "writer"))
     return list(zip(*columns, strict=True))
+
+
+def twice_in_table(uri: str) -> list[tuple[int, int]]:
+    landed = Counter((p, o) for p, o, _ in table_rows(uri))
+    return sorted(r for r, n in landed.items() if n > 1)
+
+
+def landed(uri: str, app_id: str) -> int:
+    """The table's version of the application transaction ``app_id`` (-1: none)."""
+    version = DeltaTable(uri).transaction_version(app_id)
+    return -1 if version is None else version
+
+
+def committed_rows(uri: str, app_id: str, version: int) -> set[tuple[int, int]]:
+    """The (partition, offset) rows of the table's commit that set the application transaction
+    ``app_id`` to ``version`` (Spark's Delta sink: the query's batch ``version``)."""
+    for commit in sorted((Path(uri) / "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in commit.read_text().splitlines() if line]
+        txns = [a["txn"] for a in actions if "txn" in a]
+        if any(t["appId"] == app_id and t["version"] == version for t in txns):
+            files = [Path(uri) / a["add"]["path"] for a in actions if "add" in a]
+            rows = [pq.read_table(f, columns=["partition", "offset"]).to_pylist() for f in files]
+            return {(r["partition"], r["offset"]) for part in rows for r in part}
+    raise AssertionError(f"no commit of {uri} sets transaction {app_id} to {version}")
+
+
+def query_id(victim: MemberProcess) -> str:
+    """The query id the victim's running incarnation prints once its query started."""
+    assert victim.process is not None
+    started = re.compile(rf"member started: pid {victim.process.pid} query (\S+)")
+    wait_until(lambda: started.search(victim.output()), 120, "the victim's query to start")
+    match = started.search(victim.output())
+    assert match is not None
+    return match.group(1)
 
 
 def start_survivor(spark, options: dict[str, str], uri: str, checkpoint: str):
@@ -53,23 +108,65 @@ def start_survivor(spark, options: dict[str, str], uri: str, checkpoint: str):
     )
 
 
-def count_records(uri: str, final: dict[int, int]) -> tuple[list, list, list]:
-    """(lost, written twice, rows) of the table against what was produced."""
-    rows = table_rows(uri)
-    landed = Counter((p, o) for p, o, _ in rows)
-    produced = {(p, o) for p, n in final.items() for o in range(n)}
-    return sorted(produced - set(landed)), sorted(r for r, n in landed.items() if n > 1), rows
+def pause_resume(victim: MemberProcess, uri: str, store: str, group: str, pause: Path, producer):
+    """The zombie: the victim's new incarnation completes a batch, is paused in its next batch
+    with rows until its partitions moved and the survivor wrote every record produced before
+    the pause, then resumed. (query id, paused batch id)."""
+    victim.env = {}
+    victim.set_arg("--session-timeout-ms", "6000")
+    victim.set_arg("--checkpoint", str(pause.parent / "victim-checkpoint-zombie"))
+    victim.start()
+    query = query_id(victim)
+    wait_until(lambda: stable_with(store, group, 2, PARTITIONS), 120, "the zombie-to-be's join")
+    files = SinkBatchFiles(group_log_uri(store, group))
+    wait_until(
+        lambda: any(
+            b.completed is not None and b.completed.query_id == query
+            for b in files.read_all().values()
+        ),
+        120,
+        "a completed batch of the zombie-to-be",
+    )
+    pause.touch()
+    paused = pause.with_name(pause.name + ".paused")
+    wait_until(paused.exists, 120, "the victim's pause in a batch")
+    produced = dict(producer.produced)
+    wait_until(lambda: stable_with(store, group, 1, PARTITIONS), 60, "the paused victim's expiry")
+    before = {(p, o) for p, n in produced.items() for o in range(n)}
+    wait_until(
+        lambda: before <= {(p, o) for p, o, _ in table_rows(uri)},
+        120,
+        "the survivor's rows of every record produced before the pause",
+    )
+    victim.signal(signal.SIGCONT)
+    batch = int(paused.read_text())
+    return query, batch
 
 
-def run_two_members(
-    delta_spark, servers: str, topic: str, store: str, tmp_path: Path, group: str,
-    victim_args: list[str], during,
-) -> tuple[MemberProcess, dict[int, int], str, str]:  # fmt: skip
-    """The victim process and the survivor in one stable group, producing; ``during(victim,
-    survivor)`` runs the scenario; then every record is waited for in the table. (victim,
-    records produced per partition, table, survivor's query id)."""
+# About seven minutes on two cores: four Spark applications with delta-spark started one after
+# the other (50 to 115 s each from start to kill) and the zombie (110 s); all eight kills
+# (KILL_POINTS_BOTH_WAYS=1) take past pytest's 600 s default.
+@pytest.mark.timeout(900)
+def test_a_member_killed_at_each_point_through_spark_s_delta_sink_leaves_no_duplicate(
+    delta_spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    """The victim is killed (SIGKILL) at points of a batch's life (tests/kill_points.py):
+    before the sink (a task of the batch), after the sink's Delta commit (Spark's commit log
+    entry blocked), after Spark's commit log (before the group commit), during the group
+    commit; then its partitions move (the survivor starts after what the victim's query landed,
+    ``deltaSinkTable``), or it restarts on its checkpoint (Spark's Delta sink skips a batch the
+    table has for its query): :data:`SCHEDULE`. After every kill no (partition, offset) is in
+    the table twice.
+
+    Then a new incarnation is paused (SIGSTOP) in a batch past its session timeout, its
+    partitions move and the survivor writes them, and it is resumed: Spark's Delta sink
+    commits under the query's own transaction, which nothing of the survivor's conflicts
+    with, so that batch lands although the survivor wrote its records too. At the end every
+    produced record is in the table; the records in it twice are exactly the zombie's batch."""
+    group = "g-spark-delta-kill"
     uri = str(tmp_path / "events-table")
-    create_topic(servers, topic, PARTITIONS)
+    pause = tmp_path / "pause-now"
+    create_topic(bootstrap_servers, topic_name, PARTITIONS)
     # One task, not 50, per Delta snapshot: local[1] would spend seconds per commit on it.
     small = {"spark.databricks.delta.snapshotPartitions": "1"}
     delta_spark.conf.set(*next(iter(small.items())))
@@ -78,26 +175,39 @@ def run_two_members(
     delta_spark.createDataFrame([], schema).write.format("delta").save(uri)
     conf = [f"{k}={v}" for k, v in {**maven_spark_conf(), **small}.items()]
     victim = MemberProcess(
-        tmp_path, "victim", bootstrap_servers=servers, topic=topic, group_id=group,
-        group_store=store,
+        tmp_path, "victim", bootstrap_servers=bootstrap_servers, topic=topic_name,
+        group_id=group, group_store=group_store,
         extra=[
             "--spark-delta-table", uri, "--option", f"deltaSinkTable={uri}",
-            "--trigger-ms", "2000",
+            "--trigger-ms", "2000", "--kill-batch", str(KILL_BATCH), "--pause-file", str(pause),
             *[a for c in conf for a in ("--spark-conf", c)],
-            *victim_args,
         ],
+        **kill_points.first_incarnation(tmp_path, "victim", SCHEDULE),  # type: ignore[arg-type]
     )  # fmt: skip
-    producer = SteadyProducer(servers, topic, PARTITIONS)
+    producer = SteadyProducer(bootstrap_servers, topic_name, PARTITIONS)
     victim.start()
-    options = source_options(servers, topic, group, store, deltaSinkTable=uri)
+    options = source_options(bootstrap_servers, topic_name, group, group_store, deltaSinkTable=uri)
     survivor = start_survivor(delta_spark, options, uri, str(tmp_path / "survivor-checkpoint"))
     try:
-        wait_until(lambda: stable_with(store, group, 2, PARTITIONS), 180, "two stable members")
+        wait_until(lambda: stable_with(group_store, group, 2, PARTITIONS), 180, "two members")
         producer.start()
+        for point, then, seconds in kill_points.chain(victim, tmp_path, SCHEDULE):
+            if then == "moves":
+                wait_until(lambda: stable_with(group_store, group, 1, PARTITIONS), 60,
+                           f"the victim's expiry after its kill {point}")  # fmt: skip
+            again = twice_in_table(uri)
+            assert not again, f"after the kill {point}: {len(again)} records twice: {again[:10]}"
+            print(f"kill {point}, then it {then}: {seconds:.1f}s")
+        started = time.monotonic()
+        zombie, batch = pause_resume(victim, uri, group_store, group, pause, producer)
+        process = victim.process
+        assert process is not None
         wait_until(
-            lambda: any(w != "survivor" for _, _, w in table_rows(uri)), 120, "victim's rows"
+            lambda: landed(uri, zombie) >= batch or process.poll() is not None,
+            60,
+            "the zombie's batch to land or its query to end",
         )
-        during(victim, survivor, uri)
+        print(f"the zombie: {time.monotonic() - started:.1f}s")
         time.sleep(2)
         final = producer.stop()
         total = sum(final.values())
@@ -115,38 +225,30 @@ def run_two_members(
         victim.stop()
         delta_spark.conf.unset("spark.databricks.delta.snapshotPartitions")
     assert survivor.exception() is None, survivor.exception()
-    return victim, final, uri, str(survivor.id)
 
-
-def test_a_member_killed_after_its_batch_landed_through_spark_s_delta_sink_leaves_no_duplicate(
-    delta_spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
-) -> None:
-    group = "g-spark-delta-kill"
-
-    def kill_and_move(victim: MemberProcess, survivor, uri: str) -> None:
-        process = victim.process
-        assert process is not None
-        wait_until(lambda: process.poll() is not None, 120, "the victim's self-kill")
-        wait_until(lambda: stable_with(group_store, group, 1, PARTITIONS), 60, "its expiry")
-        time.sleep(3)  # the survivor reads the moved partitions
-
-    victim, final, uri, survivor_query = run_two_members(
-        delta_spark, bootstrap_servers, topic_name, group_store, tmp_path, group,
-        ["--kill-at-progress", "3"], kill_and_move,
-    )  # fmt: skip
-    assert "killing myself at the progress of batch" in victim.output(), victim.output()[-3000:]
-    lost, twice, _ = count_records(uri, final)
+    rows = table_rows(uri)
+    in_table = Counter((p, o) for p, o, _ in rows)
+    produced = {(p, o) for p, n in final.items() for o in range(n)}
+    lost = sorted(produced - set(in_table))
     assert not lost, f"{len(lost)} records lost: {lost[:10]}"
-    assert not twice, f"{len(twice)} records in the table twice: {twice[:10]}"
-    # The kill point was hit: the victim's query landed a batch after the newest one its
-    # group listener recorded (so the group's committed offset did not have its end).
-    files = SinkBatchFiles(group_log_uri(group_store, group)).read_all()
-    completed = [b.completed for b in files.values() if b.completed is not None]
-    victims = [c for c in completed if c.query_id != survivor_query]
-    assert len(victims) == 1, completed
-    landed = DeltaTable(uri).transaction_version(victims[0].query_id)
-    assert landed is not None and landed > victims[0].batch_id, (landed, victims[0])
+    assert set(in_table) == produced, sorted(set(in_table) - produced)[:10]
+    # The zombie's batch landed (not fenced) and is exactly what is in the table twice.
+    assert landed(uri, zombie) >= batch, victim.output()[-3000:]
+    zombie_rows = committed_rows(uri, zombie, batch)
+    twice = {r for r, n in in_table.items() if n > 1}
+    assert twice == zombie_rows, (
+        f"in the table twice: {len(twice)}, the zombie's batch {batch}: {len(zombie_rows)}; "
+        f"twice but not the zombie's: {sorted(twice - zombie_rows)[:10]}, the zombie's but "
+        f"once: {sorted(zombie_rows - twice)[:10]}"
+    )
+    writers = Counter((p, o, w == "survivor") for p, o, w in rows if (p, o) in twice)
+    assert set(writers.values()) == {1} and len(writers) == 2 * len(twice), writers
+    kills = [
+        f"{k['point']}: {k['where']} (batch {k['batch']})"
+        for k in kill_points.kills(tmp_path, "victim")
+    ]
     print(
-        f"{sum(final.values())} records produced, each in the table once; the victim's query "
-        f"landed batch {landed}, its listener had recorded batch {victims[0].batch_id}"
+        f"killed at {'; '.join(kills)}; {len(produced)} produced, each in the table, "
+        f"{len(twice)} of them twice: exactly the zombie's batch {batch}, which the survivor "
+        "also wrote"
     )
