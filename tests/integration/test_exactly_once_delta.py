@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
 
 from spark_kafka_group import ExactlyOnceDeltaWriter
 from spark_kafka_group.quickstart.sample_data import create_topic
 from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.waiting import wait_until
 from tests import kill_points
+from tests.delta_kills import kill_in_turn, table_rows
 from tests.groups import stable_with
 from tests.processes import MemberProcess
 from tests.streaming import source_options, start_query, stop_between_batches
@@ -31,20 +31,6 @@ from tests.streaming import source_options, start_query, stop_between_batches
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
 PARTITIONS = 6
-
-
-def table_rows(uri: str) -> list[tuple[int, int, str]]:
-    if not Path(uri).exists():
-        return []
-    table = DeltaTable(uri).to_pyarrow_table(columns=["partition", "offset", "writer"])
-    return list(
-        zip(
-            table["partition"].to_pylist(),
-            table["offset"].to_pylist(),
-            table["writer"].to_pylist(),
-            strict=True,
-        )
-    )
 
 
 class Survivor:
@@ -124,11 +110,6 @@ def stop_producing_and_wait_for_the_table(producer: SteadyProducer, uri: str) ->
     return final
 
 
-def twice_in_table(uri: str) -> list[tuple[int, int]]:
-    landed = Counter((p, o) for p, o, _ in table_rows(uri))
-    return sorted(r for r, n in landed.items() if n > 1)
-
-
 #: The victim kills itself at its kill point in the KILL_BATCH-th batch with rows of each start.
 KILL_BATCH = 2
 
@@ -153,13 +134,7 @@ def test_a_member_killed_at_each_point_of_a_batch_leaves_no_duplicate(
         extra=["--delta-table", uri, "--kill-batch", str(KILL_BATCH)],
         **kill_points.first_incarnation(tmp_path, "victim"),
     ) as (victim, survivor, producer):  # fmt: skip
-        for point, then, seconds in kill_points.chain(victim, tmp_path):
-            if then == "moves":
-                wait_until(lambda: stable_with(group_store, group, 1, PARTITIONS), 60,
-                           f"the victim's expiry after its kill {point}")  # fmt: skip
-            twice = twice_in_table(uri)
-            assert not twice, f"after the kill {point}: {len(twice)} records twice: {twice[:10]}"
-            print(f"kill {point}, then it {then}: {seconds:.1f}s")
+        kill_in_turn(victim, tmp_path, uri, store=group_store, group=group, partitions=PARTITIONS)
         final = stop_producing_and_wait_for_the_table(producer, uri)
     rows = assert_each_record_once(uri, final)
     # Records the victim had landed were read again (by the survivor from the group's committed

@@ -26,6 +26,7 @@ from spark_kafka_group.store.sink_batches import SinkBatchFiles
 from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.waiting import wait_until
 from tests import kill_points
+from tests.delta_kills import kill_in_turn, table_rows
 from tests.groups import stable_with
 from tests.maven_spark import maven_spark_conf
 from tests.processes import MemberProcess
@@ -49,19 +50,6 @@ SCHEDULE = (
     if kill_points.BOTH_WAYS
     else [(point, "moves") for point in ("before-sink", "after-sink", "during-group-commit")]
 )
-
-
-def table_rows(uri: str) -> list[tuple[int, int, str]]:
-    if not (Path(uri) / "_delta_log").is_dir():
-        return []
-    table = DeltaTable(uri).to_pyarrow_table(columns=["partition", "offset", "writer"])
-    columns = (table[c].to_pylist() for c in ("partition", "offset", "writer"))
-    return list(zip(*columns, strict=True))
-
-
-def twice_in_table(uri: str) -> list[tuple[int, int]]:
-    landed = Counter((p, o) for p, o, _ in table_rows(uri))
-    return sorted(r for r, n in landed.items() if n > 1)
 
 
 def landed(uri: str, app_id: str) -> int:
@@ -191,13 +179,8 @@ def test_a_member_killed_at_each_point_through_spark_s_delta_sink_leaves_no_dupl
     try:
         wait_until(lambda: stable_with(group_store, group, 2, PARTITIONS), 180, "two members")
         producer.start()
-        for point, then, seconds in kill_points.chain(victim, tmp_path, SCHEDULE):
-            if then == "moves":
-                wait_until(lambda: stable_with(group_store, group, 1, PARTITIONS), 60,
-                           f"the victim's expiry after its kill {point}")  # fmt: skip
-            again = twice_in_table(uri)
-            assert not again, f"after the kill {point}: {len(again)} records twice: {again[:10]}"
-            print(f"kill {point}, then it {then}: {seconds:.1f}s")
+        kill_in_turn(victim, tmp_path, uri, store=group_store, group=group,
+                     partitions=PARTITIONS, schedule=SCHEDULE)  # fmt: skip
         started = time.monotonic()
         zombie, batch = pause_resume(victim, uri, group_store, group, pause, producer)
         process = victim.process
