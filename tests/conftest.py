@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.class_archive import use_archive
 from tests.maven_spark import maven_spark_conf, not_maven_spark_reason
 from tests.object_stores import any_store, azure_store, s3_store  # noqa: F401 (fixtures)
 from tests.spark_apps import SPARK_MASTER_ENV
@@ -40,6 +41,15 @@ if _REPO not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
 # faster and the machine 10 points less busy. The java launcher reads this variable (and
 # notes on stderr that it did); a value set by the caller wins.
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A run that starts JVMs maps the classes of a Spark driver from an archive
+    (tests/class_archive.py), made once per java and pyspark; a run of unit tests alone does
+    not wait for it to be made."""
+    if any("tests/unit/" not in item.nodeid for item in session.items):
+        use_archive()
+
 
 # Hypothesis profiles, chosen by $HYPOTHESIS_PROFILE (scripts/test sets "ci"). On CI's loaded
 # two cores a property test must not fail for being slow: no per-example deadline, no

@@ -1,0 +1,123 @@
+"""A class-data-sharing archive of what a Spark driver of this environment loads, for the JVMs the
+tests start.
+
+Most of the suite's time is Spark applications starting in processes of their own, and most of
+a Spark driver's start is loading, parsing and verifying some ten thousand classes. The JDK can
+map them from an archive instead (AppCDS, ``-XX:SharedArchiveFile``): on two cores a small
+Spark application took 7.5 s with the archive against 12.5 s without.
+
+The archive is made once per Java and pyspark installation, by a small Spark application run
+with ``-XX:ArchiveClassesAtExit``, and kept in the temporary directory under a key of both. A
+JVM whose class path does not start with the archive's (the Kafka broker, spark-submit's
+launcher) cannot use it and runs as it would without, on the JDK's own archive; the JDK's
+warning that says so is switched off, since it would go to the JVM's standard output.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# What the archive's application does: the classes of a session, SQL, Arrow, a Python data
+# source, a streaming query with foreachBatch, parquet. Classes it does not load are loaded from
+# their jars as usual.
+_WORKLOAD = """
+import sys
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader
+
+class Numbers(DataSource):
+    @classmethod
+    def name(cls):
+        return "archive_numbers"
+    def schema(self):
+        return "n long"
+    def reader(self, schema):
+        return NumbersReader()
+
+class NumbersReader(DataSourceReader):
+    def read(self, partition):
+        yield from ((i,) for i in range(10))
+
+spark = (
+    SparkSession.builder.master("local[2]")
+    .config("spark.driver.extraJavaOptions", "-XX:ArchiveClassesAtExit=" + sys.argv[1])
+    .config("spark.ui.enabled", "false")
+    .getOrCreate()
+)
+spark.dataSource.register(Numbers)
+spark.read.format("archive_numbers").load().groupBy("n").count().collect()
+spark.range(100).selectExpr("id % 7 AS k").groupBy("k").count().toPandas()
+spark.createDataFrame([(1, "a")], "k int, v string").write.mode("overwrite").parquet(sys.argv[2])
+spark.read.parquet(sys.argv[2]).collect()
+query = (
+    spark.readStream.format("rate").option("rowsPerSecond", 10).load()
+    .writeStream.foreachBatch(lambda df, batch_id: df.count())
+    .option("checkpointLocation", sys.argv[2] + "-checkpoint")
+    .trigger(availableNow=True)
+    .start()
+)
+query.awaitTermination(60)
+driver = spark.sparkContext._gateway.proc  # spark-submit execs the driver's JVM
+spark.stop()
+driver.stdin.close()  # the JVM exits at the end of its standard input ...
+driver.wait(300)  # ... and writes the archive before it does
+"""
+
+# A JVM that cannot use the archive says so on its standard output, which some tests read.
+_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def _key() -> str:
+    """What the archive depends on: the java that runs it and the jars of this pyspark."""
+    import pyspark
+
+    java = shutil.which("java") or ""
+    jars = Path(pyspark.__file__).parent / "jars"
+    listing = sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar"))
+    parts = [os.path.realpath(java), str(jars), os.environ.get("JDK_JAVA_OPTIONS", ""), *listing]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def ensure_archive() -> Path | None:
+    """The archive's path, made first if it is not there yet; None if it could not be made (the
+    JVMs then start as they would without it)."""
+    home = Path(tempfile.gettempdir()) / "spark-kafka-group-class-archives"
+    home.mkdir(exist_ok=True)
+    archive = home / f"{_key()}.jsa"
+    with open(home / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers: one makes it, the others wait
+        if archive.exists():
+            return archive
+        with tempfile.TemporaryDirectory() as scratch:
+            partial = Path(scratch) / "archive.jsa"
+            done = subprocess.run(
+                [sys.executable, "-c", _WORKLOAD, str(partial), str(Path(scratch) / "t")],
+                env={"PYSPARK_PYTHON": sys.executable, **os.environ},
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if done.returncode != 0 or not partial.exists():
+                print(
+                    "The JVMs of this run start without a class archive: making it failed "
+                    f"(exit {done.returncode}):\n{done.stderr[-2000:]}",
+                    file=sys.stderr,
+                )
+                return None
+            os.replace(partial, archive)
+    return archive
+
+
+def use_archive() -> None:
+    """Every JVM the tests start from here on maps the archive (through JDK_JAVA_OPTIONS)."""
+    archive = ensure_archive()
+    if archive is not None:
+        options = os.environ.get("JDK_JAVA_OPTIONS", "")
+        os.environ["JDK_JAVA_OPTIONS"] = f"{options} -XX:SharedArchiveFile={archive} {_QUIET}"
