@@ -100,8 +100,10 @@ class MemberProcess:
         self.signal(signal.SIGKILL)
         self.process.wait(30)
 
-    def stop(self, timeout_s: float = 60) -> None:
-        """SIGTERM: stop the query, commit, leave; SIGKILL if it does not finish in time."""
+    def stop(self, timeout_s: float = 120) -> None:
+        """SIGTERM: stop the query, commit, leave; SIGKILL if it does not finish in time (longer
+        than the member's own 60 s wait for a gap between batches, so that a stop that found
+        none fails with the member's error, not a SIGKILL)."""
         if self.process is None or self.process.poll() is not None:
             return
         self.process.send_signal(signal.SIGTERM)

@@ -46,7 +46,9 @@ def test_two_applications_share_a_group_on_the_store_exactly_once(
         # member in the group for its restart, and when none comes the partitions' new owner
         # reads that batch again (tests/integration/test_churn.py restarts such stops).
         extra = [f"--option={k}={v}" for k, v in store.source_options().items()]
-        extra.append("--stop-between-batches")
+        # A trigger of 2 s leaves gaps between batches for that stop to land in, also when a
+        # batch takes longer than the default trigger on busy cores.
+        extra += ["--stop-between-batches", "--trigger-ms=2000"]
         return MemberProcess(
             tmp_path, name, bootstrap_servers=bootstrap_servers, topic=topic_name,
             group_id=group, group_store=root, extra=extra,
