@@ -21,6 +21,15 @@ once:
         --table s3://bucket/tables/events --checkpoint s3a://bucket/checkpoints/events \\
         --trigger 30s
 
+Several copies write one table with the same ``groupId`` and ``--table``, each with a
+``--checkpoint`` of its own (the default, ``<table>_checkpoint``, is one per table). A SIGTERM
+(or SIGINT) to the job's Python process stops a copy cleanly: its query stops, its member
+leaves the group (or, when the stop cut a batch, stays until the copy restarts on its
+checkpoint), and the job exits 0. Under spark-submit that process is the ``python``
+spark-submit started; a signal to spark-submit itself, or Ctrl-C in its terminal, stops Spark
+under the query (exit 143 or 130, errors logged), no worse than a kill: the restart writes
+nothing twice.
+
 The table is a delta-rs table URI (a local directory, ``s3://``, ``az://``/``abfss://``,
 ``gs://``), written with the same ``groupStore.<key>`` storage options as the group log; the
 checkpoint is a Spark path (anything Spark's Hadoop file systems reach); the options file is
@@ -32,8 +41,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 import uuid
 
 # Python workers must run this interpreter (docs/design.md, "Spark facts that shape the reader").
@@ -51,6 +62,8 @@ from spark_kafka_group.sink.delta import ExactlyOnceDeltaWriter
 
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+#: Set by a SIGTERM or SIGINT (Ctrl-C) to this process: the job stops its query.
+STOP = threading.Event()
 
 
 def trigger_interval(text: str) -> str:
@@ -187,8 +200,14 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
         print(f"Query {query.id} started (group {options['groupId']}, checkpoint {checkpoint})")
         failed = None
         try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
+            # Wait in short calls: a stop signal is noticed between two of them, never inside
+            # one (an interrupted Py4J call leaves the connection to the JVM unusable).
+            while not query.awaitTermination(1):
+                if STOP.is_set():
+                    print("Stopping the query", flush=True)
+                    query.stop()
+                    break
+        except KeyboardInterrupt:  # a second stop signal
             query.stop()
         except Exception as exc:  # the query failed: report it (its member left the group)
             failed = exc
@@ -212,5 +231,14 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
     return 0
 
 
+def request_stop(signum: int, frame: object) -> None:
+    """SIGTERM or SIGINT: stop the query (a second one stops waiting for it)."""
+    if STOP.is_set():
+        raise KeyboardInterrupt
+    STOP.set()
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
     sys.exit(main())

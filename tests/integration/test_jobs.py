@@ -1,15 +1,19 @@
-"""jobs/kafka_to_delta.py: exactly once into Delta across a crash and a restart, on the suite's
-broker; and submitted with conf/ on a local cluster as documented."""
+"""jobs/kafka_to_delta.py: two copies in one group write one Delta table exactly once across a
+kill, a clean stop and their restarts, on the suite's broker; and submitted with conf/ on a
+local cluster as documented."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import tarfile
+import time
 import uuid
 from pathlib import Path
 
@@ -17,16 +21,24 @@ import pytest
 from deltalake import DeltaTable
 
 from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.ops.admin import describe_group
 from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.sink.landed import app_id
 from spark_kafka_group.store.files import query_table
+from spark_kafka_group.testing.group_log import group_records
+from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.waiting import wait_until
+from tests.delivery import check_landed
+from tests.groups import committed as committed_offsets
+from tests.groups import stable_with
 from tests.maven_spark import maven_spark_jars, not_maven_spark_reason
 from tests.spark_apps import REPO, child_env, cluster_logs, private_spark_home
 
 JOB = REPO / "jobs" / "kafka_to_delta.py"
 SPARK_DEFAULTS = REPO / "conf" / "spark-defaults.conf"
 SOURCE_PROPERTIES = REPO / "conf" / "kafka-group-source.properties"
+#: The topic's partitions in the churn test: two for each copy.
+PARTITIONS = 4
 
 
 def spark_submit() -> str:
@@ -61,20 +73,130 @@ def last_batch(checkpoint: Path, log: str) -> int | None:
     return max(ids, default=None)
 
 
+class JobCopy:
+    """One copy of the job, submitted as a user submits it, each start on the same checkpoint;
+    the output of every start is appended to ``<name>.log``."""
+
+    def __init__(self, name: str, submit: list[str], tmp_path: Path) -> None:
+        self.name = name
+        self.checkpoint = tmp_path / f"{name}-checkpoint"
+        self.args = [
+            *submit,
+            "--checkpoint", str(self.checkpoint),
+            "--option", f"kafka.client.id={name}",  # names the copy's member in the group
+        ]  # fmt: skip
+        self.log = tmp_path / f"{name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._since = 0  # where the current start's output begins in the log
+
+    def start(self) -> None:
+        self._since = self.log.stat().st_size if self.log.exists() else 0
+        with open(self.log, "ab") as out:
+            # Its own process group: the JVM, the Python driver and Spark's Python workers.
+            self.process = subprocess.Popen(
+                self.args, cwd=REPO, env=child_env({}), stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def kill(self) -> None:
+        """SIGKILL to every process of the copy: no stop, no leave."""
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> int:
+        """The clean stop: SIGTERM to the job's Python process, the child spark-submit
+        started (a signal to spark-submit would stop Spark under the query); the exit code."""
+        assert self.process is not None
+        os.kill(self.driver_pid(), signal.SIGTERM)
+        try:
+            return self.process.wait(90)
+        finally:
+            self.kill()  # whatever the stop left behind
+
+    def driver_pid(self) -> int:
+        assert self.process is not None
+        for entry in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if parent == self.process.pid and str(JOB) in (entry / "cmdline").read_text():
+                    return int(entry.name)
+        raise AssertionError(f"{self.name}: no Python process of {JOB} under spark-submit")
+
+    def output(self, *, current: bool = False) -> str:
+        text = self.log.read_bytes()[self._since if current else 0 :]
+        return text.decode(errors="replace")
+
+
+def members_of(group_store: str, group: str, copy: JobCopy) -> dict[str, set[int]]:
+    """The copy's members in the group now (normally one), each with the partitions it holds."""
+    return {
+        m.member_id: {tp.partition for tp in m.assignment}
+        for m in describe_group(group_store, group).members
+        if m.client_id == copy.name
+    }
+
+
+def held_by(group_store: str, group: str, copy: JobCopy) -> set[int]:
+    """The partitions the group gives the copy's members now."""
+    return set().union(*members_of(group_store, group, copy).values())
+
+
+class TableWatch:
+    """The Delta table's commits as they appear: which partitions each one wrote."""
+
+    def __init__(self, table: Path, group: str, topic: str) -> None:
+        self.log = table / "_delta_log"
+        self.prefix = app_id(group, TopicPartition(topic, 0))[:-1]
+        self.seen = self.newest()
+
+    def newest(self) -> int:
+        names = self.log.glob("*.json") if self.log.is_dir() else ()
+        return max((int(p.stem) for p in names if p.stem.isdigit()), default=-1)
+
+    def new_commits_wrote(self, partitions: set[int]) -> bool:
+        """Whether a commit made since the last look wrote one of ``partitions``."""
+        newest, wrote = self.newest(), set()
+        for version in range(self.seen + 1, newest + 1):
+            for line in (self.log / f"{version:020d}.json").read_text().splitlines():
+                txn = json.loads(line).get("txn")
+                if txn and txn["appId"].startswith(self.prefix):
+                    wrote.add(int(txn["appId"][len(self.prefix) :]))
+        self.seen = newest
+        return bool(wrote & partitions)
+
+
+def landed_ends(table: Path, group: str, topic: str) -> dict[int, int]:
+    """Per partition, the offset its rows in the table end at (0: none yet)."""
+    if table_versions(table) == 0:
+        return {}
+    delta = DeltaTable(str(table))
+    ends = {}
+    for partition in range(PARTITIONS):
+        end = delta.transaction_version(app_id(group, TopicPartition(topic, partition)))
+        ends[partition] = end or 0
+    return ends
+
+
 @pytest.mark.spark
 @pytest.mark.broker
-def test_kafka_to_delta_writes_exactly_once_across_a_crash(
+def test_copies_of_kafka_to_delta_write_exactly_once_under_churn(
     bootstrap_servers: str, topic_name: str, group_store: str, tmp_path: Path
 ) -> None:
-    """A crash after a batch landed in the table and before Spark's commit-log entry for it
-    is the window where a sink that is not idempotent writes a batch twice: the restart re-runs
-    the batch. The job is killed (SIGKILL, its member never leaves) right after the table shows
-    a commit; Spark's last commit-log entry (and any later batch's planned offsets) is removed,
-    which is the checkpoint as a kill a moment earlier leaves it. So the restart always re-runs
-    a batch whose rows are in the table, and the writer drops them."""
-    create_topic(bootstrap_servers, topic_name, 2)
-    produced = produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=60)
-    table, checkpoint = tmp_path / "table", tmp_path / "checkpoint"
+    """Two copies of the job in one group write one table while records keep arriving.
+
+    Copy a is killed (SIGKILL, its member never leaves) right after one of its batches landed
+    in the table, and Spark's last commit-log entry (and any later batch's planned offsets) is
+    removed from its checkpoint, which is the checkpoint as a kill a moment earlier leaves it.
+    It stays down until its session timed out and copy b wrote its partitions: b starts them
+    at the group's commit, below what a landed, and the writer drops what b reads again. Then
+    a restarts on its checkpoint: the batch it runs again is of partitions b owns now, and is
+    skipped. Meanwhile b is stopped cleanly (SIGTERM to its Python process: its query stops,
+    it exits 0) and restarted on its checkpoint, both starts at once (a restart costs about
+    30 s on two cores). The table ends with every produced record once."""
+    create_topic(bootstrap_servers, topic_name, PARTITIONS)
+    table = tmp_path / "table"
     group = f"ingest-{uuid.uuid4().hex[:6]}"
     submit = [
         spark_submit(), "--master", "local[2]",
@@ -86,56 +208,108 @@ def test_kafka_to_delta_writes_exactly_once_across_a_crash(
         "--group-id", group,
         "--group-store", group_store,
         "--table", str(table),
-        "--checkpoint", str(checkpoint),
-        "--max-offsets-per-trigger", "40",
+        "--trigger", "2s",  # the documented short form
+        "--max-offsets-per-trigger", "400",
         "--option", "startingOffsets=earliest",
         "--option", "heartbeatIntervalMs=500",
         "--option", "sessionTimeoutMs=6000",
     ]  # fmt: skip
-    env = child_env({})
+    a, b = JobCopy("copy-a", submit, tmp_path), JobCopy("copy-b", submit, tmp_path)
+    began = time.monotonic()
 
-    first_log = tmp_path / "first-run.log"
-    with open(first_log, "wb") as out:
-        first = subprocess.Popen(
-            [*submit, "--trigger", "4s"],  # the documented short form
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        try:
-            wait_until(
-                lambda: table_versions(table) > 0 or first.poll() is not None,
-                300,
-                "the first batch in the Delta table",
-                poll_s=0.05,
-            )
-        finally:
-            os.killpg(first.pid, signal.SIGKILL)
-            first.wait()
-    output = first_log.read_text(errors="replace")
-    assert "Sink: ExactlyOnceDeltaWriter" in output, output[-5000:]
-    assert table_versions(table) > 0, output[-5000:]
-    committed = last_batch(checkpoint, "commits")
-    if committed is not None:
-        remove_batches_from(checkpoint, log="commits", first=committed)
-        remove_batches_from(checkpoint, log="offsets", first=committed + 1)
+    def phase(what: str) -> None:
+        print(f"{time.monotonic() - began:5.1f} s: {what}")
 
-    second = subprocess.run(
-        submit, cwd=REPO, env=env, capture_output=True, text=True, timeout=480, check=False
+    producer = SteadyProducer(
+        bootstrap_servers, topic_name, PARTITIONS, per_round=2, interval_s=0.5
     )
-    assert second.returncode == 0, second.stdout[-5000:] + second.stderr[-5000:]
-    total = sum(produced.values())
-    assert f"holds {total} records" in second.stdout, second.stdout
-    # The re-run batch's rows were in the table: dropped, and the drop logged (spark-submit
-    # passes the Python driver's stderr on its stdout).
-    assert "not written again" in second.stdout + second.stderr, second.stdout[-5000:]
+    try:
+        producer.start()
+        a.start()
+        b.start()
+        wait_until(
+            lambda: stable_with(group_store, group, 2, PARTITIONS) and table_versions(table),
+            240, "both copies in the group and writing the table",
+        )  # fmt: skip
+        assert "Sink: ExactlyOnceDeltaWriter" in a.output(), a.output()[-5000:]
 
-    # Every record once, and the table records per partition where its rows end.
-    delta = DeltaTable(str(table))
-    rows = query_table(delta, 'SELECT "partition", "offset" FROM t')
-    keys = sorted(zip(rows["partition"].to_pylist(), rows["offset"].to_pylist(), strict=True))
-    assert keys == sorted((p, o) for p, n in produced.items() for o in range(n))
-    for partition, count in produced.items():
-        landed = delta.transaction_version(app_id(group, TopicPartition(topic_name, partition)))
-        assert landed == count, (partition, landed)
+        # Kill a right after a commit of its partitions landed.
+        phase("both copies in the group, writing")
+        held = held_by(group_store, group, a)
+        assert held, describe_group(group_store, group)
+        watch = TableWatch(table, group, topic_name)
+        wait_until(lambda: watch.new_commits_wrote(held), 60, f"a commit of {held}", poll_s=0.05)
+        a.kill()
+        committed = last_batch(a.checkpoint, "commits")
+        if committed is not None:
+            remove_batches_from(a.checkpoint, log="commits", first=committed)
+            remove_batches_from(a.checkpoint, log="offsets", first=committed + 1)
+        at_kill = landed_ends(table, group, topic_name)
+        # What the group had committed of a's partitions, where b takes them over.
+        taken = {tp.partition: end for tp, end in committed_offsets(group_store, group).items()}
+        phase(
+            f"copy a killed after a commit of {sorted(held)}: landed {at_kill}, committed {taken}"
+        )
+
+        # Down until its partitions moved to b and b wrote them.
+        def moved() -> bool:
+            if not stable_with(group_store, group, 1, PARTITIONS):
+                return False
+            now = landed_ends(table, group, topic_name)
+            return all(now[p] > at_kill[p] for p in held)
+
+        wait_until(moved, 90, f"copy b writing copy a's partitions {held}", poll_s=0.5)
+        phase("copy b wrote copy a's partitions; copy a restarts")
+        a.start()
+
+        # Meanwhile a clean stop of b, and its restart: both come back as new members (one
+        # whose stop cut a batch stays in the group until its restart replaces it).
+        before = set(members_of(group_store, group, b))
+        code = b.stop()
+        assert code == 0, first_errors(b.output(current=True))
+        phase("copy b stopped (exit 0); it restarts")
+        b.start()
+
+        def both_back() -> bool:
+            new_b = {m for m, parts in members_of(group_store, group, b).items() if parts}
+            return (
+                stable_with(group_store, group, 2, PARTITIONS)
+                and bool(held_by(group_store, group, a))
+                and bool(new_b - before)
+            )
+
+        wait_until(both_back, 180, "copies a and b back in the group")
+        final = producer.stop()
+        phase(f"copies a and b back in the group; produced {sum(final.values())}")
+        wait_until(
+            lambda: landed_ends(table, group, topic_name) == final,
+            120, f"every produced record in the table ({sum(final.values())})", poll_s=0.5,
+        )  # fmt: skip
+    finally:
+        producer.stop()
+        for copy in (a, b):
+            if copy.process is not None:
+                copy.kill()
+
+    rows = query_table(DeltaTable(str(table)), 'SELECT "partition", "offset" FROM t')
+    landed = list(zip(rows["partition"].to_pylist(), rows["offset"].to_pylist(), strict=True))
+    result = check_landed(
+        final, landed, group_records(group_store, group), topic=topic_name, sink="delta"
+    )
+    assert result.duplicated == 0 and not result.lost, result.details()
+    result.assert_ok()
+    phase("every record in the table once")
+    # a's restart ran its last batch again, of partitions b owns now: skipped.
+    restart = a.output(current=True)
+    for partition in held:
+        assert f"Skipping {topic_name}-{partition} [" in restart, restart[-5000:]
+    # b took a's partitions over where the group's commit was, below the end of what a had
+    # landed: the writer dropped what it read again.
+    for partition in held:
+        start = taken.get(partition, 0)
+        if start < at_kill[partition]:
+            dropped = f"holds partition {topic_name}-{partition} offsets {start} to"
+            assert dropped in b.output(), b.output()[-5000:]
 
 
 def first_errors(output: str, *, limit: int = 12) -> str:
