@@ -6,7 +6,9 @@ and installed once (with its ``embedded`` extra) so that a page's Python example
 package whatever order the pages run in; the README's install commands then run as written
 into that virtualenv. Shell blocks run with bash in that directory (``in=checkout``: in a copy
 of the checkout), with the virtualenv first on PATH and nothing of the repository on
-PYTHONPATH. Python blocks run with the virtualenv's python against the suite's Kafka broker.
+PYTHONPATH; one fails when it exits non-zero or when pip says it was asked for an extra the
+package does not provide (pip only warns, and the virtualenv already holds the extras' packages).
+Python blocks run with the virtualenv's python against the suite's Kafka broker.
 
 The only change made to a block: the documented local addresses, ``localhost:9092`` (a Kafka
 on the reader's machine) and ``/tmp/``, become the test broker's address and a directory of
@@ -177,6 +179,10 @@ def _run_shell(run: DocsRun, block: Block) -> None:
     )
     output = f"{done.stdout[-3000:]}\n--- stderr (tail) ---\n{done.stderr[-3000:]}"
     assert done.returncode == 0, _failure(block, f"exited {done.returncode}", output)
+    # pip only warns about an extra the package does not have, and this virtualenv already
+    # holds what the right extra brings: a misspelt extra would pass unseen
+    unknown = re.findall(r"does not provide the extra '[^']*'", done.stdout + done.stderr)
+    assert not unknown, _failure(block, f"named an extra that does not exist: {unknown}", output)
 
 
 def _run_python(run: DocsRun, block: Block) -> None:

@@ -78,8 +78,8 @@ def kafka_arguments(p: argparse.ArgumentParser, *, needed: bool) -> None:
         type=int,
         metavar="MS",
         help="wait at most MS milliseconds for each request to the cluster, one attempt "
-        "(default: up to 3 attempts of 10 s each, 1 s apart, as the source's "
-        "fetchOffset.numRetries)",
+        "(default: as the source, up to 3 attempts of 60 s each, 1 s apart: "
+        "fetchOffset.numRetries and kafka.default.api.timeout.ms)",
     )
 
 
