@@ -4,8 +4,9 @@ writing several records folds them into to decide the next one.
 
 Every handler is a pure function of the folded group, a request and the time, returning
 ``(records, response)``; it never applies its records to anything outside its scratch. The
-caller applies them, in one place (:class:`~spark_kafka_group.group.coordinator.GroupCoordinator`
-``apply_all`` after the append; ``member.decide`` on its fork while it chains handlers).
+caller applies them, always through replay
+(:class:`~spark_kafka_group.group.coordinator.GroupCoordinator` ``apply_all`` after the append;
+``member.decide`` and the operator's commands on their fork while they chain handlers).
 """
 
 from __future__ import annotations

@@ -27,10 +27,12 @@ Everything that writes a committed offset decides here, so each rule exists once
   GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes to the topic or still holds one of its
   partitions; an Empty group has none, so it is always allowed there.
 * **The handlers** (:func:`commit_offsets`, :func:`commit_batch`, :func:`simple_commit`,
-  :func:`fold_commit_objects`, :func:`reset`, :func:`listener_commit`,
-  :func:`delete_offsets`): pure, as the coordinator's are: the folded group, the request and
-  the time in, ``(records, response)`` out; the caller applies the records
-  (:mod:`.handling`).
+  :func:`fold_commit_objects`, :func:`reset`, :func:`delete_offsets`): pure, as the
+  coordinator's are: the folded group, the request and the time in, ``(records, response)``
+  out (a fold's second value: the keys of the objects done with); the caller applies the
+  records (:mod:`.handling`). The progress listener's commit (:func:`listener_commit`) and
+  what its member takes of it (:func:`listener_offsets_to_take`) write no record: they
+  decide a commit object's offsets.
 
 A commit not yet in the log is a :class:`~spark_kafka_group.group.types.RecordedOffset`
 (:mod:`.types`).

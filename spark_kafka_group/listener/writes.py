@@ -1,8 +1,9 @@
 """The progress listener's write for a member: the commit of a completed batch, in the
-listener's own commit object, never an append: the member's step, folding the objects, is the
-one writer of a member's commits into the log (:mod:`spark_kafka_group.listener.progress`; the
-simulation uses it too). What is accepted and written is decided by the protocol's offsets
-rules (:mod:`spark_kafka_group.group.offsets`), as for the member's own commits.
+listener's own commit object, never an append: a member's commits reach the log only through
+the fold of its commit objects (by the group's folder) or its own step's direct writes
+(:mod:`spark_kafka_group.listener.progress`; the simulation uses it too). What is accepted and
+written is decided by the protocol's offsets rules (:mod:`spark_kafka_group.group.offsets`),
+as for the member's own commits.
 """
 
 from __future__ import annotations
