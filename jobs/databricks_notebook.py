@@ -56,7 +56,7 @@
 
 # COMMAND ----------
 
-# MAGIC %pip install /Volumes/main/default/libs/spark_kafka_group-0.2.0-py3-none-any.whl
+# MAGIC %pip install /Volumes/main/default/libs/spark_kafka_group-0.3.0-py3-none-any.whl
 
 # COMMAND ----------
 
