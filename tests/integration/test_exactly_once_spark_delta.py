@@ -38,17 +38,23 @@ PARTITIONS = 4
 #: The victim is killed at its kill point in the KILL_BATCH-th batch with rows of each start:
 #: the one before completed, so the takeover knows where its query's batches begin.
 KILL_BATCH = 2
-#: The suite's kills on this path, each a move, for what is this path's own: the new owner's
-#: position from the table. Before the sink (nothing landed: nothing may be skipped), after the
-#: sink's commit (landed, in neither Spark's commit log nor the group log; after Spark's commit
-#: log the new owner sees the same), during the group commit (the end in a commit object, not
-#: in the log). A restart on the same checkpoint is Spark's own per-query idempotence, which the
-#: foreachBatch chain's restarts cover for the group. A delta-spark application takes a minute
-#: and a half to start and reach its kill on two cores; KILL_POINTS_BOTH_WAYS=1 runs all eight.
+#: The suite's kills on this path: every point of kill_points.POINTS once. Three are moves,
+#: for what is this path's own, the new owner's position from the table: before the sink
+#: (nothing landed: nothing may be skipped), after the sink's commit (landed, in neither Spark's
+#: commit log nor the group log), during the group commit (the end in a commit object, not in
+#: the log). After Spark's commit log and before the group commit, the member restarts on its
+#: checkpoint: Spark's own per-query idempotence, with the group's commit still to come. A
+#: delta-spark application takes about a minute to start and reach its kill on two cores;
+#: KILL_POINTS_BOTH_WAYS=1 runs all eight (each point with a move and with a restart).
 SCHEDULE = (
     kill_points.KILLS
     if kill_points.BOTH_WAYS
-    else [(point, "moves") for point in ("before-sink", "after-sink", "during-group-commit")]
+    else [
+        ("before-sink", "moves"),
+        ("after-sink", "moves"),
+        ("before-group-commit", "restarts"),
+        ("during-group-commit", "moves"),
+    ]
 )
 
 
