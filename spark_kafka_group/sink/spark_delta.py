@@ -69,13 +69,23 @@ class SinkBatches:
         """What every other member's query landed past its newest completed batch."""
         found: list[dict[TopicPartition, LandedRange]] = []
         table = None
-        for member, batches in sorted(self._files.read_all(except_member=me).items()):
+        others = self._files.read_all(except_member=me)
+        # A query restarted on its checkpoint goes on under a new member: its earlier
+        # incarnations' batches are the query's, known from the newest incarnation's files.
+        newest: dict[str, int] = {}
+        for batches in others.values():
+            if batches.completed is not None:
+                query, batch_id = batches.completed.query_id, batches.completed.batch_id
+                newest[query] = max(newest.get(query, batch_id), batch_id)
+        for member, batches in sorted(others.items()):
             completed = batches.completed
             if completed is None:
                 if batches.plans:
                     log.info("member %s: no batch of its query completed yet; its plans are "
                              "not read", member)  # fmt: skip
                 continue
+            if completed.batch_id < newest[completed.query_id]:
+                continue  # an earlier incarnation of a query that went on
             if table is None:
                 table = self._open_table()
             version = None if table is None else table.transaction_version(completed.query_id)

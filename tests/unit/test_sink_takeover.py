@@ -208,3 +208,29 @@ def test_a_new_owner_reads_the_dead_member_s_files_and_the_table(tmp_path: Path)
     assert new_owner.positions("m-new", {A: 20}) == {A: 40}
     assert new_owner.positions("m-new", {A: 5}) == {A: 5}  # below: a reset reads again
     assert new_owner.positions("m", {A: 20}) == {A: 20}  # a member's own files are not read
+
+
+def test_an_earlier_incarnation_of_a_query_that_went_on_is_read_from_the_newest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A query restarted on its checkpoint under a new member: the table holds batches its first
+    incarnation never planned, which its newest incarnation's files account for. The first
+    incarnation's files are not read, and nothing says what it landed is unknown."""
+    store, table = str(tmp_path / "groups"), str(tmp_path / "events")
+    (tmp_path / "groups" / "g").mkdir(parents=True)
+    first = SinkBatches(table, store=store, group_id="g")
+    plans = chain({A: 0}, [{A: 10}, {A: 10}])  # batches 0 and 1, member "m"
+    for plan in plans:
+        first.record(plan)
+    files: dict = {}
+    record_completed(store, "g", "m", CompletedBatch("q", 1, plans[1].end),
+                     storage_options=None, files=files)  # fmt: skip
+    later_end = BatchEnd(9, "m-later", {A: 40})  # its batch 3 ended at 40
+    record_completed(store, "g", "m-later", CompletedBatch("q", 3, later_end),
+                     storage_options=None, files=files)  # fmt: skip
+    for batch_id in range(4):
+        spark_sink_batch(table, "q", batch_id)
+    caplog.set_level("INFO", logger="spark_kafka_group.sink.spark_delta")
+    new_owner = SinkBatches(table, store=store, group_id="g")
+    assert new_owner.positions("m-new", {A: 40}) == {A: 40}
+    assert "not known" not in caplog.text
