@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, settings
 from tests.class_archive import use_archive
 from tests.maven_spark import maven_spark_conf, not_maven_spark_reason
 from tests.object_stores import any_store, azure_store, s3_store  # noqa: F401 (fixtures)
+from tests.pyspark_bytecode import ensure_bytecode
 from tests.spark_apps import SPARK_MASTER_ENV
 
 if TYPE_CHECKING:
@@ -45,10 +46,12 @@ os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSeria
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A run that starts JVMs maps the classes of a Spark driver from an archive
-    (tests/class_archive.py), made once per java and pyspark; a run of unit tests alone does
-    not wait for it to be made."""
+    (tests/class_archive.py), made once per java and pyspark, and Spark's Python processes
+    import pyspark from bytecode (tests/pyspark_bytecode.py); a run of unit tests alone does
+    not wait for either."""
     if any("tests/unit/" not in item.nodeid for item in session.items):
         use_archive()
+        ensure_bytecode()
 
 
 # Hypothesis profiles, chosen by $HYPOTHESIS_PROFILE (scripts/test sets "ci"). On CI's loaded
