@@ -3,7 +3,7 @@
 Spark starts its Python processes (the streaming source's runner, the workers' daemon) with
 ``$SPARK_HOME/python/lib/pyspark.zip`` ahead of site-packages, so they import pyspark from that
 archive. pip ships it with sources only, and Python cannot cache bytecode inside a zip: every
-such process compiles the pyspark modules it imports, about 1.3 s of CPU for the streaming
+such process compiles the pyspark modules it imports, about 1.4 s of CPU for the streaming
 source's runner against 0.4 s from site-packages. Spark waits 10 s (a constant) for that
 process to connect back; on two loaded cores a restarted query failed with "Python worker
 failed to connect back" four times in a row.
