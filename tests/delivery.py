@@ -208,6 +208,32 @@ def check_landed(
     return result
 
 
+def log_lines(group_records: Sequence[GroupRecord], limit: int = 80) -> str:
+    """The group log, one short line a record (COMMITs of one member and time folded into one
+    line), for a failing test's message: what moved when, and who committed where."""
+    lines: list[str] = []
+    start = group_records[0].timestamp_ms if group_records else 0
+    for r in group_records:
+        member = (r.member_id or "-")[-6:]
+        head = f"{(r.timestamp_ms - start) / 1000:7.2f}s g{r.generation} {r.kind} {member}"
+        if r.kind == RecordKind.COMMIT:
+            item = f"{r.partition}@{r.offset}"
+            if lines and lines[-1].startswith(head):
+                lines[-1] += f" {item}"
+                continue
+            lines.append(f"{head} {item}")
+        elif r.kind == RecordKind.SYNC:
+            assignment = r.payload.get("assignment") or {}
+            owned = {m[-6:]: sorted(p for _, p in tps) for m, tps in assignment.items()}
+            lines.append(f"{head} {owned}")
+        elif r.kind == RecordKind.REVOKE:
+            lines.append(f"{head} {sorted(p for _, p in r.payload.get('partitions', []))}")
+        else:
+            lines.append(f"{head} {r.payload.get('reason') or ''}".rstrip())
+    cut = len(lines) - limit
+    return "\n".join(([f"({cut} earlier lines left out)"] if cut > 0 else []) + lines[-limit:])
+
+
 # -- journals ------------------------------------------------------------------------------
 
 

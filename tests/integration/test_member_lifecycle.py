@@ -23,6 +23,7 @@ from spark_kafka_group.group.kinds import RecordKind
 from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.waiting import wait_until
+from tests.delivery import log_lines
 from tests.processes import MemberProcess
 from tests.streaming import (
     Collected,
@@ -157,21 +158,30 @@ def test_a_restarted_query_reads_new_records_at_once(
     # failed) incarnation left or was replaced, so nobody waited for its session timeout to
     # expire it.
     print(f"restart ({restart}): first new record {figure:.2f}s after the restart")
-    expired = [
-        r.member_id for r in group_records(group_store, group) if r.kind == RecordKind.EXPIRE
-    ]
-    assert expired == [], f"the restart waited for the session timeout to expire {expired}"
+    records = group_records(group_store, group)
+    # What a failure shows: the group log, and the batches each incarnation read.
+    shown = (
+        f"group log:\n{log_lines(records)}\nfirst: {batch_ranges(first)}\n"
+        f"second: {batch_ranges(second)}"
+    )
+    expired = [r.member_id for r in records if r.kind == RecordKind.EXPIRE]
+    assert expired == [], f"the restart waited for the session timeout to expire {expired}\n{shown}"
     expected = sorted(
         (p, o) for p in range(PARTITIONS) for o in range(first_counts[p] + more[p])
     )  # fmt: skip
     read = Counter(first.records + second.records)
-    assert sorted(read) == expected  # nothing lost
+    lost = sorted(set(expected) - set(read))
+    assert sorted(read) == expected, (
+        f"lost {lost[:10]}, extra {sorted(set(read) - set(expected))[:10]}\n{shown}"
+    )
     twice = sorted(r for r, n in read.items() if n > 1)
-    assert max(read.values()) <= 2, [r for r, n in read.items() if n > 2][:10]
+    assert max(read.values()) <= 2, f"{[r for r, n in read.items() if n > 2][:10]}\n{shown}"
     # Read twice: only the batch the failure interrupted (Spark runs it again on restart).
     last = max((b for b, rows in first.batches.items() if rows), default=None)
     failed = {(p, o) for p, o, _ in first.batches[last]} if twice and last is not None else set()
-    assert set(twice) <= failed and (restart == "after-failure" or not twice), twice[:10]
+    assert set(twice) <= failed and (restart == "after-failure" or not twice), (
+        f"{twice[:10]}\n{shown}"
+    )
 
 
 @pytest.mark.smoke
@@ -192,6 +202,17 @@ def test_available_now_runs_back_to_back_read_exactly_the_new_records(
     assert sorted(second.records) == sorted(
         (p, o) for p, n in more.items() for o in range(first_counts[p], first_counts[p] + n)
     )
+
+
+def batch_ranges(collected: Collected) -> dict[int, dict[int, tuple[int, int]]]:
+    """Batch id -> partition -> (first, last) offset read: a short form of what a query read."""
+    ranges: dict[int, dict[int, tuple[int, int]]] = {}
+    with collected.lock:
+        for batch, rows in sorted(collected.batches.items()):
+            for p, o, _ in rows:
+                low, high = ranges.setdefault(batch, {}).get(p, (o, o))
+                ranges[batch][p] = (min(low, o), max(high, o))
+    return ranges
 
 
 def journal_records(member: MemberProcess) -> list[tuple[int, int]]:
