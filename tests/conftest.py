@@ -44,6 +44,14 @@ if _REPO not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of tests marked ``long`` go first (each file's own order kept): scripts/test's
+    two xdist workers take whole files in collection order, and a file of several minutes
+    handed out last keeps one worker busy while the other has nothing left to do."""
+    long_files = {item.path for item in items if item.get_closest_marker("long")}
+    items.sort(key=lambda item: item.path not in long_files)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A run that starts JVMs maps the classes of a Spark driver from an archive
     (tests/class_archive.py), made once per java and pyspark, and Spark's Python processes

@@ -102,6 +102,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # does not pass it back (pyspark < 4.2). Which batches are in flight, the member
         # knows (``member.in_flight``).
         self._last_planned: SourceOffset | None = None
+        # The query's initial offset, fixed by the first plan: Spark may ask for it again
+        # after planning from it (pyspark 4.0 and 4.1 ask while running the first batch).
+        self._initial: SourceOffset | None = None
         self._reported_lag: int | None = None
         # commitToKafka: copies accepted commits to the Kafka consumer group (best effort).
         self._kafka_mirror: KafkaOffsetMirror | None = None
@@ -178,13 +181,25 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # -- Spark API ------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        member = self._ensure_started()
-        holdings = member.current_holdings()  # start() has just stepped it
-        positions = self._positions_for_new(member, holdings.held, bounds=None)
+        """The positions the query starts from, computed once. Spark asks before the first
+        batch, or (pyspark 4.0 and 4.1, the first batch planned by ``latestOffset()``) while
+        running it: the answer must not move where the next batch continues from."""
+        if self._initial is None:
+            member = self._ensure_started()
+            holdings = member.current_holdings()  # start() has just stepped it
+            positions = self._positions_for_new(member, holdings.held, bounds=None)
+            self._initial = self._starting_at(holdings, positions)
+        if self._last_planned is None:
+            self._last_planned = self._initial
+        return self._initial.to_json()
+
+    def _starting_at(
+        self, holdings: Holdings, positions: Mapping[TopicPartition, int]
+    ) -> SourceOffset:
         # Every position is a start (a reset by policy below the group's offset among them):
         # the first batch carries it on, so that whoever commits that batch, the progress
         # listener included, knows where it began.
-        offset = SourceOffset(
+        return SourceOffset(
             group=self._opts.group.group_id,
             store=self._opts.group.store,
             generation=holdings.generation,
@@ -192,8 +207,6 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             offsets=positions,
             starts=positions,
         )
-        self._last_planned = offset
-        return offset.to_json()
 
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         done = SourceOffset.from_json(start) if start is not None else None
@@ -237,6 +250,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         kept = checked
         starts = {**moved, **self._positions_for_new(member, new, bounds=bounds)}
         positions = {**kept, **starts}
+        if previous is None and self._initial is None:
+            self._initial = self._starting_at(holdings, positions)  # planned before asked
 
         latest = dict(bounds.latest)
         if self._targets is not None:

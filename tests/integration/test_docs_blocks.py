@@ -46,7 +46,7 @@ from spark_kafka_group.testing.schema_registry import SchemaRegistry
 from tests import docs_records
 from tests.docs_blocks import LOCAL_BROKER, LOCAL_TMP, ROOT, Block, blocks, pages
 
-pytestmark = [pytest.mark.broker, pytest.mark.spark]
+pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.long]
 
 BLOCK_TIMEOUT_S = 600
 STREAM_TIMEOUT_S = 300

@@ -114,6 +114,7 @@ def stop_producing_and_wait_for_the_table(producer: SteadyProducer, uri: str) ->
 KILL_BATCH = 2
 
 
+@pytest.mark.long
 def test_a_member_killed_at_each_point_of_a_batch_leaves_no_duplicate(
     spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:

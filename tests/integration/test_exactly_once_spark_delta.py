@@ -140,6 +140,7 @@ def pause_resume(victim: MemberProcess, uri: str, store: str, group: str, pause:
 # About seven minutes on two cores: four Spark applications with delta-spark started one after
 # the other (50 to 115 s each from start to kill) and the zombie (110 s); all eight kills
 # (KILL_POINTS_BOTH_WAYS=1) take past pytest's 600 s default.
+@pytest.mark.long
 @pytest.mark.timeout(900)
 def test_a_member_killed_at_each_point_through_spark_s_delta_sink_leaves_no_duplicate(
     delta_spark, bootstrap_servers, topic_name, group_store, tmp_path: Path

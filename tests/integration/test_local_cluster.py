@@ -22,6 +22,7 @@ ON_A_CLUSTER = [
 ]
 
 
+@pytest.mark.long
 def test_exactly_once_and_a_two_query_group_on_a_local_cluster(
     bootstrap_servers, tmp_path: Path
 ) -> None:

@@ -256,6 +256,7 @@ def _current_member(store: str, group: str) -> str:
 
 
 @pytest.mark.smoke
+@pytest.mark.long
 def test_available_now_after_a_sigkill_waits_for_the_stale_member(
     spark, bootstrap_servers, topic, group_store, tmp_path: Path
 ) -> None:
