@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.class_archive import use_archive
+from tests.class_archive import set_jvm_options, use_archive
 from tests.maven_spark import maven_spark_conf, not_maven_spark_reason
 from tests.object_stores import any_store, azure_store, s3_store  # noqa: F401 (fixtures)
 from tests.pyspark_bytecode import ensure_bytecode
@@ -36,12 +36,7 @@ if _REPO not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         p for p in (_REPO, os.environ.get("PYTHONPATH")) if p
     )
 
-# Every JVM the tests start (Spark drivers and their member processes, spark-submit jobs, the
-# Spark Connect server, Kafka) lives seconds to minutes: the client compiler alone and the
-# serial collector start it with less CPU. On two cores that made two member-process tests 8%
-# faster and the machine 10 points less busy. The java launcher reads this variable (and
-# notes on stderr that it did); a value set by the caller wins.
-os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+set_jvm_options()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

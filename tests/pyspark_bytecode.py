@@ -16,6 +16,7 @@ source's time stamp) from the very sources in the archive: the same code, compil
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import py_compile
 import tempfile
@@ -35,7 +36,9 @@ def ensure_bytecode() -> None:
     archive = _archive()
     if not archive.is_file():
         return
-    lock_path = Path(tempfile.gettempdir()) / "spark-kafka-group-pyspark-zip.lock"
+    # One lock per archive: another virtualenv's pyspark.zip is written apart.
+    digest = hashlib.sha256(str(archive).encode()).hexdigest()[:16]
+    lock_path = Path(tempfile.gettempdir()) / f"spark-kafka-group-pyspark-zip-{digest}.lock"
     with open(lock_path, "w") as lock, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pyspark's own tests in the archive warn on compile
         fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers: one writes it
