@@ -290,6 +290,10 @@ def _run_streams(run: DocsRun, block: Block, path: Path) -> None:
             _stop(stream)
 
 
+# The getting-started page runs about a dozen Spark applications: about 9 minutes on two
+# loaded cores, with the docs virtualenv made in its set-up (about a minute), past pytest's
+# 600 s default, which counts the set-up too.
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("page", RUN_PAGES, ids=_page_id)
 def test_page_blocks_run_as_written(page: Path, docs_run: DocsRun) -> None:
     ran = 0
