@@ -55,3 +55,30 @@ def test_an_initial_offset_asked_after_the_first_plan_does_not_move_the_next_bat
         assert {tp: end1.start_of(tp, end0) for tp in tps} == end0.offsets
     finally:
         reader.stop()
+
+
+def test_the_initial_offset_is_where_the_first_plan_started_though_the_log_grew_since(
+    bootstrap_servers: str, topic_name: str, group_store: str
+) -> None:
+    """startingOffsets=latest: the first plan starts at the log's end then; asked later, after
+    more records arrived, the initial offset is still that start, not the end it has now."""
+    create_topic(bootstrap_servers, topic_name, 1)
+    first = produce_sample(bootstrap_servers, topic_name, partitions=1, per_partition=5)
+    tp = TopicPartition(topic_name, 0)
+    options = source_options(
+        bootstrap_servers, topic_name, "g-call-order-latest", group_store, startingOffsets="latest"
+    )
+    reader = KafkaGroupStreamReader(parse_options(options))
+    try:
+        plans: list[SourceOffset] = []
+
+        def planned_with_partitions() -> bool:
+            plans.append(SourceOffset.from_json(reader.latestOffset()))
+            return bool(plans[-1].offsets)
+
+        wait_until(planned_with_partitions, 30, "the first batch to hold the partition")
+        assert plans[-1].starts == {tp: first[0]}
+        produce_sample(bootstrap_servers, topic_name, partitions=1, per_partition=3, start=5)
+        assert SourceOffset.from_json(reader.initialOffset()).offsets == {tp: first[0]}
+    finally:
+        reader.stop()
