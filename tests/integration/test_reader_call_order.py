@@ -18,6 +18,19 @@ from tests.streaming import source_options
 pytestmark = pytest.mark.broker
 
 
+def first_plan(reader: KafkaGroupStreamReader) -> SourceOffset:
+    """The first batch planned with the partitions, as pyspark 4.0 plans (``latestOffset()``
+    with no start); the plans before it, while the member joins, hold none."""
+    plans: list[SourceOffset] = []
+
+    def planned_with_partitions() -> bool:
+        plans.append(SourceOffset.from_json(reader.latestOffset()))
+        return bool(plans[-1].offsets)
+
+    wait_until(planned_with_partitions, 30, "the first batch to hold the partitions")
+    return plans[-1]
+
+
 def test_an_initial_offset_asked_after_the_first_plan_does_not_move_the_next_batch(
     bootstrap_servers: str, topic_name: str, group_store: str
 ) -> None:
@@ -28,16 +41,7 @@ def test_an_initial_offset_asked_after_the_first_plan_does_not_move_the_next_bat
         bootstrap_servers, topic_name, "g-call-order", group_store
     )))  # fmt: skip
     try:
-        # The first plan, before the initial offset was asked for (the member has joined
-        # once it holds the partitions).
-        plans: list[SourceOffset] = []
-
-        def planned_with_partitions() -> bool:
-            plans.append(SourceOffset.from_json(reader.latestOffset()))
-            return bool(plans[-1].offsets)
-
-        wait_until(planned_with_partitions, 30, "the first batch to hold the partitions")
-        end0 = plans[-1]
+        end0 = first_plan(reader)  # before the initial offset was asked for
         assert end0.offsets == {tp: first[tp.partition] for tp in tps}
         # Asked while running batch 0: where batch 0 started, whatever was committed since.
         start = reader.initialOffset()
@@ -70,14 +74,7 @@ def test_the_initial_offset_is_where_the_first_plan_started_though_the_log_grew_
     )
     reader = KafkaGroupStreamReader(parse_options(options))
     try:
-        plans: list[SourceOffset] = []
-
-        def planned_with_partitions() -> bool:
-            plans.append(SourceOffset.from_json(reader.latestOffset()))
-            return bool(plans[-1].offsets)
-
-        wait_until(planned_with_partitions, 30, "the first batch to hold the partition")
-        assert plans[-1].starts == {tp: first[0]}
+        assert first_plan(reader).starts == {tp: first[0]}
         produce_sample(bootstrap_servers, topic_name, partitions=1, per_partition=3, start=5)
         assert SourceOffset.from_json(reader.initialOffset()).offsets == {tp: first[0]}
     finally:
