@@ -73,18 +73,18 @@ ensure_maven() {
 # ensure_jvm_parts: the jars of jvm/pom.xml in $SPARK_KAFKA_GROUP_JVM, fetched once (again only
 # when a pom changes). Maven's own cache is ~/.m2; tests never reach the network.
 ensure_jvm_parts() {
-    local stamp="$SPARK_KAFKA_GROUP_JVM/.poms"
-    local wanted
-    wanted="$(cat "$REPO_ROOT"/jvm/pom.xml "$REPO_ROOT"/jvm/*/pom.xml)"
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
-        return 0
-    fi
+    jvm_parts_ready && return 0
     ensure_maven || return 1
     echo "Fetching the JVM parts (Apache Kafka, spark-sql-kafka, delta-spark, spark-avro, Apicurio Registry) with Maven ..."
     rm -rf "$SPARK_KAFKA_GROUP_JVM"
     mvn -B -q -f "$REPO_ROOT/jvm/pom.xml" package -Djvm.cache="$SPARK_KAFKA_GROUP_JVM" || return 1
-    printf '%s' "$wanted" >"$stamp"
+    jvm_poms >"$SPARK_KAFKA_GROUP_JVM/.poms"
 }
+
+jvm_poms() { cat "$REPO_ROOT"/jvm/pom.xml "$REPO_ROOT"/jvm/*/pom.xml; }
+
+# jvm_parts_ready: the jars were fetched for these very poms.
+jvm_parts_ready() { [ "$(cat "$SPARK_KAFKA_GROUP_JVM/.poms" 2>/dev/null)" = "$(jvm_poms)" ]; }
 
 # ensure_venv VENV_DIR [extra pip requirement ...]
 # Installs the project with its test extras within constraints.txt (the versions CI runs). A
@@ -144,14 +144,26 @@ PY
 }
 
 # ensure_azurite VENV_DIR: the Azure Blob test server (npm azurite) in VENV_DIR/azurite, where
-# tests/object_stores.py looks for it. Needs node and npm (installed as root when missing).
+# tests/object_stores.py looks for it. Needs node and npm (ensure_npm).
 AZURITE_VERSION="3.37.0"
 ensure_azurite() {
     local prefix="$1/azurite"
-    if [ -x "$prefix/node_modules/.bin/azurite-blob" ] &&
-        [ "$(cat "$prefix/.version" 2>/dev/null)" = "$AZURITE_VERSION" ]; then
-        return 0
-    fi
+    azurite_ready "$1" && return 0
+    ensure_npm || return 1
+    echo "Installing the Azure Blob test server (azurite@$AZURITE_VERSION) into $prefix ..."
+    mkdir -p "$prefix"
+    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error \
+        "azurite@$AZURITE_VERSION" >/dev/null
+    printf '%s' "$AZURITE_VERSION" >"$prefix/.version"
+}
+
+azurite_ready() {
+    [ -x "$1/azurite/node_modules/.bin/azurite-blob" ] &&
+        [ "$(cat "$1/azurite/.version" 2>/dev/null)" = "$AZURITE_VERSION" ]
+}
+
+# ensure_npm: node and npm, for Azurite (installed from the OS packages as root when missing).
+ensure_npm() {
     if ! command -v npm >/dev/null 2>&1; then
         if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
             echo "npm not found; installing nodejs and npm (for the Azurite test server) ..."
@@ -163,9 +175,37 @@ ensure_azurite() {
             return 1
         fi
     fi
-    echo "Installing the Azure Blob test server (azurite@$AZURITE_VERSION) into $prefix ..."
-    mkdir -p "$prefix"
-    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error \
-        "azurite@$AZURITE_VERSION" >/dev/null
-    printf '%s' "$AZURITE_VERSION" >"$prefix/.version"
+}
+
+# The parts fetched over the network besides the virtualenv, side by side with its install
+# (on a fresh machine that is about two minutes less than one after the other): the JVM parts
+# (Maven), Azurite (npm) and Prometheus (apt-get). The package managers they may install come
+# first, one at a time: two apt-gets at once would fight over dpkg's lock.
+# start_side_parts; ensure_venv ...; await_side_parts
+start_side_parts() {
+    jvm_parts_ready || ensure_maven || return 1
+    azurite_ready "$VENV" || ensure_npm || return 1
+    SIDE_LOGS="$(mktemp -d -t spark-kafka-group-setup.XXXXXX)"
+    SIDE_PIDS=()
+    ensure_jvm_parts >"$SIDE_LOGS/1-jvm" 2>&1 &
+    SIDE_PIDS+=($!)
+    ensure_azurite "$VENV" >"$SIDE_LOGS/2-azurite" 2>&1 &
+    SIDE_PIDS+=($!)
+    ensure_prometheus >"$SIDE_LOGS/3-prometheus" 2>&1 &
+    SIDE_PIDS+=($!)
+}
+
+# await_side_parts: waits for start_side_parts' jobs, shows what they printed, and fails with
+# the first failure's status.
+await_side_parts() {
+    local status=0 pid log
+    for pid in "${SIDE_PIDS[@]}"; do
+        wait "$pid" || { [ "$status" != 0 ] || status=$?; }
+    done
+    for log in "$SIDE_LOGS"/*; do
+        cat "$log"
+    done
+    rm -rf "$SIDE_LOGS"
+    SIDE_PIDS=()
+    return "$status"
 }
