@@ -31,9 +31,15 @@ import json
 import logging
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+)
 
 from spark_kafka_group.listener.writes import commit_batch_for_member
 from spark_kafka_group.member.log_client import GroupLogClient
@@ -182,6 +188,18 @@ class GroupProgressListener(StreamingQueryListener):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._init(state["storage_options"])
 
+    @property
+    def _jlistener(self) -> Any:
+        """What the driver's JVM calls: :class:`_EventsAsJson` instead of pyspark's own adapter
+        (Spark Connect does not use it: there the listener runs on the server, its events
+        already JSON)."""
+        if not hasattr(self, "_jlistenerobj"):
+            from pyspark import SparkContext
+
+            wrapper = SparkContext._jvm.PythonStreamingQueryListenerWrapper  # type: ignore[union-attr]
+            self._jlistenerobj = wrapper(_EventsAsJson(self))
+        return self._jlistenerobj
+
     def onQueryStarted(self, event: Any) -> None:
         pass
 
@@ -210,3 +228,33 @@ class GroupProgressListener(StreamingQueryListener):
 
 def _field(progress: Any, name: str) -> Any:
     return progress[name] if isinstance(progress, Mapping) else getattr(progress, name)
+
+
+class _EventsAsJson:
+    """Hands a listener each event as Spark Connect does: one call for the event's JSON, parsed
+    in Python. pyspark's own adapter reads the event over py4j field by field, and every Java
+    map in it ends its iteration with an exception that pyspark classifies by asking the JVM
+    for a dozen classes by name. Each of those lookups searches every jar of the driver's class
+    path, and one batch's progress made several hundred: with a query running two batches a
+    second, the driver JVM's listener thread used half a core."""
+
+    def __init__(self, listener: StreamingQueryListener) -> None:
+        self._listener = listener
+
+    def onQueryStarted(self, jevent: Any) -> None:
+        self._listener.onQueryStarted(QueryStartedEvent.fromJson(json.loads(jevent.json())))
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        self._listener.onQueryProgress(QueryProgressEvent.fromJson(json.loads(jevent.json())))
+
+    def onQueryIdle(self, jevent: Any) -> None:
+        self._listener.onQueryIdle(QueryIdleEvent.fromJson(json.loads(jevent.json())))
+
+    def onQueryTerminated(self, jevent: Any) -> None:
+        event = QueryTerminatedEvent.fromJson(json.loads(jevent.json()))
+        self._listener.onQueryTerminated(event)
+
+    class Java:  # what py4j makes of this object in the JVM
+        implements: ClassVar[list[str]] = [
+            "org.apache.spark.sql.streaming.PythonStreamingQueryListener"
+        ]
