@@ -1,0 +1,72 @@
+"""The exactly-once Delta writer on the object stores a group's table lives on in production
+(S3 through SeaweedFS, Azure Blob through Azurite): the table is the fence there too. Its
+commits conflict through the store's conditional put, so an old owner resumed after its
+partition moved fails, and writers racing on one partition land each offset once
+(tests/unit/test_sink_delta.py has the same on disk)."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable
+
+from spark_kafka_group import ExactlyOnceDeltaWriter
+from spark_kafka_group.errors import PartitionMovedError
+from tests.unit.test_sink_delta import rows
+
+
+def landed_offsets(uri: str, options: dict[str, str], partition: int) -> list[int]:
+    table = DeltaTable(uri, storage_options=options).to_pyarrow_table(
+        columns=["partition", "offset"]
+    )
+    return sorted(table.filter(pc.equal(table["partition"], partition))["offset"].to_pylist())
+
+
+@pytest.mark.parametrize("any_store", ["s3", "az"], indirect=True)
+def test_the_writer_fences_a_resumed_owner_and_racing_writers_on_the_store(any_store) -> None:
+    root, options = any_store
+    uri = f"{root}/events"
+
+    def writer() -> ExactlyOnceDeltaWriter:
+        return ExactlyOnceDeltaWriter(uri, group="ingest", storage_options=options)
+
+    old = writer()
+    old.write(rows(0, 0, 10), 7)
+    writer().write(rows(0, 10, 20), 0)  # the new owner, after the partition moved
+    with pytest.raises(PartitionMovedError, match="the table's now ends at 20"):
+        old.write(rows(0, 10, 16), 8)
+    assert landed_offsets(uri, options, 0) == list(range(20))
+
+    # Three writers at once on partition 1, overlapping ranges, round after round.
+    racers, rounds = 3, 4
+    barrier = threading.Barrier(racers)
+    moved: list[PartitionMovedError] = []
+    failures: list[BaseException] = []
+
+    def race(index: int) -> None:
+        mine = writer()
+        for round_ in range(rounds):
+            barrier.wait()
+            try:
+                longer = 3 * ((index + round_) % racers)
+                mine.write(rows(1, round_ * 10, round_ * 10 + 10 + longer), round_)
+            except PartitionMovedError as exc:
+                moved.append(exc)
+                mine = writer()  # as a restarted query
+            except BaseException as exc:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+    assert moved, "no writer lost a partition it wrote last: the race did not happen"
+    end = DeltaTable(uri, storage_options=options).transaction_version(
+        "kafka-group/ingest/events/1"
+    )
+    assert end is not None
+    assert landed_offsets(uri, options, 1) == list(range(end))
