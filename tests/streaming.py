@@ -108,7 +108,9 @@ def stop_between_batches(query: StreamingQuery) -> None:
 def run_available_now(
     spark: SparkSession, options: Mapping[str, str], checkpoint: str, *, timeout_s: int = 180
 ) -> Collected:
-    """Run a query with Trigger.AvailableNow to completion (its member leaves as it ends)."""
+    """Run a query with Trigger.AvailableNow to completion. Its member closes (the final
+    commit, the LEAVE) in the streaming-source process, which the JVM does not wait for: this
+    may return before the group log has them."""
 
     collected = Collected()
     query = start_query(spark, options, checkpoint, collected)

@@ -223,15 +223,21 @@ def test_describe_prints_what_kafka_consumer_groups_prints_of_the_mirrored_group
     from tests.streaming import run_available_now, source_options
 
     create_topic(bootstrap_servers, topic_name, 3)
-    produce_sample(bootstrap_servers, topic_name, partitions=3, per_partition=20)
+    produced = produce_sample(bootstrap_servers, topic_name, partitions=3, per_partition=20)
+    committed = {(topic_name, p): n for p, n in produced.items()}
     group = _group("mirrored")
     options = source_options(
         bootstrap_servers, topic_name, group, group_store, commitToKafka="true"
     )
     run_available_now(spark, options, str(tmp_path / "ckpt"))
     produce_sample(bootstrap_servers, topic_name, partitions=2, per_partition=5, start=20)
-    committed = describe_group(group_store, group).committed
-    assert len(committed) == 3
+    # The member writes the run's final commit as its streaming-source process closes it,
+    # which the JVM does not wait for: awaitTermination may return before the log has it.
+    wait_until(
+        lambda: describe_group(group_store, group).committed == committed,
+        30,
+        "the run's final offsets in the group log",
+    )
 
     def mirrored() -> bool:
         with KafkaCluster(bootstrap_servers) as cluster:
