@@ -6,15 +6,13 @@ partition moved fails, and writers racing on one partition land each offset once
 
 from __future__ import annotations
 
-import threading
-
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
 from spark_kafka_group import ExactlyOnceDeltaWriter
 from spark_kafka_group.errors import PartitionMovedError
-from tests.unit.test_sink_delta import rows
+from tests.unit.test_sink_delta import race_writers, rows
 
 
 def landed_offsets(uri: str, options: dict[str, str], partition: int) -> list[int]:
@@ -39,32 +37,7 @@ def test_the_writer_fences_a_resumed_owner_and_racing_writers_on_the_store(any_s
         old.write(rows(0, 10, 16), 8)
     assert landed_offsets(uri, options, 0) == list(range(20))
 
-    # Three writers at once on partition 1, overlapping ranges, round after round.
-    racers, rounds = 3, 4
-    barrier = threading.Barrier(racers)
-    moved: list[PartitionMovedError] = []
-    failures: list[BaseException] = []
-
-    def race(index: int) -> None:
-        mine = writer()
-        for round_ in range(rounds):
-            barrier.wait()
-            try:
-                longer = 3 * ((index + round_) % racers)
-                mine.write(rows(1, round_ * 10, round_ * 10 + 10 + longer), round_)
-            except PartitionMovedError as exc:
-                moved.append(exc)
-                mine = writer()  # as a restarted query
-            except BaseException as exc:
-                failures.append(exc)
-
-    threads = [threading.Thread(target=race, args=(i,)) for i in range(racers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not failures, failures
-    assert moved, "no writer lost a partition it wrote last: the race did not happen"
+    race_writers(writer, partition=1, rounds=4)
     end = DeltaTable(uri, storage_options=options).transaction_version(
         "kafka-group/ingest/events/1"
     )

@@ -6,6 +6,7 @@ moved, a new owner, a table being created) never land an offset twice."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -171,22 +172,33 @@ def test_writers_racing_on_one_partition_land_each_offset_once(uri: str) -> None
     same moments: every offset lands once; a writer that finds its partition written by
     another since its own last commit fails with PartitionMovedError, never lands twice."""
     ExactlyOnceDeltaWriter(uri, group="ingest").write(rows(0, 0, 1), 0)
+    race_writers(lambda: ExactlyOnceDeltaWriter(uri, group="ingest"), partition=0, rounds=6)
+    end = DeltaTable(uri).transaction_version("kafka-group/ingest/events/0")
+    assert landed_offsets(uri, 0) == list(range(end or 0))
+
+
+def race_writers(
+    make_writer: Callable[[], ExactlyOnceDeltaWriter], *, partition: int, rounds: int
+) -> None:
+    """Three threads, each with its own writer from ``make_writer``, write overlapping ranges
+    of ``partition`` at the same moments, round after round; a writer that lost its partition
+    is replaced, as a restarted query. At least one must lose it, and nothing else may fail."""
     writers = 3
     barrier = threading.Barrier(writers)
     moved: list[PartitionMovedError] = []
     failures: list[BaseException] = []
 
     def run(index: int) -> None:
-        writer = ExactlyOnceDeltaWriter(uri, group="ingest")
-        for round_ in range(6):
+        writer = make_writer()
+        for round_ in range(rounds):
             barrier.wait()
             try:
                 # the longest range changes hands each round: every writer lands some rounds
                 longer = 3 * ((index + round_) % writers)
-                writer.write(rows(0, round_ * 10, round_ * 10 + 10 + longer), round_)
+                writer.write(rows(partition, round_ * 10, round_ * 10 + 10 + longer), round_)
             except PartitionMovedError as exc:
                 moved.append(exc)
-                writer = ExactlyOnceDeltaWriter(uri, group="ingest")  # as a restarted query
+                writer = make_writer()
             except BaseException as exc:
                 failures.append(exc)
 
@@ -197,5 +209,3 @@ def test_writers_racing_on_one_partition_land_each_offset_once(uri: str) -> None
         thread.join()
     assert not failures, failures
     assert moved, "no writer lost a partition it wrote last: the race did not happen"
-    end = DeltaTable(uri).transaction_version("kafka-group/ingest/events/0")
-    assert landed_offsets(uri, 0) == list(range(end or 0))
