@@ -198,9 +198,9 @@ start_side_parts() {
 # await_side_parts: waits for start_side_parts' jobs, shows what they printed, and fails with
 # the first failure's status.
 await_side_parts() {
-    local status=0 pid log
+    local status=0 pid log failed
     for pid in "${SIDE_PIDS[@]}"; do
-        wait "$pid" || { [ "$status" != 0 ] || status=$?; }
+        wait "$pid" || { failed=$?; [ "$status" != 0 ] || status=$failed; }
     done
     for log in "$SIDE_LOGS"/*; do
         cat "$log"
