@@ -6,20 +6,12 @@ partition moved fails, and writers racing on one partition land each offset once
 
 from __future__ import annotations
 
-import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
 from spark_kafka_group import ExactlyOnceDeltaWriter
 from spark_kafka_group.errors import PartitionMovedError
-from tests.unit.test_sink_delta import race_writers, rows
-
-
-def landed_offsets(uri: str, options: dict[str, str], partition: int) -> list[int]:
-    table = DeltaTable(uri, storage_options=options).to_pyarrow_table(
-        columns=["partition", "offset"]
-    )
-    return sorted(table.filter(pc.equal(table["partition"], partition))["offset"].to_pylist())
+from tests.unit.test_sink_delta import landed_offsets, race_writers, rows
 
 
 @pytest.mark.parametrize("any_store", ["s3", "az"], indirect=True)
@@ -35,11 +27,11 @@ def test_the_writer_fences_a_resumed_owner_and_racing_writers_on_the_store(any_s
     writer().write(rows(0, 10, 20), 0)  # the new owner, after the partition moved
     with pytest.raises(PartitionMovedError, match="the table's now ends at 20"):
         old.write(rows(0, 10, 16), 8)
-    assert landed_offsets(uri, options, 0) == list(range(20))
+    assert landed_offsets(uri, 0, options) == list(range(20))
 
     race_writers(writer, partition=1, rounds=4)
     end = DeltaTable(uri, storage_options=options).transaction_version(
         "kafka-group/ingest/events/1"
     )
     assert end is not None
-    assert landed_offsets(uri, options, 1) == list(range(end))
+    assert landed_offsets(uri, 1, options) == list(range(end))

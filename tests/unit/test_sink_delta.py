@@ -34,8 +34,10 @@ def rows(partition: int, first: int, end: int, topic: str = "events") -> pa.Tabl
     return pa.table(columns, schema=arrow_schema(False))
 
 
-def landed_offsets(uri: str, partition: int) -> list[int]:
-    table = DeltaTable(uri).to_pyarrow_table(columns=["partition", "offset"])
+def landed_offsets(uri: str, partition: int, options: dict[str, str] | None = None) -> list[int]:
+    table = DeltaTable(uri, storage_options=options).to_pyarrow_table(
+        columns=["partition", "offset"]
+    )
     mine = table.filter(pc.equal(table["partition"], partition))
     return sorted(mine["offset"].to_pylist())
 
