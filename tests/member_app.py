@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--journal", required=True, help="JSONL file, one line per batch")
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--instance-id", help="groupInstanceId (static membership)")
-    parser.add_argument("--trigger-ms", type=int, default=500)
+    parser.add_argument("--trigger-ms", type=int, default=1000)
     parser.add_argument("--heartbeat-ms", type=int, default=500)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--strategy", default="cooperative-sticky")
