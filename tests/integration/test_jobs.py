@@ -15,7 +15,9 @@ import sys
 import tarfile
 import time
 import uuid
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
@@ -143,28 +145,21 @@ def held_by(group_store: str, group: str, copy: JobCopy) -> set[int]:
     return set().union(*members_of(group_store, group, copy).values())
 
 
-class TableWatch:
-    """The Delta table's commits as they appear: which partitions each one wrote."""
+def replayed_partitions(checkpoint: Path, batch: int) -> set[int]:
+    """The partitions batch ``batch`` of the checkpoint read records of: its end offset past
+    where it began (the batch before's end, or the start its offset carries for a partition
+    new in it). A restart runs the batch again."""
 
-    def __init__(self, table: Path, group: str, topic: str) -> None:
-        self.log = table / "_delta_log"
-        self.prefix = app_id(group, TopicPartition(topic, 0))[:-1]
-        self.seen = self.newest()
+    def offset(number: int) -> dict[str, Any]:
+        entry = checkpoint / "offsets" / str(number)
+        return json.loads(entry.read_text().splitlines()[-1]) if entry.is_file() else {}
 
-    def newest(self) -> int:
-        names = self.log.glob("*.json") if self.log.is_dir() else ()
-        return max((int(p.stem) for p in names if p.stem.isdigit()), default=-1)
-
-    def new_commits_wrote(self, partitions: set[int]) -> bool:
-        """Whether a commit made since the last look wrote one of ``partitions``."""
-        newest, wrote = self.newest(), set()
-        for version in range(self.seen + 1, newest + 1):
-            for line in (self.log / f"{version:020d}.json").read_text().splitlines():
-                txn = json.loads(line).get("txn")
-                if txn and txn["appId"].startswith(self.prefix):
-                    wrote.add(int(txn["appId"][len(self.prefix) :]))
-        self.seen = newest
-        return bool(wrote & partitions)
+    end, start = offset(batch), offset(batch - 1)
+    read = set()
+    for topic, ends in end.get("offsets", {}).items():
+        begun = {**end.get("starts", {}).get(topic, {}), **start.get("offsets", {}).get(topic, {})}
+        read |= {int(p) for p, at in ends.items() if p in begun and at > begun[p]}
+    return read
 
 
 def landed_ends(table: Path, group: str, topic: str) -> dict[int, int]:
@@ -184,17 +179,18 @@ def landed_ends(table: Path, group: str, topic: str) -> dict[int, int]:
 def test_copies_of_kafka_to_delta_write_exactly_once_under_churn(
     bootstrap_servers: str, topic_name: str, group_store: str, tmp_path: Path
 ) -> None:
-    """Two copies of the job in one group write one table while records keep arriving.
+    """Two copies of the job in one group write one table while 300 records a second arrive.
 
-    Copy a is killed (SIGKILL, its member never leaves) right after one of its batches landed
-    in the table, and Spark's last commit-log entry (and any later batch's planned offsets) is
-    removed from its checkpoint, which is the checkpoint as a kill a moment earlier leaves it.
-    It stays down until its session timed out and copy b wrote its partitions: b starts them
-    at the group's commit, below what a landed, and the writer drops what b reads again. Then
-    a restarts on its checkpoint: the batch it runs again is of partitions b owns now, and is
-    skipped. Meanwhile b is stopped cleanly (SIGTERM to its Python process: its query stops,
-    it exits 0) and restarted on its checkpoint, both starts at once (a restart costs about
-    30 s on two cores). The table ends with every produced record once."""
+    Three kills, a, b, then a again: the victim is killed (SIGKILL, its member never leaves)
+    right after one of its batches landed in the table, and Spark's last commit-log entry (and
+    any later batch's planned offsets) is removed from its checkpoint, which is the checkpoint
+    as a kill a moment earlier leaves it. It stays down until its session timed out and the
+    other copy wrote its partitions: that copy starts them at the group's commit, below what
+    the victim landed, and the writer drops what it reads again. Then the victim restarts on
+    its checkpoint: the batch it runs again is of partitions the other copy owns now, and is
+    skipped. After the first kill, b is also stopped cleanly (SIGTERM to its Python process:
+    its query stops, it exits 0) and restarted on its checkpoint, both starts at once (a
+    restart costs about 30 s on two cores). The table ends with every produced record once."""
     create_topic(bootstrap_servers, topic_name, PARTITIONS)
     table = tmp_path / "table"
     group = f"ingest-{uuid.uuid4().hex[:6]}"
@@ -209,7 +205,7 @@ def test_copies_of_kafka_to_delta_write_exactly_once_under_churn(
         "--group-store", group_store,
         "--table", str(table),
         "--trigger", "2s",  # the documented short form
-        "--max-offsets-per-trigger", "400",
+        "--max-offsets-per-trigger", "2000",
         "--option", "startingOffsets=earliest",
         "--option", "heartbeatIntervalMs=500",
         "--option", "sessionTimeoutMs=6000",
@@ -220,8 +216,64 @@ def test_copies_of_kafka_to_delta_write_exactly_once_under_churn(
     def phase(what: str) -> None:
         print(f"{time.monotonic() - began:5.1f} s: {what}")
 
+    def back(copies: tuple[JobCopy, ...], since: set[str]) -> bool:
+        """Both copies hold partitions of a stable group, ``copies`` as new members."""
+        return stable_with(group_store, group, 2, PARTITIONS) and all(
+            {m for m, parts in members_of(group_store, group, copy).items() if parts} - since
+            for copy in copies
+        )
+
+    def kill_after_a_landed_batch(victim: JobCopy, other: JobCopy) -> None:
+        """The kill right after a batch of the victim landed (its commit-log entry written,
+        then removed), the victim down until ``other`` wrote its partitions, its restart; the
+        restart skips that batch, whose partitions ``other`` owns now, and ``other`` dropped
+        what it read again below what the victim had landed."""
+        held = held_by(group_store, group, victim)
+        assert held, describe_group(group_store, group)
+        seen = last_batch(victim.checkpoint, "commits")
+        wait_until(
+            lambda: last_batch(victim.checkpoint, "commits") != seen,
+            60, f"a batch of {victim.name} in the table", poll_s=0.05,
+        )  # fmt: skip
+        victim.kill()
+        committed = last_batch(victim.checkpoint, "commits")
+        assert committed is not None
+        remove_batches_from(victim.checkpoint, log="commits", first=committed)
+        remove_batches_from(victim.checkpoint, log="offsets", first=committed + 1)
+        replayed = replayed_partitions(victim.checkpoint, committed)
+        assert replayed, f"{victim.name}'s batch {committed} read no records"
+        at_kill = landed_ends(table, group, topic_name)
+        # What the group had committed of the victim's partitions: where other takes them over.
+        taken = {tp.partition: end for tp, end in committed_offsets(group_store, group).items()}
+        phase(f"{victim.name} killed after its batch {committed} of {sorted(replayed)} landed: "
+              f"landed {at_kill}, committed {taken}")  # fmt: skip
+
+        def moved() -> bool:
+            if not stable_with(group_store, group, 1, PARTITIONS):
+                return False
+            now = landed_ends(table, group, topic_name)
+            return all(now[p] > at_kill[p] for p in held)
+
+        wait_until(moved, 90, f"{other.name} writing {victim.name}'s partitions {held}", poll_s=0.5)
+        phase(f"{other.name} wrote {victim.name}'s partitions; {victim.name} restarts")
+        dropped = [
+            f"holds partition {topic_name}-{partition} offsets {taken.get(partition, 0)} to"
+            for partition in replayed
+            if taken.get(partition, 0) < at_kill[partition]
+        ]
+        wait_until(
+            lambda: all(line in other.output() for line in dropped),
+            30, f"{other.name} dropping what it read again below {at_kill}",
+        )  # fmt: skip
+        victim.start()
+        skipped = [f"Skipping {topic_name}-{partition} [" for partition in replayed]
+        wait_until(
+            lambda: all(line in victim.output(current=True) for line in skipped),
+            180, f"{victim.name}'s restart skipping its batch {committed} of {sorted(replayed)}",
+        )  # fmt: skip
+
     producer = SteadyProducer(
-        bootstrap_servers, topic_name, PARTITIONS, per_round=2, interval_s=0.5
+        bootstrap_servers, topic_name, PARTITIONS, per_round=15, interval_s=0.2
     )
     try:
         producer.start()
@@ -232,55 +284,26 @@ def test_copies_of_kafka_to_delta_write_exactly_once_under_churn(
             240, "both copies in the group and writing the table",
         )  # fmt: skip
         assert "Sink: ExactlyOnceDeltaWriter" in a.output(), a.output()[-5000:]
-
-        # Kill a right after a commit of its partitions landed.
         phase("both copies in the group, writing")
-        held = held_by(group_store, group, a)
-        assert held, describe_group(group_store, group)
-        watch = TableWatch(table, group, topic_name)
-        wait_until(lambda: watch.new_commits_wrote(held), 60, f"a commit of {held}", poll_s=0.05)
-        a.kill()
-        committed = last_batch(a.checkpoint, "commits")
-        if committed is not None:
-            remove_batches_from(a.checkpoint, log="commits", first=committed)
-            remove_batches_from(a.checkpoint, log="offsets", first=committed + 1)
-        at_kill = landed_ends(table, group, topic_name)
-        # What the group had committed of a's partitions, where b takes them over.
-        taken = {tp.partition: end for tp, end in committed_offsets(group_store, group).items()}
-        phase(
-            f"copy a killed after a commit of {sorted(held)}: landed {at_kill}, committed {taken}"
-        )
 
-        # Down until its partitions moved to b and b wrote them.
-        def moved() -> bool:
-            if not stable_with(group_store, group, 1, PARTITIONS):
-                return False
-            now = landed_ends(table, group, topic_name)
-            return all(now[p] > at_kill[p] for p in held)
+        for number, (victim, other) in enumerate([(a, b), (b, a), (a, b)]):
+            before = set(members_of(group_store, group, victim))
+            kill_after_a_landed_batch(victim, other)
+            restarted: tuple[JobCopy, ...] = (victim,)
+            if number == 0:
+                # Meanwhile a clean stop of b, and its restart: both come back as new members
+                # (one whose stop cut a batch stays in the group until its restart replaces it).
+                before |= set(members_of(group_store, group, b))
+                code = b.stop()
+                assert code == 0, first_errors(b.output(current=True))
+                phase("copy b stopped (exit 0); it restarts")
+                b.start()
+                restarted = (a, b)
+            wait_until(partial(back, restarted, before), 180, "copies a and b back in the group")
+            phase("copies a and b back in the group")
 
-        wait_until(moved, 90, f"copy b writing copy a's partitions {held}", poll_s=0.5)
-        phase("copy b wrote copy a's partitions; copy a restarts")
-        a.start()
-
-        # Meanwhile a clean stop of b, and its restart: both come back as new members (one
-        # whose stop cut a batch stays in the group until its restart replaces it).
-        before = set(members_of(group_store, group, b))
-        code = b.stop()
-        assert code == 0, first_errors(b.output(current=True))
-        phase("copy b stopped (exit 0); it restarts")
-        b.start()
-
-        def both_back() -> bool:
-            new_b = {m for m, parts in members_of(group_store, group, b).items() if parts}
-            return (
-                stable_with(group_store, group, 2, PARTITIONS)
-                and bool(held_by(group_store, group, a))
-                and bool(new_b - before)
-            )
-
-        wait_until(both_back, 180, "copies a and b back in the group")
         final = producer.stop()
-        phase(f"copies a and b back in the group; produced {sum(final.values())}")
+        phase(f"produced {sum(final.values())}")
         wait_until(
             lambda: landed_ends(table, group, topic_name) == final,
             120, f"every produced record in the table ({sum(final.values())})", poll_s=0.5,
@@ -299,17 +322,6 @@ def test_copies_of_kafka_to_delta_write_exactly_once_under_churn(
     assert result.duplicated == 0 and not result.lost, result.details()
     result.assert_ok()
     phase("every record in the table once")
-    # a's restart ran its last batch again, of partitions b owns now: skipped.
-    restart = a.output(current=True)
-    for partition in held:
-        assert f"Skipping {topic_name}-{partition} [" in restart, restart[-5000:]
-    # b took a's partitions over where the group's commit was, below the end of what a had
-    # landed: the writer dropped what it read again.
-    for partition in held:
-        start = taken.get(partition, 0)
-        if start < at_kill[partition]:
-            dropped = f"holds partition {topic_name}-{partition} offsets {start} to"
-            assert dropped in b.output(), b.output()[-5000:]
 
 
 def first_errors(output: str, *, limit: int = 12) -> str:
