@@ -9,11 +9,13 @@ scripts/setup creates; the jars come from ``.jvm/delta-spark``):
 By default the run starts a single-node Apache Kafka (KRaft) from the jars scripts/setup
 fetched; ``--bootstrap-servers`` uses an existing cluster. Every ``format("kafka-group")``
 query writes the source's key, value, topic, partition, offset and timestamp columns into a
-fresh Delta table on local disk, by one of three sinks:
+fresh Delta table on local disk, by one of four sinks:
 
 - ``writer``: ``foreachBatch(ExactlyOnceDeltaWriter(table, group=...))`` (delta-rs; exactly
   once across the group);
 - ``delta``: Spark's Delta sink, ``writeStream.format("delta")`` (delta-spark);
+- ``delta-table``: the same with the source's ``deltaSinkTable`` option naming the table (a
+  new owner starts past what the old owner's query landed; exactly once across the group);
 - ``append``: ``foreachBatch`` appending each batch's Arrow table with delta-rs
   (``write_deltalake``), no offsets recorded: the writer's transfer without its rules.
 
@@ -32,8 +34,10 @@ to the end of the survivor's first batch with records of the victim's partitions
 commit done), from the survivor's progress. Session timeout 6 s, heartbeat 0.5 s, trigger
 ``--trigger-ms``; ``--rounds`` rounds per sink, the median counts.
 
-The last line is ``key=value`` pairs: ``<sink>_rps`` (throughput), ``<sink>_takeover_s``
-(median), ``writer_vs_delta`` (writer / delta throughput), ``takeover_writer_minus_delta_s``.
+The last line is ``key=value`` pairs (a sink's ``-`` written ``_``): ``<sink>_rps``
+(throughput), ``<sink>_takeover_s`` (median), ``writer_vs_delta`` (writer / delta
+throughput), ``takeover_writer_minus_delta_s``, ``delta_table_vs_delta`` and
+``takeover_delta_table_minus_delta_s`` (what ``deltaSinkTable`` costs Spark's Delta sink).
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ from spark_kafka_group.testing.waiting import wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SINKS = ("writer", "delta", "append")
+SINKS = ("writer", "delta", "delta-table", "append")
 COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 #: Delta's SQL extension and catalog (as conf/spark-defaults.conf sets them).
 DELTA_SQL_CONF = {
@@ -202,7 +206,7 @@ def start_query(
     writer = frame.writeStream.option("checkpointLocation", checkpoint).trigger(
         processingTime=f"{trigger_ms} milliseconds"
     )
-    if sink == "delta":
+    if sink in ("delta", "delta-table"):
         return writer.format("delta").start(table)
     return writer.foreachBatch(batch_function(sink, table, options["groupId"])).start()
 
@@ -224,7 +228,10 @@ def batch_function(sink: str, table: str, group: str) -> Callable[[Any, int], No
     return append
 
 
-def source_options(servers: str, topic: str, group: str, store: str) -> dict[str, str]:
+def source_options(
+    servers: str, topic: str, group: str, store: str, *, sink: str, table: str
+) -> dict[str, str]:
+    """The source's options for a query writing ``table`` through ``sink``."""
     return {
         "kafka.bootstrap.servers": servers,
         "subscribe": topic,
@@ -233,7 +240,13 @@ def source_options(servers: str, topic: str, group: str, store: str) -> dict[str
         "startingOffsets": "earliest",
         "assignmentStrategy": "cooperative-sticky",
         **FAST_MEMBER_OPTIONS,
+        **({"deltaSinkTable": table} if sink == "delta-table" else {}),
     }
+
+
+def key(sink: str) -> str:
+    """The sink's name in the figures' keys."""
+    return sink.replace("-", "_")
 
 
 # ---------------------------------------------------------------------------- throughput
@@ -243,14 +256,17 @@ def throughput_round(
     spark: Any, sink: str, servers: str, topic: str, total: int, work: str, batch_records: int
 ) -> dict[str, float]:
     name = f"{sink}-{uuid.uuid4().hex[:6]}"
+    table = os.path.join(work, f"table-{name}")
     options = {
-        **source_options(servers, topic, f"bench-delta-{name}", os.path.join(work, "groups")),
+        **source_options(
+            servers, topic, f"bench-delta-{name}", os.path.join(work, "groups"),
+            sink=sink, table=table,
+        ),
         "maxOffsetsPerTrigger": str(batch_records),
-    }
+    }  # fmt: skip
     query = start_query(
-        spark, sink, options, os.path.join(work, f"table-{name}"),
-        os.path.join(work, f"checkpoint-{name}"), trigger_ms=0,
-    )  # fmt: skip
+        spark, sink, options, table, os.path.join(work, f"checkpoint-{name}"), trigger_ms=0
+    )
     try:
         wait_until(
             lambda: (
@@ -290,10 +306,11 @@ def takeover_round(
 ) -> float:
     """Seconds from the victim's kill to the survivor's first landing of its partitions."""
     name = f"{sink}-{uuid.uuid4().hex[:6]}"
-    options = source_options(
-        servers, topic, f"bench-takeover-{name}", os.path.join(work, "groups")
-    ) | {"startingOffsets": "latest"}
     table = os.path.join(work, f"takeover-{name}")
+    options = source_options(
+        servers, topic, f"bench-takeover-{name}", os.path.join(work, "groups"),
+        sink=sink, table=table,
+    ) | {"startingOffsets": "latest"}  # fmt: skip
     victim = subprocess.Popen(
         [
             sys.executable, "-m", "benchmarks.bench_delta_sink", "--sink", sink,
@@ -395,15 +412,25 @@ def main(argv: list[str] | None = None) -> int:
                 figures.update(takeover(spark, servers, work, sinks, args))
         finally:
             spark.stop()
-    if "writer_rps" in figures and "delta_rps" in figures:
-        figures["writer_vs_delta"] = (
-            f"{float(figures['writer_rps']) / float(figures['delta_rps']):.3f}"  # type: ignore[arg-type]
-        )
-    if "writer_takeover_s" in figures and "delta_takeover_s" in figures:
-        diff = float(figures["writer_takeover_s"]) - float(figures["delta_takeover_s"])  # type: ignore[arg-type]
-        figures["takeover_writer_minus_delta_s"] = f"{diff:.2f}"
+    figures.update(comparisons(figures))
     print_result(figures)
     return 0
+
+
+def comparisons(figures: Mapping[str, object]) -> dict[str, str]:
+    """Each sink against Spark's Delta sink, of what ``figures`` has: the throughput ratio and
+    the takeover's difference."""
+    compared = {}
+    for sink in ("writer", "delta_table"):
+        if f"{sink}_rps" in figures and "delta_rps" in figures:
+            ratio = float(str(figures[f"{sink}_rps"])) / float(str(figures["delta_rps"]))
+            compared[f"{sink}_vs_delta"] = f"{ratio:.3f}"
+        if f"{sink}_takeover_s" in figures and "delta_takeover_s" in figures:
+            diff = float(str(figures[f"{sink}_takeover_s"])) - float(
+                str(figures["delta_takeover_s"])
+            )
+            compared[f"takeover_{sink}_minus_delta_s"] = f"{diff:.2f}"
+    return compared
 
 
 def throughput(
@@ -425,12 +452,12 @@ def throughput(
                 except Exception as exc:  # the other sinks' figures still count
                     print(f"round {round_} {sink}: failed: {exc}", flush=True)
                     continue
-                print(f"round {round_} {sink:7s} {rate['rps']:10,.0f} rows/s steady "
+                print(f"round {round_} {sink:11s} {rate['rps']:10,.0f} rows/s steady "
                       f"({rate['rows']:,.0f} rows in {rate['seconds']:.2f}s; start-up "
                       f"{rate['startup_s']:.2f}s)", flush=True)  # fmt: skip
                 if rate["rps"] > best.get(sink, {"rps": -1.0})["rps"]:
                     best[sink] = rate
-    return {f"{sink}_rps": f"{rate['rps']:.0f}" for sink, rate in best.items()}
+    return {f"{key(sink)}_rps": f"{rate['rps']:.0f}" for sink, rate in best.items()}
 
 
 def takeover(
@@ -456,8 +483,10 @@ def takeover(
                     print(f"round {round_} {sink}: failed: {exc}", flush=True)
                     continue
                 seconds[sink].append(took)
-                print(f"round {round_} {sink:7s} takeover {took:.2f}s", flush=True)
-    return {f"{sink}_takeover_s": f"{statistics.median(v):.2f}" for sink, v in seconds.items() if v}
+                print(f"round {round_} {sink:11s} takeover {took:.2f}s", flush=True)
+    return {
+        f"{key(sink)}_takeover_s": f"{statistics.median(v):.2f}" for sink, v in seconds.items() if v
+    }
 
 
 if __name__ == "__main__":

@@ -7,7 +7,13 @@ import json
 
 import pytest
 
-from benchmarks.bench_delta_sink import first_landing, partitions_read, steady_rate
+from benchmarks.bench_delta_sink import (
+    comparisons,
+    first_landing,
+    partitions_read,
+    source_options,
+    steady_rate,
+)
 
 FIVE_UTC = 1_795_928_400.0  # 2026-11-29T05:00:00Z
 
@@ -61,3 +67,25 @@ def test_the_takeover_lands_at_the_end_of_the_first_batch_with_a_victims_partiti
     assert first_landing([before, survivors_only], {1}, killed) is None
     landed = first_landing([before, survivors_only, taken], {1}, killed)
     assert landed == pytest.approx(FIVE_UTC + 11.75)
+
+
+def test_each_sink_is_compared_with_spark_s_delta_sink_where_both_were_measured() -> None:
+    figures = {
+        "writer_rps": "80000", "delta_rps": "10000", "delta_table_rps": "9500",
+        "writer_takeover_s": "6.80", "delta_takeover_s": "15.81",
+    }  # fmt: skip
+    assert comparisons(figures) == {
+        "writer_vs_delta": "8.000",
+        "delta_table_vs_delta": "0.950",
+        "takeover_writer_minus_delta_s": "-9.01",
+    }
+    assert comparisons({"writer_rps": "1"}) == {}
+
+
+def test_only_the_delta_table_sink_names_its_table_to_the_source() -> None:
+    for sink in ("writer", "delta", "append"):
+        assert "deltaSinkTable" not in source_options(
+            "k:9092", "t", "g", "/s", sink=sink, table="/t"
+        )
+    options = source_options("k:9092", "t", "g", "/s", sink="delta-table", table="/t")
+    assert options["deltaSinkTable"] == "/t"
