@@ -88,6 +88,9 @@ class FixedAssignmentMember:
         offsets = self._client.fold().group.offsets
         return {tp: o.offset for tp, o in offsets.items()}
 
+    def group_members(self) -> frozenset[str]:
+        return frozenset(self._client.fold().group.members)
+
     def commit(
         self,
         offsets: Mapping[TopicPartition, int],

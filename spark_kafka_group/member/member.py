@@ -211,6 +211,10 @@ class GroupMember:
         store)."""
         return {tp: o.offset for tp, o in self._loop.published.committed.items()}
 
+    def group_members(self) -> frozenset[str]:
+        """The group's members as the last step published them (no read of the store)."""
+        return self._loop.published.members
+
     def commit(
         self,
         offsets: Mapping[TopicPartition, int],

@@ -396,8 +396,9 @@ class Membership:
 
     def _publish(self) -> None:
         """What other threads read of the member: a copy, made by its owner, swapped whole."""
-        committed: Committed = MappingProxyType(dict(self._client.coordinator.group.offsets))
-        self.published = Published(self.member_id, committed, self._fatal)
+        group = self._client.coordinator.group
+        committed: Committed = MappingProxyType(dict(group.offsets))
+        self.published = Published(self.member_id, committed, frozenset(group.members), self._fatal)
 
     def next_step_delay_s(self) -> float:
         """How long until the member's next step (the heartbeat thread's timer)."""

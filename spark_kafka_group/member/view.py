@@ -48,6 +48,8 @@ class Published:
     member_id: str
     #: The log's committed offsets, an immutable copy.
     committed: Committed = field(default_factory=lambda: MappingProxyType({}))
+    #: The ids of the group's members (one that left or expired is not among them).
+    members: frozenset[str] = frozenset()
     #: Why the member stopped for good (fenced, a refused option), or None.
     failure: Exception | None = None
 
@@ -93,6 +95,10 @@ class Member(Protocol):
 
     def committed_offsets(self) -> dict[TopicPartition, int]:
         """The group's committed offsets."""
+        ...
+
+    def group_members(self) -> frozenset[str]:
+        """The ids of the group's members (one that left or expired is not among them)."""
         ...
 
     #: Called with this member's offsets once the group log holds them, whoever wrote them

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from spark_kafka_group.group.metadata import TopicPartition, partition_name
 from spark_kafka_group.sink.takeover import (
     PLANS_KEPT,
     CompletedBatch,
-    LandedRange,
+    Found,
     PlannedBatch,
+    Superseded,
     Unresolved,
     landed_ranges,
+    spent,
     take_over,
 )
 from spark_kafka_group.store.paths import group_log_uri
@@ -65,9 +67,10 @@ class SinkBatches:
         self._written += 1
         self._files.put_plans(self._member, self._written, list(self._plans))
 
-    def landed_by_others(self, me: str) -> list[dict[TopicPartition, LandedRange]]:
-        """What every other member's query landed past its newest completed batch."""
-        found: list[dict[TopicPartition, LandedRange]] = []
+    def found_in_others(self, me: str) -> dict[str, Found]:
+        """Per other member with a completed batch: what its query landed past that batch,
+        or why that is not known (superseded by a later incarnation, unresolved)."""
+        found: dict[str, Found] = {}
         table = None
         others = self._files.read_all(except_member=me)
         # A query restarted on its checkpoint goes on under a new member: its earlier
@@ -85,7 +88,8 @@ class SinkBatches:
                              "not read", member)  # fmt: skip
                 continue
             if completed.batch_id < newest[completed.query_id]:
-                continue  # an earlier incarnation of a query that went on
+                found[member] = Superseded(completed.query_id)
+                continue
             if table is None:
                 table = self._open_table()
             version = None if table is None else table.transaction_version(completed.query_id)
@@ -94,22 +98,35 @@ class SinkBatches:
                 log.warning("member %s: what its query landed in %s is not known: %s; a "
                             "partition it held starts at the group's committed offset",
                             member, self.table, ranges.reason)  # fmt: skip
-                continue
-            found.append(ranges)
+            found[member] = ranges
         return found
 
     def positions(
-        self, me: str, positions: Mapping[TopicPartition, int]
+        self,
+        me: str,
+        positions: Mapping[TopicPartition, int],
+        *,
+        committed: Mapping[TopicPartition, int],
+        members: Collection[str],
     ) -> dict[TopicPartition, int]:
-        """``positions`` of partitions new to member ``me``, moved past what others landed."""
+        """``positions`` of partitions new to member ``me``, moved past what others landed;
+        then the files of members gone from the group (``members``) that no later owner needs
+        (given the group's ``committed`` offsets) are deleted."""
         if not positions:
             return dict(positions)
-        moved = take_over(positions, self.landed_by_others(me))
+        found = self.found_in_others(me)
+        moved = take_over(positions, [r for r in found.values() if isinstance(r, Mapping)])
         for tp in sorted(positions):
             if moved[tp] != positions[tp]:
                 log.info("%s starts at %d, not %d: its previous owner's query landed [%d, %d) "
                          "in %s", partition_name(*tp), moved[tp], positions[tp], positions[tp],
                          moved[tp], self.table)  # fmt: skip
+        gone = sorted(spent(found, committed, members))
+        if gone:
+            self._files.drop(*gone)
+            log.info("deleted the batch files of %d member(s) gone from the group, whose "
+                     "landed records the group has committed: %s", len(gone),
+                     ", ".join(gone))  # fmt: skip
         return moved
 
     def _open_table(self) -> DeltaTable | None:

@@ -19,7 +19,7 @@ last plan that landed, and so what the member wrote past the group's committed o
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -149,6 +149,36 @@ def take_over(
                     position, changed = r.end, True
         moved[tp] = position
     return moved
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """The files of an earlier incarnation of query ``query_id``, which went on (restarted on
+    its checkpoint) under another member: that member's files account for its batches."""
+
+    query_id: str
+
+
+#: What a new owner learnt from one other member's files.
+Found = Mapping[TopicPartition, LandedRange] | Unresolved | Superseded
+
+
+def spent(
+    found: Mapping[str, Found], committed: Mapping[TopicPartition, int], members: Collection[str]
+) -> set[str]:
+    """The members whose files no new owner will need again, to be deleted: gone from the
+    group (not in ``members``) and either superseded, unresolved (their plans will never reach
+    the table's version: a gone member writes none), or with every partition their query landed
+    committed by the group at or past the landed end (a new owner starts there anyway). A
+    member still in the group, or whose landed records a later owner may still meet above the
+    group's commit, keeps its files."""
+    gone = {member: what for member, what in found.items() if member not in members}
+    return {
+        member
+        for member, what in gone.items()
+        if isinstance(what, (Unresolved, Superseded))
+        or all(committed.get(tp, -1) >= r.end for tp, r in what.items())
+    }
 
 
 # -- the objects' JSON -----------------------------------------------------------------------

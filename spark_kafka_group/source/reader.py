@@ -488,8 +488,10 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         )
         if self._sink_batches is not None:
             # Past what a previous owner that died before its group commit landed in the table.
-            positions = self._sink_batches.positions(member.current_holdings().member_id,
-                                                     positions)  # fmt: skip
+            positions = self._sink_batches.positions(
+                member.current_holdings().member_id, positions,
+                committed=committed, members=member.group_members(),
+            )  # fmt: skip
         discovered = self._at_start.discovered(partitions)
         for tp in partitions:
             origin = "committed offset" if tp in checked else "startingOffsets"

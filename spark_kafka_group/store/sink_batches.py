@@ -5,7 +5,8 @@ queries that write through Spark's own Delta sink (the ``deltaSinkTable`` option
 ``_sink_batches/<member id>@<n>``: the member's newest plans (the n-th write of its life), put
 before Spark runs the batch; ``_sink_batches/<member id>~listener@<batch id + 1>``: the newest
 batch its progress listener saw complete. Blind puts of numbered files (:mod:`.member_files`),
-the previous one deleted; read only when a partition changes owner.
+the previous one deleted; read only when a partition changes owner, when the reader deletes
+the files of members gone from the group that no later owner needs.
 """
 
 from __future__ import annotations
@@ -68,5 +69,6 @@ class SinkBatchFiles:
                 batches.plans = decode_plans(data)
         return found
 
-    def drop(self, member_id: str) -> None:
-        self._files.drop(member_id, member_id + _LISTENER)
+    def drop(self, *member_ids: str) -> None:
+        """Delete every file of ``member_ids``: their plans and their listeners' batches."""
+        self._files.drop(*member_ids, *(m + _LISTENER for m in member_ids))

@@ -19,14 +19,17 @@ from spark_kafka_group.sink.takeover import (
     PLANS_KEPT,
     BatchEnd,
     CompletedBatch,
+    Found,
     LandedRange,
     PlannedBatch,
+    Superseded,
     Unresolved,
     decode_completed,
     decode_plans,
     encode_completed,
     encode_plans,
     landed_ranges,
+    spent,
     take_over,
 )
 from spark_kafka_group.store.sink_batches import SinkBatchFiles
@@ -40,9 +43,13 @@ def resolved(ranges: dict[TopicPartition, LandedRange] | Unresolved):
 
 
 def chain(
-    initial: dict[TopicPartition, int], steps: list[dict[TopicPartition, int]], *, generation=1
+    initial: dict[TopicPartition, int],
+    steps: list[dict[TopicPartition, int]],
+    *,
+    generation=1,
+    member="m",
 ) -> list[PlannedBatch]:
-    """Batches 0, 1, ... of member m: each adds ``steps[i]`` records to its partitions; a
+    """Batches 0, 1, ... of ``member``: each adds ``steps[i]`` records to its partitions; a
     partition first seen in a step starts at offset 0."""
     plans = []
     after = BatchEnd(-1, "", {})
@@ -54,7 +61,7 @@ def chain(
             starts = {**starts, **{tp: initial[tp] for tp in initial}}
         ends = {tp: offsets.get(tp, 0) + n for tp, n in step.items()}
         # generation moves with the batch number, so no two ends are equal
-        end = BatchEnd(generation + i, "m", ends)
+        end = BatchEnd(generation + i, member, ends)
         plans.append(PlannedBatch(after, end, starts))
         offsets.update(ends)
         after = end
@@ -199,15 +206,19 @@ def test_a_new_owner_reads_the_dead_member_s_files_and_the_table(tmp_path: Path)
     completed = CompletedBatch("q-dead", 1, plans[1].end)
     record_completed(store, "g", "m", completed, storage_options=None, files=files)
     new_owner = SinkBatches(table, store=store, group_id="g")
-    assert new_owner.positions("m-new", {A: 20}) == {A: 20}  # no table yet
+
+    def positions(me: str, at: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return new_owner.positions(me, at, committed={}, members={me})
+
+    assert positions("m-new", {A: 20}) == {A: 20}  # no table yet
     for batch_id in range(3):
         spark_sink_batch(table, "q-dead", batch_id)
     spark_sink_batch(table, "q-other", 9)
-    assert new_owner.positions("m-new", {A: 20}) == {A: 30}  # batch 2 landed
+    assert positions("m-new", {A: 20}) == {A: 30}  # batch 2 landed
     spark_sink_batch(table, "q-dead", 3)
-    assert new_owner.positions("m-new", {A: 20}) == {A: 40}
-    assert new_owner.positions("m-new", {A: 5}) == {A: 5}  # below: a reset reads again
-    assert new_owner.positions("m", {A: 20}) == {A: 20}  # a member's own files are not read
+    assert positions("m-new", {A: 20}) == {A: 40}
+    assert positions("m-new", {A: 5}) == {A: 5}  # below: a reset reads again
+    assert positions("m", {A: 20}) == {A: 20}  # a member's own files are not read
 
 
 def test_an_earlier_incarnation_of_a_query_that_went_on_is_read_from_the_newest(
@@ -232,5 +243,80 @@ def test_an_earlier_incarnation_of_a_query_that_went_on_is_read_from_the_newest(
         spark_sink_batch(table, "q", batch_id)
     caplog.set_level("INFO", logger="spark_kafka_group.sink.spark_delta")
     new_owner = SinkBatches(table, store=store, group_id="g")
-    assert new_owner.positions("m-new", {A: 40}) == {A: 40}
+    assert new_owner.positions("m-new", {A: 40}, committed={}, members={"m-new"}) == {A: 40}
     assert "not known" not in caplog.text
+    # The first incarnation's files are deleted; the newest's stay (40 is not committed).
+    left = sorted(p.name for p in (tmp_path / "groups" / "g" / "_sink_batches").iterdir())
+    assert left == ["m-later~listener@4"]
+
+
+def test_files_are_spent_once_their_member_is_gone_and_what_it_landed_is_committed() -> None:
+    landed = {A: LandedRange(10, 20), B: LandedRange(5, 5)}
+    found: dict[str, Found] = {
+        "gone-committed": landed,
+        "gone-uncommitted": {A: LandedRange(10, 30)},
+        "alive": landed,
+        "superseded": Superseded("q"),
+        "unresolved": Unresolved("plans too old"),
+        "alive-superseded": Superseded("q"),
+    }
+    committed = {A: 20, B: 5}
+    members = {"alive", "alive-superseded"}
+    assert spent(found, committed, members) == {"gone-committed", "superseded", "unresolved"}
+    # A partition the group never committed keeps its landed range's files.
+    assert spent({"gone": {C: LandedRange(0, 1)}}, committed, set()) == set()
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["m1", "m2", "m3", "m4"]),
+        st.dictionaries(
+            st.sampled_from([A, B, C]),
+            st.tuples(st.integers(0, 50), st.integers(0, 50)).map(
+                lambda t: LandedRange(min(t), max(t))
+            ),
+        ),
+    ),
+    st.dictionaries(st.sampled_from([A, B, C]), st.integers(0, 60)),
+    st.sets(st.sampled_from(["m1", "m2", "m3", "m4"])),
+)
+def test_no_files_a_later_owner_may_need_are_spent(found, committed, members) -> None:
+    """Whatever the group's commits: a member in the group keeps its files, and so does one
+    with a landed record above the group's commit of its partition (a new owner starting at
+    that commit needs them to skip it)."""
+    for member in spent(found, committed, members):
+        assert member not in members
+        assert all(committed.get(tp, -1) >= r.end for tp, r in found[member].items())
+
+
+def test_a_takeover_deletes_the_files_of_a_gone_member_whose_landed_records_are_committed(
+    tmp_path: Path,
+) -> None:
+    store, table = str(tmp_path / "groups"), str(tmp_path / "events")
+    directory = tmp_path / "groups" / "g" / "_sink_batches"
+    (tmp_path / "groups" / "g").mkdir(parents=True)
+    files: dict = {}
+    for member, query in (("dead", "q-dead"), ("alive", "q-alive")):
+        plans = chain({A: 0}, [{A: 10}, {A: 10}], member=member)
+        writer = SinkBatches(table, store=store, group_id="g")
+        for plan in plans:
+            writer.record(plan)
+        record_completed(store, "g", member, CompletedBatch(query, 0, plans[0].end),
+                         storage_options=None, files=files)  # fmt: skip
+        for batch_id in range(2):
+            spark_sink_batch(table, query, batch_id)
+    new_owner = SinkBatches(table, store=store, group_id="g")
+
+    def positions(committed: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return new_owner.positions("m-new", {A: 10}, committed=committed,
+                                   members={"m-new", "alive"})  # fmt: skip
+
+    assert positions({A: 10}) == {A: 20}  # "dead" landed [10, 20), not committed: kept
+    assert {p.name.split("@")[0] for p in directory.iterdir()} == {
+        "dead",
+        "dead~listener",
+        "alive",
+        "alive~listener",
+    }
+    assert positions({A: 20}) == {A: 20}  # committed past what it landed: deleted
+    assert {p.name.split("@")[0] for p in directory.iterdir()} == {"alive", "alive~listener"}
