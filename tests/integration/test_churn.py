@@ -7,7 +7,8 @@ by batch id), and three of another group on the same topic write one Delta table
 Spark's commit log leaves that batch uncommitted) and restarted on its own checkpoint: one
 group's restart, then the other's, at least 6 s apart (about 10 s on two busy cores, where a
 restart takes that long to run its first batch). The sinks, read back (the parquet through its
-``_spark_metadata``), hold every produced (partition, offset) exactly once.
+``_spark_metadata``), hold every produced (partition, offset) exactly once. The same churn
+through Spark's own Delta sink (delta-spark) is test_churn_spark_delta.py's.
 
 ``CHURN_SECONDS`` sets how long the queries are churned (default 60: three restarts of each
 group on two busy cores; the test takes about 3 minutes there, Spark's start included).
@@ -150,28 +151,28 @@ def delta_records(uri: str) -> list[tuple[int, int]]:
     return list(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
 
 
-def test_queries_stopped_and_restarted_under_churn_read_every_record_once(
-    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+#: A query stopped before its last batch's end reached the group (a cut batch, or a stop
+#: between Spark's commit log and the batch's progress event) stays in its group until its
+#: restart replaces it, for at most the session timeout: a deploy that wants no record read
+#: twice sets it above its restart time. Here a restart may need five tries when Spark's
+#: streaming-source process does not connect back within Spark's 10 s: 90 s and more.
+TIMEOUTS = {"sessionTimeoutMs": "150000", "rebalanceTimeoutMs": "20000"}
+
+
+def churn(
+    groups: list[Churned],
+    landed: dict[str, Callable[[], list[tuple[int, int]]]],
+    *,
+    bootstrap_servers: str,
+    topic: str,
+    group_store: str,
 ) -> None:
+    """Each group's three queries started, then, under a steady producer, one query of each
+    group stopped and restarted every ``interval_s`` for ``CHURN_SECONDS``; every produced
+    record in each group's sink (``landed``, by group id) exactly once."""
     duration_s = float(os.environ.get("CHURN_SECONDS", "60"))
     interval_s = 12.0
-    create_topic(bootstrap_servers, topic_name, PARTITIONS)
-    # A query stopped before its last batch's end reached the group (a cut batch, or a stop
-    # between Spark's commit log and the batch's progress event) stays in its group until its
-    # restart replaces it, for at most the session timeout: a deploy that wants no record read
-    # twice sets it above its restart time. Here a restart may need five tries when Spark's
-    # streaming-source process does not connect back within Spark's 10 s: 90 s and more.
-    timeouts = {"sessionTimeoutMs": 150000, "rebalanceTimeoutMs": 20000}
-    uri = str(tmp_path / "events-table")
-
-    def options(group: str) -> dict[str, str]:
-        return source_options(bootstrap_servers, topic_name, group, group_store, **timeouts)
-
-    groups = [
-        _parquet_group(spark, options("g-churn-parquet"), tmp_path),
-        _delta_group(spark, options("g-churn-delta"), tmp_path, uri),
-    ]
-    producer = SteadyProducer(bootstrap_servers, topic_name, PARTITIONS, per_round=10)
+    producer = SteadyProducer(bootstrap_servers, topic, PARTITIONS, per_round=10)
     began = time.monotonic()
     try:
         for g in groups:  # one group at a time: six Python workers at once start slowly
@@ -181,24 +182,20 @@ def test_queries_stopped_and_restarted_under_churn_read_every_record_once(
                 240, f"three stable members of {g.group}",
             )  # fmt: skip
         producer.start()
-        wait_until(
-            lambda: parquet_records(spark, tmp_path) and delta_records(uri), 120, "reading",
-            poll_s=2,
-        )  # fmt: skip
+        wait_until(lambda: all(read() for read in landed.values()), 120, "reading", poll_s=2)
         churn_began, restarts = time.monotonic(), 0
         while time.monotonic() - churn_began < duration_s:
-            for g in groups:  # one group's restart, then the other's half an interval later
+            for g in groups:  # one group's restart, then the next's, spread over an interval
                 began_at = time.monotonic()
                 g.restart(restarts % QUERIES)
-                time.sleep(max(0.0, interval_s / 2 - (time.monotonic() - began_at)))
+                time.sleep(max(0.0, interval_s / len(groups) - (time.monotonic() - began_at)))
             restarts += 1
         final = producer.stop()
         total = sum(final.values())
         wait_until(
             lambda: all(g.alive() for g in groups)
-            and len(set(parquet_records(spark, tmp_path))) >= total
-            and len(set(delta_records(uri))) >= total,
-            180, "every record in both sinks", poll_s=3,
+            and all(len(set(read())) >= total for read in landed.values()),
+            180, "every record in every sink", poll_s=3,
         )  # fmt: skip
         time.sleep(3)  # anything landing twice would land now
     finally:
@@ -208,19 +205,39 @@ def test_queries_stopped_and_restarted_under_churn_read_every_record_once(
                 if q.isActive:
                     stop_between_batches(q)
     print(
-        f"churn: {duration_s:.0f} s, {restarts} restarts of each group's queries, stops with a "
-        f"batch in flight: parquet {groups[0].interrupted}, delta {groups[1].interrupted}; "
-        f"slowest restart: parquet {groups[0].slowest_restart_s:.0f} s, "
-        f"delta {groups[1].slowest_restart_s:.0f} s; {time.monotonic() - began:.0f} s in all"
-    )
+        f"churn: {duration_s:.0f} s, {restarts} restarts of each group's queries; "
+        + "; ".join(
+            f"{g.group}: {g.interrupted} stops with a batch in flight, slowest restart "
+            f"{g.slowest_restart_s:.0f} s" for g in groups
+        )
+        + f"; {time.monotonic() - began:.0f} s in all"
+    )  # fmt: skip
     for g in groups:
         assert all(q.exception() is None for q in g.queries), [q.exception() for q in g.queries]
-    for name, landed, g in (
-        ("parquet", parquet_records(spark, tmp_path), groups[0]),
-        ("delta", delta_records(uri), groups[1]),
-    ):
         result = check_landed(
-            final, landed, group_records(group_store, g.group), topic=topic_name, sink=name
-        )
+            final, landed[g.group](), group_records(group_store, g.group), topic=topic,
+            sink=g.group,
+        )  # fmt: skip
         assert result.duplicated == 0, result.details()
         result.assert_ok()
+
+
+def test_queries_stopped_and_restarted_under_churn_read_every_record_once(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    create_topic(bootstrap_servers, topic_name, PARTITIONS)
+    uri = str(tmp_path / "events-table")
+
+    def options(group: str) -> dict[str, str]:
+        return source_options(bootstrap_servers, topic_name, group, group_store, **TIMEOUTS)
+
+    parquet = _parquet_group(spark, options("g-churn-parquet"), tmp_path)
+    delta = _delta_group(spark, options("g-churn-delta"), tmp_path, uri)
+    landed = {
+        parquet.group: lambda: parquet_records(spark, tmp_path),
+        delta.group: lambda: delta_records(uri),
+    }
+    churn(
+        [parquet, delta], landed,
+        bootstrap_servers=bootstrap_servers, topic=topic_name, group_store=group_store,
+    )  # fmt: skip
