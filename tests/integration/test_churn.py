@@ -7,8 +7,7 @@ by batch id), and three of another group on the same topic write one Delta table
 Spark's commit log leaves that batch uncommitted) and restarted on its own checkpoint: one
 group's restart, then the other's, at least 6 s apart (about 10 s on two busy cores, where a
 restart takes that long to run its first batch). The sinks, read back (the parquet through its
-``_spark_metadata``), hold every produced (partition, offset) exactly once. The same churn
-through Spark's own Delta sink (delta-spark) is test_churn_spark_delta.py's.
+``_spark_metadata``), hold every produced (partition, offset) exactly once.
 
 ``CHURN_SECONDS`` sets how long the queries are churned (default 60: three restarts of each
 group on two busy cores; the test takes about 3 minutes there, Spark's start included).

@@ -208,7 +208,7 @@ def bounce(
 
 def test_bounce(tmp_path, bootstrap_servers, topic_name, group_store) -> None:
     result, records, _ = bounce(
-        tmp_path, bootstrap_servers, topic_name, group_store, "g-bounce", static=False, rounds=3
+        tmp_path, bootstrap_servers, topic_name, group_store, "g-bounce", static=False, rounds=2
     )
     result.assert_ok()
     assert rejoined_after_expiry(records) == []
