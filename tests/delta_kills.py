@@ -5,7 +5,7 @@ partitions have their new owner, no (partition, offset) may be in the table twic
 And the two members of the ``ExactlyOnceDeltaWriter`` tests (tests/integration/
 test_exactly_once_delta*.py): the victim, a separate process writing the table through its
 writer, and the survivor in the test's session, writing through its own; and their kill chain
-(:func:`writer_kill_chain`), which two test files run, each point one way in each."""
+(:func:`writer_kill_chain`)."""
 
 from __future__ import annotations
 

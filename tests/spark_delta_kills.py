@@ -35,13 +35,13 @@ PARTITIONS = 4
 #: the one before completed, so the takeover knows where its query's batches begin.
 KILL_BATCH = 2
 
-#: The kills of test_exactly_once_spark_delta.py's chain: every point of kill_points.POINTS
+#: The kills of the chain (test_exactly_once_spark_delta.py): every point of kill_points.POINTS
 #: once. Three are moves, for what is this path's own, the new owner's position from the
 #: table: before the sink (nothing landed: nothing may be skipped), after the sink's commit
 #: (landed, in neither Spark's commit log nor the group log), during the group commit (the end
 #: in a commit object, not in the log). After Spark's commit log and before the group commit,
 #: the member restarts on its checkpoint: Spark's own per-query idempotence, with the group's
-#: commit still to come. Each point the other way: test_exactly_once_spark_delta_other_way.py.
+#: commit still to come.
 SCHEDULE = [
     ("before-sink", "moves"),
     ("after-sink", "moves"),

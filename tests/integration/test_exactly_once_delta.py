@@ -30,8 +30,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker]
 def test_a_member_killed_at_each_point_of_a_batch_leaves_no_duplicate(
     spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:
-    """Each kill point once (kill_points.KILLS: a restart and a move in turn); the other way
-    for each point is test_exactly_once_delta_other_way.py's (:func:`writer_kill_chain`)."""
+    """Each kill point once, a restart and a move in turn (kill_points.KILLS;
+    :func:`tests.delta_kills.writer_kill_chain`)."""
     writer_kill_chain(spark, bootstrap_servers, topic_name, group_store, tmp_path,
                       kill_points.KILLS)  # fmt: skip
 
