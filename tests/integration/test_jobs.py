@@ -17,7 +17,6 @@ import time
 import uuid
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 from deltalake import DeltaTable
@@ -26,6 +25,7 @@ from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.ops.admin import describe_group
 from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
 from spark_kafka_group.sink.landed import app_id
+from spark_kafka_group.source.offsets import SourceOffset
 from spark_kafka_group.store.files import query_table
 from spark_kafka_group.testing.group_log import group_records
 from spark_kafka_group.testing.production import SteadyProducer
@@ -147,19 +147,21 @@ def held_by(group_store: str, group: str, copy: JobCopy) -> set[int]:
 
 def replayed_partitions(checkpoint: Path, batch: int) -> set[int]:
     """The partitions batch ``batch`` of the checkpoint read records of: its end offset past
-    where it began (the batch before's end, or the start its offset carries for a partition
-    new in it). A restart runs the batch again."""
+    where it began (:meth:`SourceOffset.start_of`). A restart runs the batch again."""
 
-    def offset(number: int) -> dict[str, Any]:
+    def offset(number: int) -> SourceOffset | None:
         entry = checkpoint / "offsets" / str(number)
-        return json.loads(entry.read_text().splitlines()[-1]) if entry.is_file() else {}
+        if not entry.is_file():
+            return None
+        return SourceOffset.from_json(json.loads(entry.read_text().splitlines()[-1]))
 
-    end, start = offset(batch), offset(batch - 1)
-    read = set()
-    for topic, ends in end.get("offsets", {}).items():
-        begun = {**end.get("starts", {}).get(topic, {}), **start.get("offsets", {}).get(topic, {})}
-        read |= {int(p) for p, at in ends.items() if p in begun and at > begun[p]}
-    return read
+    end, previous = offset(batch), offset(batch - 1)
+    assert end is not None, f"no offsets entry for batch {batch} in {checkpoint}"
+    return {
+        tp.partition
+        for tp, at in end.offsets.items()
+        if (start := end.start_of(tp, previous)) is not None and at > start
+    }
 
 
 def landed_ends(table: Path, group: str, topic: str) -> dict[int, int]:
