@@ -26,7 +26,8 @@ from pathlib import Path
 
 # What the archive's application does: the classes of a session, SQL, Arrow, a Python data
 # source, a streaming query with foreachBatch, parquet. Classes it does not load are loaded from
-# their jars as usual.
+# their jars as usual. (delta-spark's classes, loaded from its jars in the maven-spark
+# virtualenv, were tried too: a small Delta application started no faster with them.)
 _WORKLOAD = """
 import sys
 from pyspark.sql import SparkSession
@@ -53,7 +54,7 @@ spark = (
 )
 spark.dataSource.register(Numbers)
 spark.read.format("archive_numbers").load().groupBy("n").count().collect()
-spark.range(100).selectExpr("id % 7 AS k").groupBy("k").count().toPandas()
+spark.range(100).selectExpr("id % 7 AS k").groupBy("k").count().toArrow()
 spark.createDataFrame([(1, "a")], "k int, v string").write.mode("overwrite").parquet(sys.argv[2])
 spark.read.parquet(sys.argv[2]).collect()
 query = (
@@ -74,6 +75,10 @@ driver.wait(300)  # ... and writes the archive before it does
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
+#: What every JVM of the tests runs with (:func:`set_jvm_options`) before an archive is added.
+BASE_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def set_jvm_options() -> None:
     """Every JVM the tests start (Spark drivers and their member processes, spark-submit jobs,
     the Spark Connect server, Kafka) lives seconds to minutes: the client compiler alone and the
@@ -81,26 +86,48 @@ def set_jvm_options() -> None:
     faster and the machine 10 points less busy. The java launcher reads JDK_JAVA_OPTIONS (and
     notes on stderr that it did); a value set by the caller wins. Set before the archive is
     made, since the archive is made for these options."""
-    os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    os.environ.setdefault("JDK_JAVA_OPTIONS", BASE_JVM_OPTIONS)
 
 
-def _key() -> str:
+def _jvm_options() -> str:
+    """JDK_JAVA_OPTIONS without an archive :func:`use_archive` added."""
+    options = os.environ.get("JDK_JAVA_OPTIONS", "")
+    return options.split(" -XX:SharedArchiveFile=")[0]
+
+
+def _jars(python: str) -> Path:
+    """The jars directory of the pyspark that ``python`` imports."""
+    if python == sys.executable:
+        import pyspark
+
+        return Path(pyspark.__file__).parent / "jars"
+    found = subprocess.run(
+        [python, "-c", "import pyspark; print(pyspark.__file__)"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    return Path(found.stdout.strip()).parent / "jars"
+
+
+def _key(python: str) -> str:
     """What the archive depends on: the java that runs it and the jars of this pyspark."""
-    import pyspark
-
     java = shutil.which("java") or ""
-    jars = Path(pyspark.__file__).parent / "jars"
+    jars = _jars(python)
     listing = sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar"))
-    parts = [os.path.realpath(java), str(jars), os.environ.get("JDK_JAVA_OPTIONS", ""), *listing]
+    parts = [os.path.realpath(java), str(jars), _jvm_options(), *listing]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def ensure_archive() -> Path | None:
-    """The archive's path, made first if it is not there yet; None if it could not be made (the
-    JVMs then start as they would without it)."""
-    home = Path(tempfile.gettempdir()) / "spark-kafka-group-class-archives"
+def ensure_archive(
+    python: str = sys.executable, env: dict[str, str] | None = None, home: Path | None = None
+) -> Path | None:
+    """The archive of the pyspark that ``python`` imports (this interpreter's by default), made
+    first if it is not there yet, by ``python`` in ``env`` (this process's by default), kept in
+    ``home`` (by default a directory of the temporary directory, for every run of this
+    installation); None if it could not be made (the JVMs then start as they would without
+    it)."""
+    home = home or Path(tempfile.gettempdir()) / "spark-kafka-group-class-archives"
     home.mkdir(exist_ok=True)
-    key = _key()
+    key = _key(python)
     archive = home / f"{key}.jsa"
     with open(home / f".{key}.lock", "w") as lock:
         # pytest-xdist workers (or scripts/test ahead of them): one makes it, the others wait;
@@ -111,8 +138,12 @@ def ensure_archive() -> Path | None:
         with tempfile.TemporaryDirectory() as scratch:
             partial = Path(scratch) / "archive.jsa"
             done = subprocess.run(
-                [sys.executable, "-c", _WORKLOAD, str(partial), str(Path(scratch) / "t")],
-                env={"PYSPARK_PYTHON": sys.executable, **os.environ},
+                [python, "-c", _WORKLOAD, str(partial), str(Path(scratch) / "t")],
+                env={
+                    "PYSPARK_PYTHON": python,
+                    **(os.environ if env is None else env),
+                    "JDK_JAVA_OPTIONS": _jvm_options(),
+                },
                 capture_output=True,
                 text=True,
                 timeout=600,
@@ -128,9 +159,13 @@ def ensure_archive() -> Path | None:
     return archive
 
 
+def archive_options(archive: Path | None) -> str:
+    """JDK_JAVA_OPTIONS of a JVM that maps ``archive`` (none: the options without one)."""
+    if archive is None:
+        return _jvm_options()
+    return f"{_jvm_options()} -XX:SharedArchiveFile={archive} {_QUIET}"
+
+
 def use_archive() -> None:
     """Every JVM the tests start from here on maps the archive (through JDK_JAVA_OPTIONS)."""
-    archive = ensure_archive()
-    if archive is not None:
-        options = os.environ.get("JDK_JAVA_OPTIONS", "")
-        os.environ["JDK_JAVA_OPTIONS"] = f"{options} -XX:SharedArchiveFile={archive} {_QUIET}"
+    os.environ["JDK_JAVA_OPTIONS"] = archive_options(ensure_archive())

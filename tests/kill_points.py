@@ -26,7 +26,7 @@ every Python process of the member by ``tests/kill_points_site/sitecustomize.py`
 Every kill first appends a line to ``$KILL_POINT_LOG``: which point, in which process, what
 the batch was.
 
-The tests chain the kills in one run (:data:`KILLS`, :func:`chain`): one victim process,
+The tests chain the kills in one run (:data:`BOTH_WAYS`, :func:`chain`): one victim process,
 killed at each point in turn, restarted at once or kept down until its partitions moved.
 """
 
@@ -264,15 +264,26 @@ def _json(offsets: Mapping[tuple[str, int], object]) -> dict[str, int]:
 #: Each kill point once, the two ways a member comes back taking turns: the victim restarts at
 #: once on its checkpoint (its session timeout outlasts the restart, so the restart replaces it)
 #: or its partitions move (it stays down past its session timeout; a new member on a new
-#: checkpoint comes for the next kill). A kill costs about a minute and a half on two cores
-#: (a Spark application's start, two batches, an expiry), so the suite runs each point one way
-#: (each point the other way too would add about six minutes to CI). A chain's last kill is a
-#: move: the survivor then takes everything.
+#: checkpoint comes for the next kill). A chain's last kill is a move: the survivor then takes
+#: everything.
 KILLS = [(point, ("restarts", "moves")[number % 2]) for number, point in enumerate(POINTS)]
 SESSION_MS = {"restarts": 60_000, "moves": 6000}
 
 
 Kills = Sequence[tuple[str, str]]
+
+
+def other_way(schedule: Kills) -> list[tuple[str, str]]:
+    """Each point of ``schedule`` with the other way back, the restarts first (a chain ends
+    with a move)."""
+    flipped = [(point, "moves" if then == "restarts" else "restarts") for point, then in schedule]
+    return sorted(flipped, key=lambda kill: kill[1] == "moves")
+
+
+#: Every kill point both ways, in one chain: :data:`KILLS`, then each point the other way. A
+#: kill costs about 40 s of a loaded core (a Spark application's start, two batches, an
+#: expiry after a move); one chain saves a second survivor, group and drain.
+BOTH_WAYS = [*KILLS, *other_way(KILLS)]
 
 
 def first_incarnation(workdir: Path, name: str, schedule: Kills = KILLS) -> dict[str, object]:

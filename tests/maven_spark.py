@@ -17,6 +17,10 @@ DELTA_SQL_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+#: The tests' tables are small: one task, not 50, to rebuild a Delta snapshot's state. On
+#: local[2] the 50 cost seconds per snapshot (a commit of Spark's Delta sink, a read of a group
+#: log): the Spark SQL test of the group log took 76 s with them and 27 s without.
+SMALL_TABLES_CONF = {"spark.databricks.delta.snapshotPartitions": "1"}
 # delta-spark_<spark line>_<scala>-<delta>.jar: the Spark line the jar is built for.
 _DELTA_JAR = re.compile(r"^delta-spark_(\d+\.\d+)_2\.13-(\S+)\.jar$")
 
@@ -65,8 +69,9 @@ def not_maven_spark_reason() -> str | None:
 
 
 def maven_spark_conf() -> dict[str, str]:
-    """Spark settings that put the fetched jars on the classpath with Delta's SQL set-up; empty
-    where this interpreter is not the maven-spark venv's (:func:`not_maven_spark_reason`)."""
+    """Spark settings that put the fetched jars on the classpath with Delta's SQL set-up (and
+    :data:`SMALL_TABLES_CONF`); empty where this interpreter is not the maven-spark venv's
+    (:func:`not_maven_spark_reason`)."""
     if not_maven_spark_reason() is not None:
         return {}
-    return {"spark.jars": ",".join(maven_spark_jars()), **DELTA_SQL_CONF}
+    return {"spark.jars": ",".join(maven_spark_jars()), **DELTA_SQL_CONF, **SMALL_TABLES_CONF}

@@ -41,7 +41,8 @@ KILL_BATCH = 2
 #: (landed, in neither Spark's commit log nor the group log), during the group commit (the end
 #: in a commit object, not in the log). After Spark's commit log and before the group commit,
 #: the member restarts on its checkpoint: Spark's own per-query idempotence, with the group's
-#: commit still to come.
+#: commit still to come. Each point the other way: test_exactly_once_spark_delta_other_way.py's
+#: chain (``kill_points.other_way(SCHEDULE)``), in a file of its own that runs beside this one.
 SCHEDULE = [
     ("before-sink", "moves"),
     ("after-sink", "moves"),
@@ -117,13 +118,10 @@ def spark_sink_chain(
     uri = str(tmp_path / "events-table")
     pause = tmp_path / "pause-now"
     create_topic(servers, topic, PARTITIONS)
-    # One task, not 50, per Delta snapshot: local[1] would spend seconds per commit on it.
-    small = {"spark.databricks.delta.snapshotPartitions": "1"}
-    delta_spark.conf.set(*next(iter(small.items())))
     # Created first: two queries creating the table at once, one fails on the other's protocol.
     schema = "partition INT, offset BIGINT, writer STRING"
     delta_spark.createDataFrame([], schema).write.format("delta").save(uri)
-    conf = [f"{k}={v}" for k, v in {**maven_spark_conf(), **small}.items()]
+    conf = [f"{k}={v}" for k, v in maven_spark_conf().items()]
     victim = MemberProcess(
         tmp_path, "victim", bootstrap_servers=servers, topic=topic,
         group_id=group, group_store=store,
@@ -150,7 +148,6 @@ def spark_sink_chain(
             stop_between_batches(survivor)
         victim.signal(signal.SIGCONT)
         victim.stop()
-        delta_spark.conf.unset("spark.databricks.delta.snapshotPartitions")
     assert survivor.exception() is None, survivor.exception()
 
 

@@ -17,7 +17,9 @@ puts the jars of a module of jvm/pom.xml on Spark's classpath (as the page's ``-
 does), ``before=NAME`` first writes the records the page says the reader's producers wrote
 (tests/docs_records.py), once in a run. A page's blocks run in order, so a later block sees
 what an earlier one made (a file, a topic, a group). A block identical to one that already
-passed in this run (the same commands on two pages) is not run twice.
+passed in this run (the same commands on two pages) is not run twice. The JVMs the blocks start
+map a class archive of the virtualenv's pyspark, made in the set-up (tests/class_archive.py),
+as the suite's own JVMs map theirs: a JVM option, nothing of the blocks or the install.
 
 The schema registry that the pages name, Apicurio Registry's Confluent-compatible API on
 localhost:8080, is the suite's own (spark_kafka_group/testing/schema_registry.py), at that very
@@ -44,6 +46,7 @@ import pytest
 from spark_kafka_group.testing.kafka_broker import jvm_parts_dir
 from spark_kafka_group.testing.schema_registry import SchemaRegistry
 from tests import docs_records
+from tests.class_archive import archive_options, ensure_archive
 from tests.docs_blocks import LOCAL_BROKER, LOCAL_TMP, ROOT, Block, blocks, pages
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.long]
@@ -69,6 +72,7 @@ class DocsRun:
     passed: set[tuple[str | None, str, str]] = field(default_factory=set)
     written: set[str] = field(default_factory=set)  # the before= records already written
     checkout: Path | None = None
+    archive: Path | None = None  # the class archive of the virtualenv's pyspark
 
     def env(self, block: Block | None = None) -> dict[str, str]:
         env = {
@@ -79,6 +83,7 @@ class DocsRun:
         env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["VIRTUAL_ENV"] = str(self.venv)
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        env["JDK_JAVA_OPTIONS"] = archive_options(self.archive)
         constraints = _constraints(self.home)
         if constraints is not None:
             env["PIP_CONSTRAINT"] = str(constraints)
@@ -159,6 +164,9 @@ def _docs_run(base: Path, bootstrap_servers: str, registry: SchemaRegistry) -> D
         timeout=BLOCK_TIMEOUT_S,
     )
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    # The pages start about fifteen Spark applications from this virtualenv's pyspark, whose
+    # jars the suite's archive (tests/class_archive.py) is not made from: one of its own.
+    run.archive = ensure_archive(str(venv / "bin" / "python"), run.env(), home=base)
     return run
 
 
