@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from spark_kafka_group.testing.kafka_broker import KafkaBroker
+    from spark_kafka_group.testing.kafka_nodes import MultiNodeKafka
 
 # Python workers must run this interpreter (docs/design.md, "Spark facts that shape the reader").
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -95,6 +96,32 @@ def bootstrap_servers(kafka_broker: KafkaBroker | None) -> str:
     if kafka_broker is None:
         return os.environ["KAFKA_BOOTSTRAP_SERVERS"]
     return kafka_broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def _kafka_nodes_cluster() -> Iterator[MultiNodeKafka]:
+    from spark_kafka_group.testing.kafka_nodes import MultiNodeKafka
+
+    with MultiNodeKafka() as nodes:
+        yield nodes
+
+
+@pytest.fixture
+def kafka_nodes(_kafka_nodes_cluster: MultiNodeKafka) -> Iterator[MultiNodeKafka]:
+    """The three-node Apache Kafka of the failure scenarios (tests marked ``kafka_nodes``),
+    started once for the run (about 20 s to start and as long to stop on two cores): every
+    node running and every replica in sync when a test gets it, and again after it, whatever
+    the test stopped or killed."""
+    _heal(_kafka_nodes_cluster)
+    yield _kafka_nodes_cluster
+    _heal(_kafka_nodes_cluster)
+
+
+def _heal(nodes: MultiNodeKafka) -> None:
+    for node in nodes.nodes:
+        if not node.running:
+            nodes.restart(node)
+    nodes.wait_in_sync()
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +74,6 @@ def test_reads_and_commits_survive_the_answer_that_crashes_the_admin_client() ->
     # Each request was answered NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and
     # COORDINATOR_LOAD_IN_PROGRESS before it got through.
     assert answer["offset_commits"] >= 4 and answer["offset_fetches"] >= 8
-
-
-@pytest.fixture(scope="module")
-def kafka_nodes() -> Iterator[MultiNodeKafka]:
-    with MultiNodeKafka() as nodes:
-        yield nodes
 
 
 class _OffsetsLoop:

@@ -51,12 +51,6 @@ FIRST_RECORD_S = 15.0
 KAFKA_GROUP_CLI = str(Path(sys.executable).with_name("kafka-group"))
 
 
-@pytest.fixture(scope="module")
-def kafka_nodes() -> Iterator[MultiNodeKafka]:
-    with MultiNodeKafka() as cluster:
-        yield cluster
-
-
 @dataclass
 class GroupUnderFaults:
     """Two queries of one group reading a topic of the cluster under steady production."""
@@ -268,11 +262,7 @@ def scenario(
     try:
         yield group
     finally:
-        group.close()
-        for node in kafka_nodes.nodes:
-            if not node.running:
-                kafka_nodes.restart(node)
-        kafka_nodes.wait_in_sync()
+        group.close()  # then kafka_nodes restarts what the test stopped
 
 
 def test_hard_bounce(scenario: GroupUnderFaults) -> None:

@@ -255,7 +255,8 @@ def _current_member(store: str, group: str) -> str:
     return member.member_id
 
 
-@pytest.mark.smoke
+# Not in the smoke suite: what it adds to the AvailableNow runs there is the group's expiry of a
+# killed member, which no pyspark version changes, and it is the suite's longest (80 s).
 @pytest.mark.long
 def test_available_now_after_a_sigkill_waits_for_the_stale_member(
     spark, bootstrap_servers, topic, group_store, tmp_path: Path

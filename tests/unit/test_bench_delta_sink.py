@@ -8,7 +8,9 @@ import json
 import pytest
 
 from benchmarks.bench_delta_sink import (
+    batch_planned,
     comparisons,
+    first_batch,
     first_landing,
     partitions_read,
     source_options,
@@ -67,17 +69,23 @@ def test_the_takeover_lands_at_the_end_of_the_first_batch_with_a_victims_partiti
     assert first_landing([before, survivors_only], {1}, killed) is None
     landed = first_landing([before, survivors_only, taken], {1}, killed)
     assert landed == pytest.approx(FIVE_UTC + 11.75)
+    # planned once the source's latestOffset returned, before the sink's write
+    taken["durationMs"]["latestOffset"] = 120
+    assert first_batch([before, survivors_only, taken], {1}, killed) is taken
+    assert batch_planned(taken) == pytest.approx(FIVE_UTC + 11.12)
 
 
 def test_each_sink_is_compared_with_spark_s_delta_sink_where_both_were_measured() -> None:
     figures = {
         "writer_rps": "80000", "delta_rps": "10000", "delta_table_rps": "9500",
         "writer_takeover_s": "6.80", "delta_takeover_s": "15.81",
+        "delta_table_takeover_planned_s": "7.10", "delta_takeover_planned_s": "7.00",
     }  # fmt: skip
     assert comparisons(figures) == {
         "writer_vs_delta": "8.000",
         "delta_table_vs_delta": "0.950",
         "takeover_writer_minus_delta_s": "-9.01",
+        "planned_delta_table_minus_delta_s": "0.10",
     }
     assert comparisons({"writer_rps": "1"}) == {}
 
