@@ -139,22 +139,24 @@ def partitions_read(progress: Mapping[str, Any]) -> set[int]:
     return read
 
 
-def batch_end(progress: Mapping[str, Any]) -> float:
-    """When the batch ended (its sink done, its commit log written): epoch seconds."""
+def _into_batch(progress: Mapping[str, Any], phase: str) -> float:
+    """The batch's start plus its ``phase`` duration (Spark's ``durationMs``): epoch seconds."""
     from datetime import datetime
 
     began = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
-    return began + progress["durationMs"].get("triggerExecution", 0) / 1000
+    return began + progress["durationMs"].get(phase, 0) / 1000
+
+
+def batch_end(progress: Mapping[str, Any]) -> float:
+    """When the batch ended (its sink done, its commit log written): epoch seconds."""
+    return _into_batch(progress, "triggerExecution")
 
 
 def batch_planned(progress: Mapping[str, Any]) -> float:
     """When the batch's end offsets were decided (the source's ``latestOffset`` returned, where
     a new owner's start is found, ``deltaSinkTable``'s look at the table included): epoch
     seconds."""
-    from datetime import datetime
-
-    began = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
-    return began + progress["durationMs"].get("latestOffset", 0) / 1000
+    return _into_batch(progress, "latestOffset")
 
 
 def first_batch(

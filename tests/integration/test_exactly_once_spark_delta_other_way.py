@@ -5,13 +5,12 @@ file of its own, so that the two chains run side by side on the phase's two work
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests import kill_points
-from tests.delta_kills import table_rows
+from tests.delta_kills import assert_each_record_once
 from tests.spark_delta_kills import SCHEDULE, every_record_in_the_table, spark_sink_chain
 
 pytestmark = [pytest.mark.maven_spark, pytest.mark.spark, pytest.mark.broker]
@@ -29,13 +28,6 @@ def test_a_member_killed_at_each_point_the_other_way_through_spark_s_delta_sink(
         delta_spark, bootstrap_servers, topic_name, group_store, tmp_path, schedule
     ) as chain:
         final = every_record_in_the_table(chain)
-    in_table = Counter((p, o) for p, o, _ in table_rows(chain.uri))
-    produced = {(p, o) for p, n in final.items() for o in range(n)}
-    twice = sorted(r for r, n in in_table.items() if n > 1)
-    assert not twice, f"{len(twice)} records in the table twice: {twice[:10]}"
-    assert set(in_table) == produced, (
-        f"lost: {sorted(produced - set(in_table))[:10]}, "
-        f"extra: {sorted(set(in_table) - produced)[:10]}"
-    )
+    rows = assert_each_record_once(chain.uri, final)
     kills = [f"{k['point']} ({k['where']})" for k in kill_points.kills(tmp_path, "victim")]
-    print(f"killed at {'; '.join(kills)}; {len(produced)} produced, each in the table once")
+    print(f"killed at {'; '.join(kills)}; {len(rows)} produced, each in the table once")
