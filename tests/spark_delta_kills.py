@@ -24,7 +24,7 @@ from spark_kafka_group.quickstart.sample_data import create_topic
 from spark_kafka_group.testing.production import SteadyProducer
 from spark_kafka_group.testing.waiting import wait_until
 from tests import kill_points
-from tests.delta_kills import kill_in_turn, table_rows
+from tests.delta_kills import SURVIVOR_TRIGGER, kill_in_turn, table_rows
 from tests.groups import stable_with
 from tests.maven_spark import maven_spark_conf
 from tests.processes import MemberProcess
@@ -90,7 +90,7 @@ def start_survivor(spark, options: dict[str, str], uri: str, checkpoint: str):
         .withColumn("writer", F.lit("survivor"))
         .writeStream.format("delta")
         .option("checkpointLocation", checkpoint)
-        .trigger(processingTime="1 second")  # it runs through the whole chain, on shared cores
+        .trigger(processingTime=SURVIVOR_TRIGGER)
         .start(uri)
     )
 

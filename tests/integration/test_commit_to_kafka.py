@@ -40,7 +40,7 @@ from tests.streaming import (
     stop_between_batches,
 )
 
-pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.smoke]
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 
 @pytest.fixture
@@ -129,6 +129,7 @@ class LiveKafkaConsumer:
             self.consumer.close()
 
 
+@pytest.mark.smoke
 def test_an_available_now_run_leaves_its_final_offsets_in_the_kafka_group(
     spark, bootstrap_servers: str, topic_name: str, group_store: str, produced, tmp_path
 ) -> None:
@@ -153,6 +154,7 @@ def test_an_available_now_run_leaves_its_final_offsets_in_the_kafka_group(
     assert f"Consumer group '{group}' has no active members" in said
 
 
+@pytest.mark.smoke
 def test_a_stopped_query_leaves_what_the_group_log_accepted_in_the_kafka_group(
     spark, bootstrap_servers: str, topic_name: str, group_store: str, produced, tmp_path
 ) -> None:

@@ -59,7 +59,6 @@ def topic(bootstrap_servers, topic_name) -> str:
     return topic_name
 
 
-@pytest.mark.smoke
 @pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
 def test_a_stopped_dynamic_member_leaves_and_a_static_one_stays(
     spark, bootstrap_servers, topic, group_store, tmp_path: Path, static: bool
@@ -219,7 +218,6 @@ def journal_records(member: MemberProcess) -> list[tuple[int, int]]:
     return sorted(member.records())
 
 
-@pytest.mark.smoke
 def test_available_now_runs_in_separate_driver_processes(
     bootstrap_servers, topic, group_store, tmp_path: Path
 ) -> None:

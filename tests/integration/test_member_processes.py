@@ -236,7 +236,6 @@ def test_restart_after_a_sigkill_replaces_its_member_and_replays_only_the_interr
             assert first == batch["batch"], f"{(p, o)} read in batches {first} and {batch['batch']}"
 
 
-@pytest.mark.smoke
 def test_restart_after_a_sigkill_between_batches_replaces_the_crashed_member_at_once(
     setup, group_store, bootstrap_servers, topic_name
 ) -> None:
