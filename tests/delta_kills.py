@@ -67,10 +67,11 @@ def kill_in_turn(
 
 
 PARTITIONS = 6
-#: The trigger of the survivor of both kill chains, which runs through the whole chain and takes
-#: moved partitions over at its next trigger: every trigger has a fixed cost (a Spark job, a
-#: Delta commit), and 3 s costs about a quarter less CPU than 1 s (the survivor's JVM over
-#: the other-way Spark chain: 62 against 81 to 87 core-seconds) in the same time.
+#: The trigger of the survivor of the kill chains of both paths (the writer's and Spark's Delta
+#: sink's), which runs through the whole chain and takes moved partitions over at its next
+#: trigger: every trigger has a fixed cost (a Spark job, a Delta commit), and 3 s costs about a
+#: quarter less CPU than 1 s (the survivor's JVM over the other-way Spark chain: 62 against 81
+#: to 87 core-seconds) in the same time.
 SURVIVOR_TRIGGER = "3 seconds"
 
 
@@ -82,7 +83,6 @@ class Survivor:
         self.read: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self._writer = ExactlyOnceDeltaWriter(uri, group=group, transform=self._tag)
-        # SURVIVOR_TRIGGER: the survivor runs through the whole chain, on cores the suite shares.
         self.query = start_query(
             spark, options, checkpoint, self._batch, available_now=False,
             processing_time=SURVIVOR_TRIGGER,
