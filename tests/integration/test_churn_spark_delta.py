@@ -29,7 +29,9 @@ from tests.streaming import source_options
 pytestmark = [pytest.mark.maven_spark, pytest.mark.spark, pytest.mark.broker]
 
 
-def spark_delta_group(spark: SparkSession, options: dict[str, str], root: Path, uri: str) -> Churned:
+def spark_delta_group(
+    spark: SparkSession, options: dict[str, str], root: Path, uri: str
+) -> Churned:
     def checkpoint(i: int) -> Path:
         return root / f"spark-delta-{i}-checkpoint"
 
