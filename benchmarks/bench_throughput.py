@@ -16,7 +16,8 @@ partition count (``--partitions``, default 8 and 64) a topic is filled with ``--
 records (8-byte keys), then read, in the same run, on the same broker and data, by:
 
 1. ``kafka``: ``format("kafka")`` in Spark local mode (``local[<cores>]``) into the ``noop``
-   sink with ``Trigger.AvailableNow``;
+   sink with ``Trigger.AvailableNow``; ``kafka-tuned``: the same with
+   ``kafka.fetch.max.wait.ms=10``, as kafka-group's consumers wait for the broker;
 2. ``kafka-group``: ``format("kafka-group")``, the same way;
 3. ``raw``: confluent-kafka consumers building pyarrow RecordBatches, one process per core,
    each assigned a share of the partitions (what a user would hand-write);
@@ -81,8 +82,12 @@ KEY_BYTES = 8
 #: measures the code, not the settings), or librdkafka's defaults with --baseline-defaults.
 FETCH_TUNING_KEYS = end_to_end.FETCH_TUNING_KEYS
 
-#: The Spark sources, by format name, and the short names of the summary keys.
-SOURCES = {"kafka": "kafka", "kafka-group": "group"}
+#: The Spark readers, by reader name, and the short names of the summary keys.
+SOURCES = {"kafka": "kafka", "kafka-tuned": "kafka_tuned", "kafka-group": "group"}
+#: ``format("kafka")`` waiting for the broker as kafka-group's consumers do (``fetch.wait.max.ms``
+#: in :data:`spark_kafka_group.fetcher.pool.FETCH_DEFAULTS`), not the Java consumer's 500 ms:
+#: the ``kafka-tuned`` reader, to compare code rather than defaults.
+TUNED_KAFKA_OPTIONS = {"kafka.fetch.max.wait.ms": "10"}
 
 
 # ---------------------------------------------------------------------------- prefill
@@ -211,16 +216,16 @@ def fetch_worker(
     out: Any,
     extra_conf: dict[str, Any],
 ) -> None:
-    """The source's executor path: fetch(FetchSpec) per partition, one after another."""
+    """The source's executor path: one fetch of the process's share of the partitions, as a
+    task reads its ranges."""
     from spark_kafka_group.fetcher import FetchSpec, fetch
 
     barrier.wait()
     started = time.perf_counter()
     rows = nbytes = 0
-    for partition, end in share:
-        for batch in fetch(FetchSpec(topic, partition, 0, end, servers)):
-            rows += batch.num_rows
-            nbytes += batch.column(0).nbytes + batch.column(1).nbytes
+    for batch in fetch(*(FetchSpec(topic, partition, 0, end, servers) for partition, end in share)):
+        rows += batch.num_rows
+        nbytes += batch.column(0).nbytes + batch.column(1).nbytes
     ended = time.perf_counter()
     out.put((started, ended, rows, nbytes, _peak_rss_mb()))
 
@@ -351,8 +356,8 @@ def _ceiling_source(value_bytes: int) -> Any:
     import pyarrow as pa
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    from spark_kafka_group.fetcher.fetch import DEFAULT_MAX_BATCH_ROWS
     from spark_kafka_group.fetcher.schema import arrow_schema, spark_schema_ddl
+    from spark_kafka_group.fetcher.spec import DEFAULT_MAX_BATCH_ROWS
 
     class CeilingReader(DataSourceReader):
         def __init__(self, options: dict[str, str]) -> None:
@@ -452,7 +457,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=2, help="rounds of each reader (best)")
     parser.add_argument(
         "--readers",
-        default="kafka,kafka-group,raw,noop,fetch",
+        default="kafka,kafka-tuned,kafka-group,raw,noop,fetch",
         help="throughput readers, comma-separated",
     )
     parser.add_argument(
@@ -533,14 +538,16 @@ def throughput(
 ) -> dict[str, Any]:
     """Every value size and partition count: each reader's best rate; the summary."""
     readers = [r for r in args.readers.split(",") if r]
-    if args.without_spark_kafka and "kafka" in readers:
-        readers.remove("kafka")
+    if args.without_spark_kafka:
+        readers = [r for r in readers if r not in ("kafka", "kafka-tuned")]
+    kafka_options = dict(kv.split("=", 1) for kv in args.kafka_option)
     options = {
         "kafka-group": dict(kv.split("=", 1) for kv in args.option),
-        "kafka": dict(kv.split("=", 1) for kv in args.kafka_option),
+        "kafka": kafka_options,
+        "kafka-tuned": {**kafka_options, **TUNED_KAFKA_OPTIONS},
     }
     spark = None
-    if {"kafka", "kafka-group", "noop"} & set(readers):
+    if {*SOURCES, "noop"} & set(readers):
         spark = SparkReaders(servers, args.cores, work, spark_conf)
     summary: dict[str, Any] = {}
     try:
@@ -601,15 +608,15 @@ def _throughput_case(
         )
         sources = [f for f in SOURCES if f in readers]
         if spark is not None:
-            for fmt in sources:  # starts the Python workers, warms the JVM
-                spark.run(fmt, warmup, options[fmt])
+            for reader in sources:  # starts the Python workers, warms the JVM
+                spark.run(_format(reader), warmup, options[reader])
         runs: dict[str, list[dict[str, Any]]] = {r: [] for r in readers}
         for round_no in range(1, args.rounds + 1):
             line = []
             for reader in readers:
                 got: dict[str, Any] | None
                 if reader in SOURCES and spark is not None:
-                    got = spark.run(reader, topic, options[reader])
+                    got = spark.run(_format(reader), topic, options[reader])
                 elif reader == "noop" and spark is not None:
                     rps = spark.noop(partitions, total // partitions, value_bytes)
                     got = {"rps": rps, "rows": total}
@@ -627,8 +634,14 @@ def _throughput_case(
     return _report_case(case, runs, record_bytes, args.cores)
 
 
+def _format(reader: str) -> str:
+    """The format name of a Spark reader."""
+    return "kafka" if reader == "kafka-tuned" else reader
+
+
 LABELS = {
     "kafka": "format('kafka')",
+    "kafka-tuned": "format('kafka') with kafka.fetch.max.wait.ms=10",
     "kafka-group": "format('kafka-group')",
     "raw": "raw confluent-kafka -> Arrow",
     "noop": "do-nothing Python data source",
@@ -643,9 +656,12 @@ def _report_case(
     best = {r: max(rs, key=lambda m: m["rps"]) for r, rs in runs.items() if rs}
     summary: dict[str, Any] = {}
     kafka_rps = best["kafka"]["rps"] if "kafka" in best else nan
+    tuned_rps = best["kafka-tuned"]["rps"] if "kafka-tuned" in best else nan
     for reader, m in best.items():
         rps = m["rps"]
-        vs = f", {rps / kafka_rps:.2f}x format('kafka')" if reader != "kafka" else ""
+        vs = ""
+        if not reader.startswith("kafka") or reader == "kafka-group":
+            vs = f", {rps / kafka_rps:.2f}x format('kafka'), {rps / tuned_rps:.2f}x tuned"
         where = f" ({cores} processes)" if reader in ("raw", "fetch") else ""
         print(
             f"  {LABELS[reader]}{where}: {rps:,.0f} records/s, "
@@ -673,7 +689,12 @@ def _report_case(
             summary[f"{short}_rss_mb_{kind}_{case}"] = mb
     group_rps = best["kafka-group"]["rps"] if "kafka-group" in best else nan
     summary[f"vs_spark_kafka_{case}"] = group_rps / kafka_rps
-    print(f"  kafka-group / kafka: {group_rps / kafka_rps:.2f}x", flush=True)
+    summary[f"vs_tuned_spark_kafka_{case}"] = group_rps / tuned_rps
+    print(
+        f"  kafka-group / kafka: {group_rps / kafka_rps:.2f}x; / tuned kafka: "
+        f"{group_rps / tuned_rps:.2f}x",
+        flush=True,
+    )
     return summary
 
 

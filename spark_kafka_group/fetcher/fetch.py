@@ -1,21 +1,24 @@
-"""Executor-side fetch of one offset range of one partition into Arrow (Kafka's ``Fetcher``).
+"""Executor-side fetch of offset ranges into Arrow (Kafka's ``Fetcher``).
 
-:func:`fetch` gets everything it needs from a pickled :class:`FetchSpec`; the only state it
-keeps is the per-process consumer pool (:mod:`.pool`). Records in
-``[from_offset, until_offset)`` come back as ``pyarrow.RecordBatch`` es in offset order.
+:func:`fetch` gets everything it needs from pickled :class:`FetchSpec` s; the only state it
+keeps is the per-process consumer pool (:mod:`.pool`). A task's ranges (distinct partitions)
+are fetched together by one consumer assigned all of them; the records in each
+``[from_offset, until_offset)`` come back as ``pyarrow.RecordBatch`` es of one partition each,
+in offset order.
 
-How the loop ends, given that offsets may have gaps (compaction, transaction markers,
+When a range ends, given that offsets may have gaps (compaction, transaction markers,
 aborted records under read_committed):
 
 * a record at or beyond ``until - 1`` arrives, or
 * librdkafka reports end of partition (``enable.partition.eof``) at an offset >= ``until``:
   every record below ``until`` has been delivered.
 
-When nothing arrives, the loop asks the broker for the watermarks (at most twice a second) and
-decides: below the log start or beyond the high watermark is out of range (data loss, or a
-wrong range); at the end of a partition that ends before ``until`` is data loss after a
-grace period; otherwise it waits, up to ``fetch_timeout_s`` without progress, then fails with
-the servers and the position in the message. ``failOnDataLoss=false`` turns data loss into a
+When no range makes progress, the loop asks the broker for the watermarks of each stalled
+partition (at most twice a second) and decides: below the log start or beyond the high
+watermark is out of range (data loss, or a wrong range); at the end of a partition that ends
+before ``until`` is data loss after a grace period; otherwise it waits, up to
+``fetch_timeout_s`` without progress, then fails with the servers and the positions in the
+message. ``failOnDataLoss=false`` turns data loss into a
 WARNING and skips to the log start (or stops).
 
 Per batch the Python work is a handful of C-level ``map`` passes over the returned messages
@@ -29,9 +32,8 @@ import logging
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from operator import itemgetter
-from typing import cast
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,9 +47,9 @@ from spark_kafka_group.errors import (
     OptionError,
     TopicNotFoundError,
 )
-from spark_kafka_group.fetcher.pool import PooledConsumer, consumer_pool
+from spark_kafka_group.fetcher.pool import PooledConsumer, PoolKey, consumer_pool
 from spark_kafka_group.fetcher.schema import HEADERS_TYPE, TIMESTAMP_TYPE, arrow_schema
-from spark_kafka_group.group.metadata import TopicPartition, partition_name
+from spark_kafka_group.fetcher.spec import DESCRIBED_RANGES, FetchSpec, describe_ranges
 from spark_kafka_group.kafka.config import (
     SEND_TIMEOUT_S,
     error_text,
@@ -57,8 +59,6 @@ from spark_kafka_group.kafka.config import (
 
 log = logging.getLogger(__name__)
 
-#: Default rows per RecordBatch (and per ``consume()`` call).
-DEFAULT_MAX_BATCH_ROWS = 20_000
 #: Without progress, ask the broker for the watermarks this often.
 STALL_CHECK_S = 0.5
 #: A partition that ends before ``until`` for this long is data loss (not a slow broker).
@@ -81,6 +81,8 @@ _value = Message.value
 # Records consumed without an error always carry an offset (the stub's Optional covers
 # messages being produced).
 _offset = cast(Callable[[Message], int], Message.offset)
+_partition = cast(Callable[[Message], int], Message.partition)
+_topic = Message.topic
 _timestamp = Message.timestamp
 _headers = Message.headers
 _error = Message.error
@@ -100,172 +102,126 @@ _DENIED = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class FetchSpec:
-    """One range of one partition to fetch; picklable, built on the driver.
+def fetch(*specs: FetchSpec) -> Iterator[pa.RecordBatch]:
+    """Yield the records of each range ``[from_offset, until_offset)`` of ``specs`` as
+    RecordBatches of :func:`arrow_schema`: each batch holds records of one partition, in
+    offset order; batches of different partitions interleave.
 
-    ``client_conf`` holds the user's ``kafka.*`` options (prefix stripped) as sorted pairs,
-    see :meth:`conf`. ``poll_timeout_s`` bounds one ``consume()`` call; ``fetch_timeout_s``
-    is how long the fetch may make no progress before it fails.
-    """
-
-    topic: str
-    partition: int
-    from_offset: int
-    until_offset: int
-    bootstrap_servers: str
-    client_conf: tuple[tuple[str, str], ...] = ()
-    include_headers: bool = False
-    fail_on_data_loss: bool = True
-    poll_timeout_s: float = 0.1
-    fetch_timeout_s: float = 120.0
-    max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS
-
-    @staticmethod
-    def conf(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-        """Normalise a ``kafka.*`` mapping for :attr:`client_conf` (and the pool key)."""
-        return tuple(sorted((str(k), str(v)) for k, v in options.items()))
-
-    @property
-    def partition_name(self) -> str:
-        return partition_name(self.topic, self.partition)
-
-    def describe(self) -> str:
-        return f"{self.partition_name} [{self.from_offset}, {self.until_offset})"
+    The ranges are fetched together, through one pooled consumer assigned all of them at
+    once: librdkafka fetches them in its own threads (one request per broker for all of its
+    partitions) while this thread converts what has arrived, and a range that is done leaves
+    the assignment. So a task of many small ranges pays one assignment and one round trip,
+    not one of each per range; the consumer's queue (``queued.max.messages.kbytes``) bounds
+    the records waiting in memory, whatever the number of ranges."""
+    for together in _fetch_groups([s for s in specs if s.until_offset > s.from_offset]):
+        yield from _fetch_together(together)
 
 
-def fetch(spec: FetchSpec) -> Iterator[pa.RecordBatch]:
-    """Yield the records of ``spec.topic``/``spec.partition`` with
-    ``from_offset <= offset < until_offset`` as RecordBatches of :func:`arrow_schema`."""
-    if spec.until_offset <= spec.from_offset:
-        return
+def _fetch_groups(specs: list[FetchSpec]) -> list[list[FetchSpec]]:
+    """``specs`` in groups fetched through one consumer each: one cluster and client
+    configuration per group, a partition at most once in each."""
+    groups: list[tuple[PoolKey, set[tuple[str, int]], list[FetchSpec]]] = []
+    for spec in specs:
+        key, tp = _pool_key(spec), (spec.topic, spec.partition)
+        group = next((g for g in groups if g[0] == key and tp not in g[1]), None)
+        if group is None:
+            group = (key, set(), [])
+            groups.append(group)
+        group[1].add(tp)
+        group[2].append(spec)
+    return [g[2] for g in groups]
+
+
+def _pool_key(spec: FetchSpec) -> PoolKey:
+    return (spec.bootstrap_servers, tuple(spec.client_conf))
+
+
+def _fetch_together(specs: list[FetchSpec]) -> Iterator[pa.RecordBatch]:
+    first = specs[0]
+    topics = sorted({s.topic for s in specs})
     pool = consumer_pool()
     try:
-        entry = pool.acquire((spec.bootstrap_servers, tuple(spec.client_conf)), spec.topic)
+        entry = pool.acquire(_pool_key(first), topics)
     except (KafkaException, ValueError, TypeError) as exc:
         raise OptionError(
-            f"Cannot create a Kafka consumer for {spec.describe()} with the kafka.* options "
-            f"{dict(spec.client_conf)}: {error_text(exc)}"
+            f"Cannot create a Kafka consumer for {describe_ranges(specs)} with the kafka.* "
+            f"options {dict(first.client_conf)}: {error_text(exc)}"
         ) from None
     ok = False
-    range_fetch = _RangeFetch(spec, entry)
+    task = _TaskFetch(specs, entry)
     try:
-        yield from range_fetch.run()
+        yield from task.run()
         ok = True
     except KafkaGroupError:
         raise
     except KafkaException as exc:
         raise KafkaGroupError(
-            f"Fetching {spec.describe()} from {spec.bootstrap_servers!r} failed: {error_text(exc)}"
+            f"Fetching {describe_ranges(specs)} from {first.bootstrap_servers!r} failed: "
+            f"{error_text(exc)}"
         ) from None
     finally:
-        entry = range_fetch.entry  # replaced if a request of the first went unanswered
+        entry = task.entry  # replaced if a request of the first went unanswered
         if ok:
             pool.release(entry)
         else:
             entry.close()
         if entry.stale:
-            # The topic vanished: no consumer that knew it may fetch it again.
-            pool.forget_topic(spec.topic)
+            # A topic vanished: no consumer that knew it may fetch it again.
+            for topic in topics:
+                pool.forget_topic(topic)
 
 
-class _RangeFetch:
-    def __init__(self, spec: FetchSpec, entry: PooledConsumer) -> None:
+class _Range:
+    """One range of a task's fetch: where it stands, and its constant columns."""
+
+    def __init__(self, spec: FetchSpec, now: float) -> None:
         self.spec = spec
-        self.entry = entry
-        self.consumer = entry.consumer
-        self.schema = arrow_schema(spec.include_headers)
         self.tp = KafkaTopicPartition(spec.topic, spec.partition)
+        self.until = spec.until_offset
+        self.next_offset = spec.from_offset
+        self.done = False
+        self.last_progress = now
+        self.schema = arrow_schema(spec.include_headers)
         # consume() allows <= 1M; the constant columns below are sized to what the range
         # can hold (a small trigger's task must not build 20,000-row columns).
-        rows = min(
-            max(1, int(spec.max_batch_rows)), 1_000_000, spec.until_offset - spec.from_offset
-        )
+        rows = min(max(1, int(spec.max_batch_rows)), 1_000_000, self.until - self.next_offset)
         self.max_rows = rows
         self._topic_col = pa.repeat(pa.scalar(spec.topic, pa.string()), rows)
         self._partition_col = pa.repeat(pa.scalar(spec.partition, _I32), rows)
         self._ts_type_cols: dict[int, pa.Array] = {}
-        self.started = time.monotonic()
-        self.last_progress = self.started
-        self.last_check = self.started
-        self.stop = False
 
-    # ------------------------------------------------------------------ main loop
+    def describe(self) -> str:
+        return f"{self.spec.describe()} at offset {self.next_offset}"
 
-    def run(self) -> Iterator[pa.RecordBatch]:
-        spec = self.spec
-        until = spec.until_offset
-        self._refresh_if_a_broker_failed()
-        self._assign(spec.from_offset)
-        next_offset = spec.from_offset
-        timeout = spec.poll_timeout_s
-        # The cyclic GC is paused while a batch is consumed and converted (never across the
-        # yield): the tens of thousands of short-lived tuples and Message objects per batch
-        # otherwise trigger collections that cost more than the conversion itself.
-        gc_enabled = gc.isenabled()
-        while next_offset < until and not self.stop:
-            batch = None
-            if gc_enabled:
-                gc.disable()
-            try:
-                # self.consumer, not a bound method kept: _renew_consumer replaces it.
-                msgs = self.consumer.consume(min(self.max_rows, until - next_offset), timeout)
-                now = time.monotonic()
-                if msgs:
-                    batch, next_offset = self._step(msgs, next_offset, now)
-                if (
-                    batch is None
-                    and not self.stop
-                    and now - self.last_progress >= STALL_CHECK_S
-                    and now - self.last_check >= STALL_CHECK_S
-                ):
-                    self.last_check = now
-                    next_offset = self._check_position(next_offset, now)
-            finally:
-                if gc_enabled:
-                    gc.enable()
-            if batch is not None:
-                yield batch
+    def at(self, offset: int) -> KafkaTopicPartition:
+        return KafkaTopicPartition(self.spec.topic, self.spec.partition, offset)
 
-    def _step(
-        self, msgs: list[Message], next_offset: int, now: float
-    ) -> tuple[pa.RecordBatch | None, int]:
-        """Handle one ``consume()`` result: the batch of records in range, the next offset."""
-        until = self.spec.until_offset
+    def take(self, data: list[Message], now: float) -> pa.RecordBatch | None:
+        """This range's records of one ``consume()`` (in offset order): those in range as a
+        batch; the range is done when one at or past its end arrives."""
+        if self.done:
+            return None  # queued before the range left the assignment
+        self.last_progress = now
+        offsets = list(map(_offset, data))
+        if offsets[0] < self.next_offset:  # never expected; be exact anyway
+            skip = bisect_left(offsets, self.next_offset)
+            data, offsets = data[skip:], offsets[skip:]
+        if offsets and offsets[-1] >= self.until:
+            # Past the range (possible only across a gap): drop the rest, done.
+            cut = bisect_left(offsets, self.until)
+            data, offsets = data[:cut], offsets[:cut]
+            self.done = True
         batch = None
-        errors = list(map(_error, msgs))
-        # any(), not count(None): KafkaError.__eq__(None) raises (confluent-kafka 2.x).
-        if not any(errors):
-            data, events = msgs, []
-        else:
-            data = [m for m, e in zip(msgs, errors, strict=True) if e is None]
-            events = [(m, e) for m, e in zip(msgs, errors, strict=True) if e is not None]
         if data:
-            self.last_progress = now
-            offsets = list(map(_offset, data))
-            if offsets[0] < next_offset:  # never expected; be exact anyway
-                skip = bisect_left(offsets, next_offset)
-                data, offsets = data[skip:], offsets[skip:]
-            if offsets and offsets[-1] >= until:
-                # Past the range (possible only across a gap): drop the rest, done.
-                cut = bisect_left(offsets, until)
-                data, offsets = data[:cut], offsets[:cut]
-                self.stop = True
-            if data:
-                batch = self._batch(data, offsets)
-                next_offset = offsets[-1] + 1
-            if self.stop:
-                next_offset = until
-        for msg, err in events:
-            next_offset = self._on_event(msg, err, next_offset, now)
-        return batch, next_offset
+            batch = self._batch(data, offsets)
+            self.next_offset = offsets[-1] + 1
+        if self.done or self.next_offset >= self.until:
+            self.finish()
+        return batch
 
-    def _assign(self, offset: int) -> None:
-        self.consumer.assign([KafkaTopicPartition(self.spec.topic, self.spec.partition, offset)])
-        self.entry.assigned = TopicPartition(self.spec.topic, self.spec.partition)
-        self.entry.assigns += 1
-
-    # ------------------------------------------------------------------ Arrow
+    def finish(self) -> None:
+        self.done = True
+        self.next_offset = max(self.next_offset, self.until)
 
     def _batch(self, data: list[Message], offsets: list[int]) -> pa.RecordBatch:
         n = len(data)
@@ -296,88 +252,242 @@ class _RangeFetch:
             self._ts_type_cols[rd_type] = col
         return col.slice(0, n)
 
+
+class _TaskFetch:
+    """The ranges of one task (distinct partitions of one cluster), fetched together by one
+    consumer, which this object owns."""
+
+    def __init__(self, specs: list[FetchSpec], entry: PooledConsumer) -> None:
+        first = specs[0]
+        self.specs = specs
+        self.servers = first.bootstrap_servers
+        self.poll_timeout_s = first.poll_timeout_s
+        self.fetch_timeout_s = first.fetch_timeout_s
+        self.entry = entry
+        self.consumer = entry.consumer
+        self.started = time.monotonic()
+        self.last_progress = self.started
+        self.last_check = self.started
+        self.ranges = {(s.topic, s.partition): _Range(s, self.started) for s in specs}
+        self.by_partition = (
+            {p: r for (_, p), r in self.ranges.items()}
+            if len({s.topic for s in specs}) == 1
+            else None
+        )
+        self.active = dict(self.ranges)
+        self.max_rows = max(r.max_rows for r in self.ranges.values())
+
+    def describe(self) -> str:
+        return describe_ranges([r.spec for r in self.active.values()] or self.specs)
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self) -> Iterator[pa.RecordBatch]:
+        self._refresh_if_a_broker_failed()
+        self.consumer.assign([r.at(r.next_offset) for r in self.active.values()])
+        self.entry.assigned = True
+        self.entry.assigns += 1
+        # The cyclic GC is paused while a batch is consumed and converted (never across the
+        # yield): the tens of thousands of short-lived tuples and Message objects per batch
+        # otherwise trigger collections that cost more than the conversion itself.
+        gc_enabled = gc.isenabled()
+        while self.active:
+            batches: list[pa.RecordBatch] = []
+            if gc_enabled:
+                gc.disable()
+            try:
+                left = sum(r.until - r.next_offset for r in self.active.values())
+                # self.consumer, not a bound method kept: _renew_consumer replaces it.
+                msgs = self.consumer.consume(min(self.max_rows, left), self.poll_timeout_s)
+                now = time.monotonic()
+                if msgs:
+                    batches = self._step(msgs, now)
+                if (
+                    not batches
+                    and self.active
+                    and now - self.last_progress >= STALL_CHECK_S
+                    and now - self.last_check >= STALL_CHECK_S
+                ):
+                    self.last_check = now
+                    self._check_positions(now)
+                self._leave_done()
+            finally:
+                if gc_enabled:
+                    gc.enable()
+            yield from batches
+
+    def _step(self, msgs: list[Message], now: float) -> list[pa.RecordBatch]:
+        """Handle one ``consume()`` result: a batch per range that got records."""
+        errors = list(map(_error, msgs))
+        # any(), not count(None): KafkaError.__eq__(None) raises (confluent-kafka 2.x).
+        if not any(errors):
+            data, events = msgs, []
+        else:
+            data = [m for m, e in zip(msgs, errors, strict=True) if e is None]
+            events = [(m, e) for m, e in zip(msgs, errors, strict=True) if e is not None]
+        batches = []
+        if data:
+            self.last_progress = now
+            self.entry.connected = True
+            for rng, chunk in self._by_range(data):
+                batch = rng.take(chunk, now)
+                if batch is not None:
+                    batches.append(batch)
+        for msg, err in events:
+            self._on_event(msg, err, now)
+        return batches
+
+    def _by_range(self, data: list[Message]) -> list[tuple[_Range, list[Message]]]:
+        """``data`` split by range, each range's records in the order they came. librdkafka
+        hands a partition's records over in runs, so the split goes by runs (found by
+        Arrow), not by record."""
+        if len(self.ranges) == 1:
+            return [(next(iter(self.ranges.values())), data)]
+        parts = list(map(_partition, data))
+        keys: list[Any]
+        if self.by_partition is not None:
+            lookup = cast(Mapping[Any, _Range], self.by_partition)
+            keys = ids = parts
+        else:
+            lookup = cast(Mapping[Any, _Range], self.ranges)
+            keys = list(zip(map(_topic, data), parts, strict=True))
+            ids = [id(lookup.get(k)) for k in keys]
+        runs = pc.run_end_encode(pa.array(ids, _I64))
+        chunks: dict[int, tuple[_Range, list[Message]]] = {}
+        start = 0
+        for end in runs.run_ends.to_pylist():
+            rng = lookup.get(keys[start])
+            if rng is not None:
+                chunk = chunks.setdefault(id(rng), (rng, []))[1]
+                chunk.extend(data[start:end])
+            start = end
+        return list(chunks.values())
+
+    def _range_of(self, msg: Message) -> _Range | None:
+        return self.ranges.get((msg.topic(), msg.partition()))  # type: ignore[arg-type]
+
+    def _leave_done(self) -> None:
+        """Ranges that are done leave the assignment, so their partitions are not fetched on
+        (their records past the range would fill the queue)."""
+        done = [tp for tp, r in self.active.items() if r.done]
+        if not done:
+            return
+        for tp in done:
+            del self.active[tp]
+        if self.active:
+            self.consumer.incremental_unassign([KafkaTopicPartition(*tp) for tp in done])
+
+    def _reassign(self, rng: _Range, offset: int) -> None:
+        """Fetch ``rng`` on from ``offset`` (after an out-of-range answer, or data loss)."""
+        self.consumer.incremental_unassign([rng.tp])
+        self.consumer.incremental_assign([rng.at(offset)])
+        rng.next_offset = offset
+
     # ------------------------------------------------------------------ events and stalls
 
-    def _on_event(self, msg: Message, err: KafkaError, next_offset: int, now: float) -> int:
+    def _on_event(self, msg: Message, err: KafkaError, now: float) -> None:
         code = err.code()
-        spec = self.spec
+        rng = self._range_of(msg)
         if code == KafkaError._PARTITION_EOF:
             self.entry.connected = True
             self.last_progress = now
-            if _offset(msg) >= spec.until_offset:
-                # Everything below ``until`` has been delivered; the rest were gaps.
-                self.stop = True
-                return max(next_offset, spec.until_offset)
-            return next_offset
+            if rng is not None and not rng.done:
+                rng.last_progress = now
+                if _offset(msg) >= rng.until:
+                    # Everything below ``until`` has been delivered; the rest were gaps.
+                    rng.finish()
+            return
         if code in _OUT_OF_RANGE:
-            return self._check_position(next_offset, now, out_of_range=err)
+            if rng is not None and not rng.done:
+                self._check_position(rng, now, out_of_range=err)
+            return
         if code in _GONE:
             self.entry.stale = True
-            self._data_loss(
-                f"Partition {spec.partition_name} no longer exists on "
-                f"{spec.bootstrap_servers!r} ({err.str()}) while fetching offset {next_offset} "
-                f"(range {spec.describe()}); the topic was probably deleted.",
-                exc_type=TopicNotFoundError,
-            )
-            self.stop = True
-            return next_offset
+            gone = [rng] if rng is not None else self._ranges_of_topic(msg.topic())
+            for lost in gone:
+                if lost.done:
+                    continue
+                self._data_loss(
+                    lost,
+                    f"Partition {lost.spec.partition_name} no longer exists on "
+                    f"{self.servers!r} ({err.str()}) while fetching offset {lost.next_offset} "
+                    f"(range {lost.spec.describe()}); the topic was probably deleted.",
+                    exc_type=TopicNotFoundError,
+                )
+                lost.finish()
+            return
         if code in _DENIED or err.fatal():
             raise KafkaGroupError(
-                f"Fetching {spec.describe()} from {spec.bootstrap_servers!r} failed: "
+                f"Fetching {self.describe()} from {self.servers!r} failed: "
                 f"{err.str()}. Check the ACLs / credentials in the kafka.* options."
             )
-        log.debug("fetch %s: transient error %s", spec.describe(), err)
-        return next_offset
+        log.debug("fetch %s: transient error %s", self.describe(), err)
+
+    def _ranges_of_topic(self, topic: str | None) -> list[_Range]:
+        """The active ranges an error about ``topic`` (None: about no topic) concerns."""
+        return [r for r in self.active.values() if topic is None or r.spec.topic == topic]
+
+    def _check_positions(self, now: float) -> None:
+        """No range made progress: compare each stalled range's position with the
+        watermarks; go on with a new consumer when the leader does not answer."""
+        for rng in list(self.active.values()):
+            if rng.done or now - rng.last_progress < STALL_CHECK_S:
+                continue
+            if not self._check_position(rng, now):
+                return
+        self._raise_if_stuck(now, "")
 
     def _check_position(
-        self, next_offset: int, now: float, out_of_range: KafkaError | None = None
-    ) -> int:
-        """No progress (or an out-of-range error): compare the position with the watermarks."""
-        spec = self.spec
-        stalled = now - self.last_progress
+        self, rng: _Range, now: float, out_of_range: KafkaError | None = None
+    ) -> bool:
+        """Compare ``rng``'s position with its partition's watermarks (after a stall, or an
+        out-of-range answer); False when the leader did not answer and the consumer was
+        renewed."""
+        spec = rng.spec
         try:
             low, high = self.consumer.get_watermark_offsets(
-                self.tp,
-                timeout=max(0.5, min(WATERMARK_QUERY_S, spec.fetch_timeout_s - stalled)),
-                cached=False,
+                rng.tp, timeout=WATERMARK_QUERY_S, cached=False
             )
         except KafkaException as exc:
-            self._raise_if_stuck(next_offset, time.monotonic(), error_text(exc))
-            self._renew_consumer(next_offset)
-            return next_offset
+            self._raise_if_stuck(time.monotonic(), error_text(exc))
+            self._renew_consumer()
+            return False
         self.entry.connected = True
         self.entry.errors.connected()
-        until = spec.until_offset
+        until, next_offset = rng.until, rng.next_offset
+        stalled = now - rng.last_progress
         if next_offset < low:
             self._data_loss(
+                rng,
                 f"Offsets [{next_offset}, {min(low, until)}) of {spec.partition_name} "
                 f"are no longer available: the log start offset is {low} (high watermark "
                 f"{high}); the records were deleted (retention) before this fetch of "
-                f"{spec.describe()}."
+                f"{spec.describe()}.",
             )
             if low >= until:
-                self.stop = True
-                return next_offset
+                rng.finish()
+                return True
             log.warning(
                 "Continuing %s from the log start offset %d: %d offset(s) skipped",
                 spec.partition_name,
                 low,
                 low - next_offset,
             )
-            self._assign(low)
-            self.last_progress = time.monotonic()
-            return low
+            self._reassign(rng, low)
+            rng.last_progress = time.monotonic()
+            return True
         if next_offset > high or (next_offset == high and high < until and stalled >= END_GRACE_S):
             what = "beyond" if next_offset > high else "at"
             self.entry.stale = True  # the topic may have been re-created
             self._data_loss(
+                rng,
                 f"Fetch position {next_offset} of {spec.partition_name} is {what} the "
                 f"high watermark {high} (log start {low}) but the range {spec.describe()} asks "
                 f"for records up to {until - 1}; the partition was truncated, or the topic "
-                "was deleted and re-created."
+                "was deleted and re-created.",
             )
-            self.stop = True
-            return next_offset
+            rng.finish()
+            return True
         if out_of_range is not None:
             log.debug(
                 "fetch %s: %s, but %d in [%d, %d]",
@@ -387,9 +497,8 @@ class _RangeFetch:
                 low,
                 high,
             )
-            self._assign(next_offset)
-        self._raise_if_stuck(next_offset, now, "")
-        return next_offset
+            self._reassign(rng, next_offset)
+        return True
 
     def _refresh_if_a_broker_failed(self) -> None:
         """A pooled consumer that lost a broker connection while it sat idle refreshes its
@@ -400,54 +509,74 @@ class _RangeFetch:
         self.consumer.poll(0)
         if entry.errors.connectivity_errors != entry.refreshed_at_errors:
             entry.refreshed_at_errors = entry.errors.connectivity_errors
-            self._refresh_leader()
+            self._refresh_leaders()
 
-    def _renew_consumer(self, next_offset: int) -> None:
-        """The leader did not answer the watermark query: go on from ``next_offset`` with a
-        new consumer, which asks a broker that answers who leads the partition now. This one
-        would send its metadata refreshes to the broker that did not answer ("Unanswered
-        handles" in :mod:`spark_kafka_group.kafka.config`): after a leader's SIGKILL or a
-        hang, a fetch under way read on about 0.5 s after Kafka named the new leader."""
+    def _renew_consumer(self) -> None:
+        """The leader did not answer the watermark query: go on from each range's position
+        with a new consumer, which asks a broker that answers who leads the partitions now.
+        This one would send its metadata refreshes to the broker that did not answer
+        ("Unanswered handles" in :mod:`spark_kafka_group.kafka.config`): after a leader's
+        SIGKILL or a hang, a fetch under way read on about 0.5 s after Kafka named the new
+        leader."""
         self.entry = consumer_pool().replace(self.entry)
         self.consumer = self.entry.consumer
-        self._assign(next_offset)
+        self.consumer.assign([r.at(r.next_offset) for r in self.active.values()])
+        self.entry.assigned = True
+        self.entry.assigns += 1
 
-    def _refresh_leader(self) -> None:
-        """Ask a live broker for the partition's metadata, so that the consumer can learn the
-        leader Kafka elected after the old one died. librdkafka refreshes its metadata once
+    def _refresh_leaders(self) -> None:
+        """Ask a live broker for the partitions' metadata, so that the consumer can learn the
+        leaders Kafka elected after the old one died. librdkafka refreshes its metadata once
         when a leader's connection drops, before the controller has fenced that broker;
         Kafka's Java consumer refreshes on every disconnect."""
-        try:
-            self.consumer.list_topics(self.spec.topic, timeout=SEND_TIMEOUT_S)
-        except KafkaException as exc:
-            log.debug("fetch %s: metadata refresh failed: %s", self.spec.describe(), exc)
+        for topic in sorted({s.topic for s in self.specs}):
+            try:
+                self.consumer.list_topics(topic, timeout=SEND_TIMEOUT_S)
+            except KafkaException as exc:
+                log.debug("fetch %s: metadata refresh failed: %s", self.describe(), exc)
 
-    def _raise_if_stuck(self, next_offset: int, now: float, last: str) -> None:
-        spec = self.spec
+    def _raise_if_stuck(self, now: float, last: str) -> None:
         stalled = now - self.last_progress
         errors = self.entry.errors
         fast = (
             not self.entry.connected
             and errors.all_brokers_down_at is not None
-            and now - self.started >= min(UNREACHABLE_FAST_FAIL_S, spec.fetch_timeout_s)
+            and now - self.started >= min(UNREACHABLE_FAST_FAIL_S, self.fetch_timeout_s)
+            and not self._cluster_answers()
         )
+        where = "; ".join(r.describe() for r in list(self.active.values())[:DESCRIBED_RANGES])
         if errors.hopeless is not None:
             raise BrokerUnavailableError(
-                f"Fetching {spec.describe()} at offset {next_offset}: "
-                + refused_message(spec.bootstrap_servers, errors.hopeless)
+                f"Fetching {where}: " + refused_message(self.servers, errors.hopeless)
             )
-        if fast or stalled >= spec.fetch_timeout_s:
+        if fast or stalled >= self.fetch_timeout_s:
             reason = errors.reason() or last
             raise BrokerUnavailableError(
-                f"Fetching {spec.describe()} made no progress at offset {next_offset} for "
-                f"{stalled:.0f}s. "
-                + unreachable_message(spec.bootstrap_servers, round(stalled, 1), reason)
+                f"Fetching {where} made no progress for {stalled:.0f}s. "
+                + unreachable_message(self.servers, round(stalled, 1), reason)
             )
 
+    def _cluster_answers(self) -> bool:
+        """Whether a broker answers a metadata request now. librdkafka reports "all brokers
+        down" also when a new client's first bootstrap server refuses before its other
+        connections are up (its brokers count as down until connected): a fetch whose
+        leader died, with the other brokers up, waits for Kafka to elect a new leader, up
+        to ``fetch_timeout_s``; it does not fail as if no broker were reachable."""
+        try:
+            self.consumer.list_topics(self.specs[0].topic, timeout=WATERMARK_QUERY_S)
+        except KafkaException:
+            return False
+        self.entry.connected = True
+        self.entry.errors.connected()
+        return True
+
     def _data_loss(
-        self, message: str, exc_type: type[KafkaGroupError] = OffsetOutOfRangeError
+        self,
+        rng: _Range,
+        message: str,
+        exc_type: type[KafkaGroupError] = OffsetOutOfRangeError,
     ) -> None:
-        if self.spec.fail_on_data_loss:
+        if rng.spec.fail_on_data_loss:
             raise exc_type(
                 message + " Some data may have been lost. If that is acceptable, set the "
                 "option failOnDataLoss=false to skip it with a warning."

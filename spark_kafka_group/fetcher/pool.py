@@ -2,7 +2,7 @@
 
 Keyed by ``(bootstrap servers, client configuration)``. A consumer returned to the pool is
 unassigned, so an idle consumer sends no fetch requests; the next fetch assigns its own
-partition and offset (a re-assign costs about one ``fetch.wait.max.ms``, an open connection
+partitions and offsets (a re-assign costs about one ``fetch.wait.max.ms``, an open connection
 is kept). librdkafka's pause/resume is not used: a resume took 0.7-1 s in librdkafka 2.16.
 Bounded (:data:`MAX_IDLE`), idle consumers expire after :data:`IDLE_TTL_S`, a consumer that
 saw an error or a vanished topic is closed instead of returned, and a forked child never uses
@@ -23,13 +23,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.kafka.config import ErrorTracker, client_config
 
 log = logging.getLogger(__name__)
@@ -60,9 +59,9 @@ NO_TOPIC = "<none>"
 #: commit (partitions are assigned, auto commit and offset store are off).
 FETCHER_GROUP_ID = "spark-kafka-group-fetcher"
 
-# Defaults tuned for bulk reads of one partition at a time; ``kafka.*`` options override.
-# fetch.wait.max.ms is low because a consumer moving to another partition first waits for
-# its in-flight (long-poll) fetch; idle pooled consumers are unassigned, so they do not poll.
+# Defaults tuned for bulk reads of a task's ranges; ``kafka.*`` options override.
+# fetch.wait.max.ms is low because a consumer moving to the next task's partitions first waits
+# for its in-flight (long-poll) fetch; idle pooled consumers are unassigned, so they do not poll.
 FETCH_DEFAULTS: dict[str, Any] = {
     "group.id": FETCHER_GROUP_ID,
     "isolation.level": "read_uncommitted",
@@ -111,11 +110,11 @@ class PooledConsumer:
         self.consumer = Consumer(consumer_config(key[0], dict(key[1]), self.errors))
         #: The consumer has had an answer from the cluster (not "never connected").
         self.connected = False
-        #: The partition currently assigned, or None.
-        self.assigned: TopicPartition | None = None
+        #: Partitions are assigned (the consumer is fetching).
+        self.assigned = False
         self.idle_since = time.monotonic()
         self.uses = 0
-        #: How many times the consumer was assigned a partition.
+        #: How many times the consumer was assigned partitions.
         self.assigns = 0
         #: Id of each topic this consumer fetched (librdkafka keeps it in its metadata cache),
         #: as the pool knew it then; None when it was not asked.
@@ -125,18 +124,18 @@ class PooledConsumer:
 
     def unassign(self) -> bool:
         """Stop fetching (before going idle); False if the consumer is unusable."""
-        if self.assigned is None:
+        if not self.assigned:
             return True
         try:
             self.consumer.unassign()
         except Exception as exc:  # a broken consumer is closed, not pooled
             log.debug("unassigning a fetch consumer failed: %s", exc)
             return False
-        self.assigned = None
+        self.assigned = False
         return True
 
     def close(self) -> None:
-        self.assigned = None
+        self.assigned = False
         try:
             self.consumer.close()
         except Exception as exc:  # closing a broken consumer must not mask the error
@@ -167,13 +166,12 @@ class ConsumerPool:
             self._pid = os.getpid()
             self.created = self.reused = 0
 
-    def acquire(self, key: PoolKey, topic: str | None = None) -> PooledConsumer:
-        """An idle consumer for ``key`` (the most recently used), or a new one. With
-        ``topic``, an idle consumer that knew ``topic`` under another id is closed, not
-        reused."""
-        current_id = None
-        if topic is not None and any(e.key == key for e in self.idle()):
-            current_id = self.topic_id(key, topic)
+    def acquire(self, key: PoolKey, topics: Sequence[str] = ()) -> PooledConsumer:
+        """An idle consumer for ``key`` (the most recently used), or a new one. An idle
+        consumer that knew one of ``topics`` under another id is closed, not reused."""
+        current_ids: dict[str, str | None] = dict.fromkeys(topics)
+        if topics and any(e.key == key for e in self.idle()):
+            current_ids = {topic: self.topic_id(key, topic) for topic in topics}
         expired: list[PooledConsumer] = []
         chosen: PooledConsumer | None = None
         with self._lock:
@@ -182,7 +180,7 @@ class ConsumerPool:
             keep: list[PooledConsumer] = []
             for entry in self._idle:
                 too_old = now - entry.idle_since > self.idle_ttl_s
-                stale = _knew_another(entry, key, topic, current_id)
+                stale = _knew_another(entry, key, current_ids)
                 (expired if too_old or stale else keep).append(entry)
             self._idle = keep
             chosen = next((e for e in reversed(self._idle) if e.key == key), None)
@@ -196,8 +194,7 @@ class ConsumerPool:
             with self._lock:
                 self.created += 1
         chosen.uses += 1
-        if topic is not None:
-            chosen.topic_ids[topic] = current_id
+        chosen.topic_ids.update(current_ids)
         return chosen
 
     def topic_id(self, key: PoolKey, topic: str) -> str | None:
@@ -287,12 +284,16 @@ class ConsumerPool:
 
 
 def _knew_another(
-    entry: PooledConsumer, key: PoolKey, topic: str | None, current_id: str | None
+    entry: PooledConsumer, key: PoolKey, current_ids: Mapping[str, str | None]
 ) -> bool:
-    """Whether ``entry`` knew ``topic`` under an id other than its id now."""
-    if topic is None or current_id is None or entry.key != key or topic not in entry.topic_ids:
+    """Whether ``entry`` knew one of the topics under an id other than its id now (None:
+    not known now)."""
+    if entry.key != key:
         return False
-    return entry.topic_ids[topic] != current_id
+    return any(
+        current is not None and topic in entry.topic_ids and entry.topic_ids[topic] != current
+        for topic, current in current_ids.items()
+    )
 
 
 def _describe_topic_id(

@@ -71,6 +71,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "",
         (
             "maxOffsetsPerTrigger",
+            "maxBytesPerTrigger",
             "minOffsetsPerTrigger",
             "maxTriggerDelay",
             "parallelism",

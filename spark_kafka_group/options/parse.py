@@ -159,6 +159,7 @@ def check_batch_options(options: SourceOptions) -> None:
         )
     for name, value in (
         ("maxOffsetsPerTrigger", options.max_offsets_per_trigger),
+        ("maxBytesPerTrigger", options.max_bytes_per_trigger),
         ("minOffsetsPerTrigger", options.min_offsets_per_trigger),
     ):
         if value is not None:

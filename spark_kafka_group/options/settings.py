@@ -88,6 +88,8 @@ class SourceOptions:
     ending_offsets: OffsetLimit | None
     fail_on_data_loss: bool
     max_offsets_per_trigger: int | None
+    #: ``maxBytesPerTrigger``: about this many bytes of keys and values per micro-batch.
+    max_bytes_per_trigger: int | None
     min_offsets_per_trigger: int | None
     max_trigger_delay_ms: int
     #: ``parallelism``: about this many Spark tasks read a batch.

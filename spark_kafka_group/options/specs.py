@@ -27,6 +27,7 @@ from spark_kafka_group.options.store import STORE_FAMILY
 from spark_kafka_group.options.subscription import ASSIGNMENT_JSON, PATTERN, TOPICS
 from spark_kafka_group.options.values import (
     BOOLEAN,
+    BYTES,
     DURATION,
     EPOCH_MS,
     INTEGER,
@@ -130,6 +131,23 @@ _SOURCE_SPECS: tuple[OptionSpec, ...] = (
         "Ignored by batch reads, as in Spark.",
         checks=(positive,),
         field="max_offsets_per_trigger",
+    ),
+    OptionSpec(
+        "maxBytesPerTrigger",
+        BYTES,
+        None,
+        "About this many bytes of keys and values (and headers, with `includeHeaders`) per "
+        "micro-batch (`64m`, `1g`; a bare number is bytes), split across partitions as "
+        "`maxOffsetsPerTrigger` splits records.\n\n"
+        "A soft limit, as Delta's `maxBytesPerTrigger`: Kafka's offsets count records, so the "
+        "source samples the records at each partition's position (its first 50, again after "
+        "a minute) and turns the limit into a record count; a batch always takes at least "
+        "one record. With `maxOffsetsPerTrigger` too, the smaller batch wins. For topics of "
+        "mixed record sizes, where a record count bounds a batch's memory badly. "
+        "Ignored by batch reads.\n\n"
+        "**Differs from Spark**: Spark's Kafka source has no byte limit.",
+        checks=(positive,),
+        field="max_bytes_per_trigger",
     ),
     OptionSpec(
         "parallelism",

@@ -68,6 +68,21 @@ def _duration_ms(name: str, text: str) -> int:
     return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
 
 
+_SIZE_UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _bytes(name: str, text: str) -> int:
+    """Spark's size strings: ``512k``, ``64m``, ``1g`` (also ``kb``, ``mb``, ``gb``; powers of
+    1024, as Spark's ``byteStringAsBytes``); a bare number is bytes."""
+    match = re.fullmatch(r"\s*(\d+)\s*([bkmgt])?b?\s*", text.lower())
+    if not match:
+        raise OptionError(
+            f"Option {name!r} = {text!r} is not a size: use a number of bytes, or a number with "
+            "a unit such as '512k', '64m' or '1g'."
+        )
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2) or "b"]
+
+
 def duration_text(ms: int) -> str:
     """``ms`` in the largest unit that divides it: the inverse of the ``duration`` type."""
     for unit in ("d", "h", "m", "s"):
@@ -82,6 +97,7 @@ MILLISECONDS: ValueType[int] = ValueType("integer (ms)", _int)
 EPOCH_MS: ValueType[int] = ValueType("timestamp (epoch ms)", _int)
 STRING: ValueType[str] = ValueType("string", _stripped)
 DURATION: ValueType[int] = ValueType("duration", _duration_ms)
+BYTES: ValueType[int] = ValueType("size (bytes)", _bytes)
 
 
 def choice(words: tuple[str, ...], fix: str) -> ValueType[str]:

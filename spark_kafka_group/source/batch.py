@@ -68,8 +68,7 @@ class KafkaGroupBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # An empty range list reaches here as one bare InputPartition.
-        for spec in getattr(partition, "specs", ()):
-            yield from fetch(spec)
+        yield from fetch(*getattr(partition, "specs", ()))
 
 
 def plan_batch(

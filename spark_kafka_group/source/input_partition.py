@@ -14,7 +14,7 @@ from spark_kafka_group.source.planning import OffsetRange, plan_tasks
 
 
 class KafkaInputPartition(InputPartition):
-    """One Spark task: [from, until) ranges of Kafka partitions, fetched one after the other
+    """One Spark task: [from, until) ranges of Kafka partitions, fetched together
     (a batch's ranges are balanced by records over about ``parallelism`` tasks:
     :func:`~spark_kafka_group.source.planning.plan_tasks`)."""
 

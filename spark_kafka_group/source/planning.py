@@ -36,6 +36,27 @@ def limit_end_offsets(
     return {tp: starts[tp] + min(take[tp], backlog[tp]) for tp in starts}
 
 
+def records_within_bytes(
+    backlog: Mapping[TopicPartition, int],
+    bytes_per_record: Mapping[TopicPartition, float],
+    max_bytes: int,
+) -> int:
+    """How many records of ``backlog`` take about ``max_bytes``, when they are split as
+    :func:`limit_end_offsets` splits them (in proportion to each partition's backlog, so each
+    partition gives the same share of its backlog, and the bytes the same share of the
+    backlog's bytes); at least one while there is a backlog. A partition without a figure is
+    taken at the mean of the others; with no figure at all, the whole backlog."""
+    total = sum(max(0, n) for n in backlog.values())
+    sizes = [bytes_per_record[tp] for tp in backlog if tp in bytes_per_record]
+    if total == 0 or not sizes:
+        return total
+    mean = sum(sizes) / len(sizes)
+    total_bytes = sum(max(0, n) * bytes_per_record.get(tp, mean) for tp, n in backlog.items())
+    if total_bytes <= max_bytes:
+        return total
+    return max(1, math.floor(total * max_bytes / total_bytes))
+
+
 @dataclass(frozen=True)
 class OffsetRange:
     topic: str
@@ -89,8 +110,8 @@ def plan_tasks(
     """The Spark tasks of a batch, balanced by records, not by partition.
 
     The ranges are laid end to end in the order given and cut into :func:`task_count` runs
-    whose sizes differ by at most one record. A task reads its pieces one after the other,
-    each in offset order; a range cut in two ends one task and starts the next. So 64 or 512
+    whose sizes differ by at most one record. A task reads its pieces together, each in offset
+    order; a range cut in two ends one task and starts the next. So 64 or 512
     partitions run as many tasks as 8 do, and a big range is split when ``minPartitions`` or
     ``maxRecordsPerPartition`` asks for more tasks than there are ranges (as Spark's
     ``KafkaOffsetRangeCalculator`` splits it).

@@ -11,6 +11,7 @@ try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python so
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
         ReadLimit,
+        ReadMaxBytes,
         ReadMaxRows,
         SupportsTriggerAvailableNow,
     )
@@ -24,12 +25,13 @@ except ImportError:  # pyspark 4.0 / 4.1
             """Placeholder so the reader's class statement works on pyspark < 4.2."""
 
         ReadLimit = Any
-        ReadAllAvailable = ReadMaxRows = None
+        ReadAllAvailable = ReadMaxBytes = ReadMaxRows = None
 
 __all__ = [
     "HAS_ADMISSION_CONTROL",
     "ReadAllAvailable",
     "ReadLimit",
+    "ReadMaxBytes",
     "ReadMaxRows",
     "SupportsTriggerAvailableNow",
 ]

@@ -16,7 +16,8 @@ Per trigger (``latestOffset``):
 3. Positions: partitions continuously owned since ``start`` keep Spark's position; others
    start from the group's committed offset, else ``startingOffsets``
    (:mod:`spark_kafka_group.source.positions`).
-4. End offsets: the high watermarks, bounded by the read limit and, under
+4. End offsets: the high watermarks, bounded by the read limit (records, or bytes through
+   the sampled sizes of :mod:`spark_kafka_group.source.record_sizes`) and, under
    Trigger.AvailableNow, by the targets fixed when the query started.
 """
 
@@ -44,6 +45,7 @@ from spark_kafka_group.source.planning import (
     OffsetRange,
     TriggerMinimum,
     limit_end_offsets,
+    records_within_bytes,
 )
 from spark_kafka_group.source.positions import (
     DeletedTopics,
@@ -58,9 +60,11 @@ from spark_kafka_group.source.pyspark_features import (
     HAS_ADMISSION_CONTROL,
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
+from spark_kafka_group.source.record_sizes import RecordSizes, sample_record_bytes
 from spark_kafka_group.source.subscription import subscription_partitions
 from spark_kafka_group.source.timestamps import offsets_for_timestamps
 
@@ -118,6 +122,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             if options.min_offsets_per_trigger is None
             else TriggerMinimum(options.min_offsets_per_trigger, options.max_trigger_delay_ms)
         )
+        self._record_sizes = RecordSizes(sample=self._sample_record_bytes)
 
     # -- lazily created driver-side parts (never in __init__: Spark also builds readers in
     #    short-lived workers that must not join the group) --------------------------------
@@ -264,7 +269,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._log_lag(positions, bounds.latest)
         if self._waits_for_minimum(positions, latest) and previous is not None:
             return start if start is not None else previous.to_json()
-        ends = limit_end_offsets(positions, latest, self._max_records(limit))
+        ends = limit_end_offsets(positions, latest, self._max_records(limit, positions, latest))
         # Claim the batch's partitions: from now on a revocation waits for this batch's
         # commit. One released since the poll above (by the heartbeat thread, its last
         # batch committed) is left out: its new owner may already be reading it.
@@ -293,8 +298,12 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return end.to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # Spark's Python sources take one read limit: with both options the record limit goes
+        # to Spark and the byte limit is applied here too (_max_records).
         if self._opts.max_offsets_per_trigger is not None:
             return ReadMaxRows(self._opts.max_offsets_per_trigger)
+        if self._opts.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self._opts.max_bytes_per_trigger)
         return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict | None:
@@ -338,8 +347,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
-        for spec in partition.specs:
-            yield from fetch(spec)
+        yield from fetch(*partition.specs)
 
     def commit(self, end: dict) -> None:
         member = self._member
@@ -526,12 +534,34 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         available = sum(max(0, latest[tp] - position) for tp, position in positions.items())
         return self._minimum.hold(available, now_ms=self._clock.monotonic_ms())
 
-    def _max_records(self, limit: ReadLimit | None) -> int | None:
-        if limit is None:  # pyspark < 4.2: no read limit argument; honour the option ourselves
-            return self._opts.max_offsets_per_trigger
-        if HAS_ADMISSION_CONTROL and isinstance(limit, ReadMaxRows):
-            return int(limit.max_rows)
-        return None
+    def _max_records(
+        self,
+        limit: ReadLimit | None,
+        positions: Mapping[TopicPartition, int],
+        latest: Mapping[TopicPartition, int],
+    ) -> int | None:
+        """The records this batch may take: Spark's read limit, or the options (pyspark < 4.2)."""
+        max_records = self._opts.max_offsets_per_trigger
+        max_bytes = self._opts.max_bytes_per_trigger
+        if limit is not None:  # pyspark >= 4.2: Spark's read limit
+            if isinstance(limit, ReadMaxRows):
+                max_records = int(limit.max_rows)  # a byte limit from the options stays
+            elif isinstance(limit, ReadMaxBytes):
+                max_records, max_bytes = None, int(limit.max_bytes)
+            else:  # ReadAllAvailable
+                max_records = max_bytes = None
+        if max_bytes is None:
+            return max_records
+        ranges = {tp: (p, latest[tp]) for tp, p in positions.items()}
+        sizes = self._record_sizes.of(ranges, now_ms=self._clock.monotonic_ms())
+        backlog = {tp: max(0, end - start) for tp, (start, end) in ranges.items()}
+        within = records_within_bytes(backlog, sizes, max_bytes)
+        return within if max_records is None else min(within, max_records)
+
+    def _sample_record_bytes(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]]
+    ) -> dict[TopicPartition, float]:
+        return sample_record_bytes(self._opts, ranges)
 
 
 def _carried_starts(

@@ -1,7 +1,8 @@
-"""bench_throughput runs end to end at a tiny size, so that it cannot rot: format("kafka"),
-format("kafka-group"), the raw consumers, the do-nothing source and the fetch alone read the
-suite's broker in the pyspark of jvm/pom.xml's spark-sql-kafka jar. Its figures are printed,
-never asserted; the test asserts that it ran and printed its ``key=value`` line."""
+"""bench_throughput runs end to end at a tiny size, so that it cannot rot: format("kafka")
+(with its defaults and tuned), format("kafka-group"), the raw consumers, the do-nothing source
+and the fetch alone read the suite's broker in the pyspark of jvm/pom.xml's spark-sql-kafka
+jar. Its figures are printed, never asserted; the test asserts that it ran and printed its
+``key=value`` line."""
 
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ def test_bench_throughput_runs_and_prints_its_key_value_line(bootstrap_servers: 
     for key in (
         *(f"{r}_rps_100b_8p" for r in readers if r != "group"),
         "kafka_group_rps_100b_8p",
+        "kafka_tuned_rps_100b_8p",
         "vs_spark_kafka_100b_8p",
+        "vs_tuned_spark_kafka_100b_8p",
         "group_cpu_s_per_m_100b_8p",
         "kafka_cpu_s_per_m_100b_8p",
         "group_startup_s_100b_8p",

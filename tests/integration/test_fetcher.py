@@ -311,7 +311,7 @@ def test_pool_reuses_consumer(filled: tuple[str, str, int]) -> None:
         table = _read(FetchSpec(topic, 0, start, stop, servers, max_batch_rows=30))
         assert table.column("offset").to_pylist() == list(range(start, stop))
         assert pool.idle() == [first]
-        assert first.assigns == i and first.assigned is None
+        assert first.assigns == i and not first.assigned
     assert pool.created == created
     # A different client configuration gets its own consumer.
     list(fetch(FetchSpec(topic, 0, 0, 5, servers, client_conf=(("client.id", "other"),))))
@@ -368,3 +368,84 @@ def test_unreachable_broker_fails_with_clear_error() -> None:
     assert consumer_pool().idle() == [] or all(
         e.key[0] != "127.0.0.1:1" for e in consumer_pool().idle()
     )
+
+
+@pytest.fixture(scope="module")
+def wide(bootstrap_servers: str) -> tuple[str, str, int]:
+    """A 6-partition topic holding N records in each partition."""
+    topic = f"fetch-wide-{time.monotonic_ns() % 10**9}"
+    create_topic(bootstrap_servers, topic, 6)
+    records = ((p, None, _values(i)) for i in range(N) for p in range(6))
+    produce(bootstrap_servers, topic, records, producer_config={"linger.ms": 50})
+    return bootstrap_servers, topic, 6
+
+
+def _by_partition(batches: list[pa.RecordBatch]) -> dict[int, list[int]]:
+    """Each partition's offsets in the order fetched; every batch holds one partition."""
+    offsets: dict[int, list[int]] = {}
+    for batch in batches:
+        [partition] = set(batch.column("partition").to_pylist())
+        offsets.setdefault(partition, []).extend(batch.column("offset").to_pylist())
+    return offsets
+
+
+def test_ranges_of_a_task_are_fetched_together_each_exactly(
+    wide: tuple[str, str, int],
+) -> None:
+    """A task's ranges go to one consumer at once; each partition's records come back in
+    offset order, exactly its range, though the partitions hold more (a range that is done
+    leaves the assignment while the others are read)."""
+    servers, topic, partitions = wide
+    ranges = {p: (10 * p, 10 * p + 20 + 25 * p) for p in range(partitions)}
+    pool = consumer_pool()
+    pool.clear()
+    specs = [FetchSpec(topic, p, a, b, servers, max_batch_rows=16) for p, (a, b) in ranges.items()]
+    got = _by_partition(list(fetch(*specs)))
+    assert got == {p: list(range(a, b)) for p, (a, b) in ranges.items()}
+    [consumer] = pool.idle()
+    assert consumer.assigns == 1 and not consumer.assigned
+    # The same consumer reads on from where the ranges ended, and a single range.
+    specs = [FetchSpec(topic, p, b, N, servers) for p, (_, b) in ranges.items()]
+    assert _by_partition(list(fetch(*specs))) == {
+        p: list(range(b, N)) for p, (_, b) in ranges.items()
+    }
+    assert _by_partition(list(fetch(FetchSpec(topic, 3, 0, N, servers)))) == {3: list(range(N))}
+    assert pool.idle() == [consumer] and consumer.assigns == 3
+
+
+def test_ranges_of_two_topics_in_one_fetch(
+    wide: tuple[str, str, int], filled: tuple[str, str, int]
+) -> None:
+    servers, topic, _ = wide
+    _, other, _ = filled
+    batches = list(
+        fetch(FetchSpec(topic, 1, 5, 50, servers), FetchSpec(other, 0, 100, 160, servers))
+    )
+    table = pa.Table.from_batches(batches, schema=arrow_schema(False))
+    got = zip(table.column("topic").to_pylist(), table.column("offset").to_pylist(), strict=True)
+    want = [(topic, o) for o in range(5, 50)] + [(other, o) for o in range(100, 160)]
+    assert sorted(got) == sorted(want)
+
+
+def test_a_range_out_of_range_among_others(
+    wide: tuple[str, str, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """One range beyond its partition's end fails the fetch, naming that partition; with
+    ``failOnDataLoss=false`` it is skipped with a warning and the other ranges are read."""
+    servers, topic, _ = wide
+    latest = _latest(servers, topic, 4)
+
+    def specs(fail: bool) -> list[FetchSpec]:
+        return [
+            FetchSpec(topic, 2, 0, 30, servers, fail_on_data_loss=fail),
+            FetchSpec(topic, 4, latest + 5, latest + 9, servers, fail_on_data_loss=fail),
+            FetchSpec(topic, 5, 40, 90, servers, fail_on_data_loss=fail),
+        ]
+
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        list(fetch(*specs(True)))
+    assert f"{topic}-4" in str(info.value) and str(latest + 5) in str(info.value)
+    with caplog.at_level(logging.WARNING, logger="spark_kafka_group.fetcher"):
+        got = _by_partition(list(fetch(*specs(False))))
+    assert got == {2: list(range(0, 30)), 5: list(range(40, 90))}
+    assert any(f"{topic}-4" in r.getMessage() for r in caplog.records)

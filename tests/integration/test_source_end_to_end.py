@@ -10,7 +10,7 @@ from pyspark.errors import StreamingQueryException
 
 import spark_kafka_group
 from spark_kafka_group.group.metadata import TopicPartition
-from spark_kafka_group.quickstart.sample_data import create_topic, produce_sample
+from spark_kafka_group.quickstart.sample_data import create_topic, produce, produce_sample
 from spark_kafka_group.source.pyspark_features import HAS_ADMISSION_CONTROL
 from spark_kafka_group.testing.waiting import wait_until
 from tests.groups import committed
@@ -93,6 +93,35 @@ def test_max_offsets_per_trigger_bounds_every_batch(
     assert collected.records == expected_records(counts)
     assert max(sizes) <= 70
     assert len([s for s in sizes if s]) >= -(-total // 70)
+
+
+def test_max_bytes_per_trigger_bounds_every_batch_by_the_sizes_of_its_records(
+    spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
+) -> None:
+    """Partition 0 holds records of 1,000 bytes, partition 1 of 10 bytes: a batch of about
+    50 KiB takes as many records of each (their backlogs are equal), about 50."""
+    create_topic(bootstrap_servers, topic_name, 2)
+    records = [(0, None, b"x" * 1000)] * 300 + [(1, None, b"y" * 10)] * 300
+    counts = produce(bootstrap_servers, topic_name, records)
+    total = sum(counts.values())
+    options = source_options(
+        bootstrap_servers, topic_name, "g-bytes", group_store, maxBytesPerTrigger="50k"
+    )
+    collected = Collected()
+    query = start_query(spark, options, str(tmp_path / "ckpt"), collected, available_now=False)
+    try:
+        wait_until(lambda: collected.count() >= total, 120, f"{total} records")
+    finally:
+        query.stop()
+    assert collected.records == expected_records(counts)
+    batches = [rows for _, rows in sorted(collected.batches.items()) if rows]
+    sizes = [sum(len(value or b"") for _, _, value in rows) for rows in batches]
+    # 51,200 bytes, give or take one record of each partition (the split's rounding).
+    assert max(sizes) <= 51_200 + 1_010, sizes
+    assert len(batches) >= sum(sizes) // (51_200 + 1_010), sizes
+    for rows in batches[:-1]:  # every batch but the last, whose backlog ran out, is full
+        per_partition = [sum(1 for p, _, _ in rows if p == q) for q in (0, 1)]
+        assert abs(per_partition[0] - per_partition[1]) <= 1, per_partition
 
 
 @pytest.mark.skipif(

@@ -220,6 +220,12 @@ BAD_OPTION_SETS = [
         ["minOffsetsPerTrigger", "500", "maxOffsetsPerTrigger", "100"],
     ),
     (
+        "maxBytesPerTrigger not a size",
+        without(maxBytesPerTrigger="64 megabytes"),
+        ["maxBytesPerTrigger", "'64 megabytes'", "'64m'"],
+    ),
+    ("zero maxBytesPerTrigger", without(maxBytesPerTrigger="0"), ["maxBytesPerTrigger", "'0'"]),
+    (
         "bad maxTriggerDelay",
         without(maxTriggerDelay="15 minutes"),
         ["maxTriggerDelay", "'15 minutes'", "'15m'"],
@@ -344,6 +350,21 @@ def test_defaults() -> None:
     assert opts.fail_on_data_loss is True
     assert opts.include_headers is False
     assert opts.max_offsets_per_trigger is None
+    assert opts.max_bytes_per_trigger is None
+
+
+def test_max_bytes_per_trigger_takes_spark_size_strings() -> None:
+    """Powers of 1024, with or without a trailing ``b``, as Spark's byte strings."""
+    for text, expected in (
+        ("1048576", 1 << 20),
+        ("512k", 512 << 10),
+        ("64m", 64 << 20),
+        ("64MB", 64 << 20),
+        (" 1g ", 1 << 30),
+        ("100b", 100),
+    ):
+        opts = parse_options(lower(without(maxBytesPerTrigger=text)))
+        assert opts.max_bytes_per_trigger == expected, text
     assert opts.group.protocol_names == ("cooperative-sticky",)
     assert opts.group.heartbeat_interval_ms == 3000
     assert opts.group.session_timeout_ms == 45000

@@ -15,8 +15,10 @@ from spark_kafka_group.source.planning import (
     OffsetRange,
     limit_end_offsets,
     plan_tasks,
+    records_within_bytes,
     task_count,
 )
+from spark_kafka_group.source.record_sizes import RecordSizes
 
 backlogs = st.dictionaries(
     st.builds(TopicPartition, st.sampled_from(["a", "b"]), st.integers(0, 7)),
@@ -52,6 +54,73 @@ def test_latest_behind_position_never_moves_backwards() -> None:
     assert limit_end_offsets({TopicPartition("t", 0): 50}, {TopicPartition("t", 0): 10}, None) == {
         TopicPartition("t", 0): 50
     }
+
+
+sizes = st.floats(1, 100_000, allow_nan=False)
+
+
+@given(backlogs, st.dictionaries(st.builds(TopicPartition, st.just("a"), st.integers(0, 7)), sizes),
+       st.integers(1, 10**8))  # fmt: skip
+def test_a_byte_limit_takes_at_most_its_bytes_and_never_nothing(
+    positions: dict[TopicPartition, tuple[int, int]],
+    bytes_per_record: dict[TopicPartition, float],
+    max_bytes: int,
+) -> None:
+    """Split as limit_end_offsets splits, the records a byte limit allows take ``max_bytes``
+    (by the figures; a partition without one at the others' mean), give or take the one
+    record the split rounds per partition and the one record the count rounds down, and at
+    least one record."""
+    starts = {tp: start for tp, (start, _) in positions.items()}
+    latest = {tp: start + size for tp, (start, size) in positions.items()}
+    backlog = {tp: latest[tp] - starts[tp] for tp in starts}
+    within = records_within_bytes(backlog, bytes_per_record, max_bytes)
+    total = sum(backlog.values())
+    known = [bytes_per_record[tp] for tp in backlog if tp in bytes_per_record]
+    if not known or total == 0:
+        assert within == total
+        return
+    assert 1 <= within <= total
+    mean = sum(known) / len(known)
+    ends = limit_end_offsets(starts, latest, within)
+    taken = {tp: ends[tp] - starts[tp] for tp in starts}
+    cost = sum(n * bytes_per_record.get(tp, mean) for tp, n in taken.items())
+    largest = max(bytes_per_record.get(tp, mean) for tp in starts)
+    rounding = len(starts) * largest + 1e-6
+    if within > 1:
+        assert cost <= max_bytes + rounding
+    if within < total:
+        average = sum(n * bytes_per_record.get(tp, mean) for tp, n in backlog.items()) / total
+        assert cost >= max_bytes - average - rounding
+
+
+def test_a_byte_limit_weighs_each_partition_by_its_record_size() -> None:
+    big, small = TopicPartition("t", 0), TopicPartition("t", 1)
+    # 1,000 records of 1,000 bytes and 1,000 of 10: 1,010,000 bytes in all.
+    backlog = {big: 1000, small: 1000}
+    sizes = {big: 1000.0, small: 10.0}
+    assert records_within_bytes(backlog, sizes, 2_000_000) == 2000
+    assert records_within_bytes(backlog, sizes, 101_000) == 200  # a tenth of each
+    assert records_within_bytes(backlog, sizes, 1) == 1  # never nothing
+    assert records_within_bytes(backlog, {}, 1) == 2000  # no figure: no byte limit
+    assert records_within_bytes(backlog, {big: 1000.0}, 101_000) == 101  # small at the mean
+
+
+def test_record_sizes_are_sampled_when_unknown_or_stale() -> None:
+    asked: list[dict[TopicPartition, tuple[int, int]]] = []
+
+    def sample(ranges: dict[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, float]:
+        asked.append(dict(ranges))
+        return {tp: 100.0 + tp.partition for tp in ranges}
+
+    a, b, c = (TopicPartition("t", p) for p in range(3))
+    sizes = RecordSizes(sample=sample, ttl_ms=60_000)
+    # c has no backlog: nothing to sample there, no figure.
+    assert sizes.of({a: (0, 10), b: (5, 9), c: (7, 7)}, now_ms=0) == {a: 100.0, b: 101.0}
+    assert asked == [{a: (0, 10), b: (5, 9)}]
+    assert sizes.of({a: (10, 20), b: (9, 12)}, now_ms=59_999) == {a: 100.0, b: 101.0}
+    assert len(asked) == 1  # fresh figures
+    sizes.of({a: (20, 30), b: (12, 12)}, now_ms=60_000)
+    assert asked[1] == {a: (20, 30)}  # a again at its position now; b has no backlog
 
 
 range_lists = st.lists(
