@@ -690,11 +690,12 @@ def _report_case(
     group_rps = best["kafka-group"]["rps"] if "kafka-group" in best else nan
     summary[f"vs_spark_kafka_{case}"] = group_rps / kafka_rps
     summary[f"vs_tuned_spark_kafka_{case}"] = group_rps / tuned_rps
-    print(
-        f"  kafka-group / kafka: {group_rps / kafka_rps:.2f}x; / tuned kafka: "
-        f"{group_rps / tuned_rps:.2f}x",
-        flush=True,
-    )
+    ratios = [
+        f"/ {name}: {group_rps / rps:.2f}x"
+        for name, rps in (("kafka", kafka_rps), ("tuned kafka", tuned_rps))
+        if not math.isnan(rps)
+    ]
+    print(f"  kafka-group {'; '.join(ratios)}", flush=True)
     return summary
 
 

@@ -21,8 +21,7 @@ before ``until`` is data loss after a grace period; otherwise it waits, up to
 message. ``failOnDataLoss=false`` turns data loss into a
 WARNING and skips to the log start (or stops).
 
-Per batch the Python work is a handful of C-level ``map`` passes over the returned messages
-and one ``pa.array`` per column; no per-record Python code runs on the fast path.
+Each range's position and its conversion to Arrow are :class:`~.ranges.FetchRange`'s.
 """
 
 from __future__ import annotations
@@ -30,9 +29,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
-from operator import itemgetter
 from typing import Any, cast
 
 import pyarrow as pa
@@ -48,7 +45,7 @@ from spark_kafka_group.errors import (
     TopicNotFoundError,
 )
 from spark_kafka_group.fetcher.pool import PooledConsumer, PoolKey, consumer_pool
-from spark_kafka_group.fetcher.schema import HEADERS_TYPE, TIMESTAMP_TYPE, arrow_schema
+from spark_kafka_group.fetcher.ranges import FetchRange
 from spark_kafka_group.fetcher.spec import DESCRIBED_RANGES, FetchSpec, describe_ranges
 from spark_kafka_group.kafka.config import (
     SEND_TIMEOUT_S,
@@ -68,26 +65,27 @@ END_GRACE_S = 2.0
 WATERMARK_QUERY_S = 0.5
 #: Fail fast when the client has never reached any broker and all are down for this long.
 UNREACHABLE_FAST_FAIL_S = 10.0
+#: Stalled ranges whose watermarks one check asks for (the least recently checked first): a
+#: task of hundreds of ranges waiting on a slow broker must not spend its time asking.
+RANGES_CHECKED_PER_STALL = 4
+#: About this many bytes of keys and values per ``consume()`` (so per batch handed to Spark),
+#: within ``max_batch_rows``: records of 1 KiB come 4,000 at a time, of 100 bytes 20,000. A
+#: Python worker holds a few batches at once, and their size sets its memory; a smaller batch
+#: was no slower (measured over 64 partitions of 1 KiB records: 20,000 rows 291-292k
+#: records/s and 300-330 MB resident, 5,000 rows 321-348k/s and 208-225 MB).
+BATCH_BYTES = 4 << 20
+#: Done ranges leave the assignment together once this share of the task's ranges is done
+#: (each ``incremental_unassign`` is a round trip to librdkafka's main thread).
+UNASSIGN_SHARE = 8
 
-_BIN = pa.binary()
-_I32 = pa.int32()
 _I64 = pa.int64()
 
-# librdkafka timestamp types (0 none, 1 create, 2 log append) -> Java's ids (-1, 0, 1).
-_TS_TYPE = {0: -1, 1: 0, 2: 1}
-
-_key = Message.key
-_value = Message.value
 # Records consumed without an error always carry an offset (the stub's Optional covers
 # messages being produced).
 _offset = cast(Callable[[Message], int], Message.offset)
 _partition = cast(Callable[[Message], int], Message.partition)
 _topic = Message.topic
-_timestamp = Message.timestamp
-_headers = Message.headers
 _error = Message.error
-_first = itemgetter(0)
-_second = itemgetter(1)
 
 _OUT_OF_RANGE = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
 _GONE = frozenset(
@@ -171,91 +169,13 @@ def _fetch_together(specs: list[FetchSpec]) -> Iterator[pa.RecordBatch]:
                 pool.forget_topic(topic)
 
 
-class _Range:
-    """One range of a task's fetch: where it stands, and its constant columns."""
-
-    def __init__(self, spec: FetchSpec, now: float) -> None:
-        self.spec = spec
-        self.tp = KafkaTopicPartition(spec.topic, spec.partition)
-        self.until = spec.until_offset
-        self.next_offset = spec.from_offset
-        self.done = False
-        self.last_progress = now
-        self.schema = arrow_schema(spec.include_headers)
-        # consume() allows <= 1M; the constant columns below are sized to what the range
-        # can hold (a small trigger's task must not build 20,000-row columns).
-        rows = min(max(1, int(spec.max_batch_rows)), 1_000_000, self.until - self.next_offset)
-        self.max_rows = rows
-        self._topic_col = pa.repeat(pa.scalar(spec.topic, pa.string()), rows)
-        self._partition_col = pa.repeat(pa.scalar(spec.partition, _I32), rows)
-        self._ts_type_cols: dict[int, pa.Array] = {}
-
-    def describe(self) -> str:
-        return f"{self.spec.describe()} at offset {self.next_offset}"
-
-    def at(self, offset: int) -> KafkaTopicPartition:
-        return KafkaTopicPartition(self.spec.topic, self.spec.partition, offset)
-
-    def take(self, data: list[Message], now: float) -> pa.RecordBatch | None:
-        """This range's records of one ``consume()`` (in offset order): those in range as a
-        batch; the range is done when one at or past its end arrives."""
-        if self.done:
-            return None  # queued before the range left the assignment
-        self.last_progress = now
-        offsets = list(map(_offset, data))
-        if offsets[0] < self.next_offset:  # never expected; be exact anyway
-            skip = bisect_left(offsets, self.next_offset)
-            data, offsets = data[skip:], offsets[skip:]
-        if offsets and offsets[-1] >= self.until:
-            # Past the range (possible only across a gap): drop the rest, done.
-            cut = bisect_left(offsets, self.until)
-            data, offsets = data[:cut], offsets[:cut]
-            self.done = True
-        batch = None
-        if data:
-            batch = self._batch(data, offsets)
-            self.next_offset = offsets[-1] + 1
-        if self.done or self.next_offset >= self.until:
-            self.finish()
-        return batch
-
-    def finish(self) -> None:
-        self.done = True
-        self.next_offset = max(self.next_offset, self.until)
-
-    def _batch(self, data: list[Message], offsets: list[int]) -> pa.RecordBatch:
-        n = len(data)
-        ts = list(map(_timestamp, data))
-        types = list(map(_first, ts))
-        first = types[0]
-        if types.count(first) == n:
-            ts_type = self._ts_type_col(first, n)
-        else:
-            ts_type = pa.array([_TS_TYPE.get(t, -1) for t in types], _I32)
-        columns = [
-            pa.array(list(map(_key, data)), _BIN),
-            pa.array(list(map(_value, data)), _BIN),
-            self._topic_col.slice(0, n),
-            self._partition_col.slice(0, n),
-            pa.array(offsets, _I64),
-            pc.multiply(pa.array(list(map(_second, ts)), _I64), 1000).cast(TIMESTAMP_TYPE),
-            ts_type,
-        ]
-        if self.spec.include_headers:
-            columns.append(pa.array(list(map(_headers, data)), HEADERS_TYPE))
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
-
-    def _ts_type_col(self, rd_type: int, n: int) -> pa.Array:
-        col = self._ts_type_cols.get(rd_type)
-        if col is None:
-            col = pa.repeat(pa.scalar(_TS_TYPE.get(rd_type, -1), _I32), self.max_rows)
-            self._ts_type_cols[rd_type] = col
-        return col.slice(0, n)
-
-
 class _TaskFetch:
     """The ranges of one task (distinct partitions of one cluster), fetched together by one
-    consumer, which this object owns."""
+    consumer, which this object owns.
+
+    Its times are on a clock that stops while the task's batches are with Spark (the
+    generator suspended at its ``yield``): a stall, and ``fetch_timeout_s``, count the time
+    the fetch waited for the broker, not the time Spark took to take the records."""
 
     def __init__(self, specs: list[FetchSpec], entry: PooledConsumer) -> None:
         first = specs[0]
@@ -265,10 +185,12 @@ class _TaskFetch:
         self.fetch_timeout_s = first.fetch_timeout_s
         self.entry = entry
         self.consumer = entry.consumer
-        self.started = time.monotonic()
+        #: Seconds the task spent suspended, handing batches over: not on its clock.
+        self.suspended = 0.0
+        self.started = self._now()
         self.last_progress = self.started
         self.last_check = self.started
-        self.ranges = {(s.topic, s.partition): _Range(s, self.started) for s in specs}
+        self.ranges = {(s.topic, s.partition): FetchRange(s, self.started) for s in specs}
         self.by_partition = (
             {p: r for (_, p), r in self.ranges.items()}
             if len({s.topic for s in specs}) == 1
@@ -276,9 +198,14 @@ class _TaskFetch:
         )
         self.active = dict(self.ranges)
         self.max_rows = max(r.max_rows for r in self.ranges.values())
+        #: Records per ``consume()``: ``max_rows`` until the first records show their size.
+        self.batch_rows = self.max_rows
 
     def describe(self) -> str:
         return describe_ranges([r.spec for r in self.active.values()] or self.specs)
+
+    def _now(self) -> float:
+        return time.monotonic() - self.suspended
 
     # ------------------------------------------------------------------ main loop
 
@@ -298,8 +225,8 @@ class _TaskFetch:
             try:
                 left = sum(r.until - r.next_offset for r in self.active.values())
                 # self.consumer, not a bound method kept: _renew_consumer replaces it.
-                msgs = self.consumer.consume(min(self.max_rows, left), self.poll_timeout_s)
-                now = time.monotonic()
+                msgs = self.consumer.consume(min(self.batch_rows, left), self.poll_timeout_s)
+                now = self._now()
                 if msgs:
                     batches = self._step(msgs, now)
                 if (
@@ -314,7 +241,10 @@ class _TaskFetch:
             finally:
                 if gc_enabled:
                     gc.enable()
-            yield from batches
+            if batches:
+                handed = time.monotonic()
+                yield from batches
+                self.suspended += time.monotonic() - handed
 
     def _step(self, msgs: list[Message], now: float) -> list[pa.RecordBatch]:
         """Handle one ``consume()`` result: a batch per range that got records."""
@@ -335,9 +265,13 @@ class _TaskFetch:
                     batches.append(batch)
         for msg, err in events:
             self._on_event(msg, err, now)
+        if batches:
+            rows = sum(b.num_rows for b in batches)
+            size = sum(b.column(0).nbytes + b.column(1).nbytes for b in batches) / rows
+            self.batch_rows = max(1, min(self.max_rows, int(BATCH_BYTES / max(size, 1.0))))
         return batches
 
-    def _by_range(self, data: list[Message]) -> list[tuple[_Range, list[Message]]]:
+    def _by_range(self, data: list[Message]) -> list[tuple[FetchRange, list[Message]]]:
         """``data`` split by range, each range's records in the order they came. librdkafka
         hands a partition's records over in runs, so the split goes by runs (found by
         Arrow), not by record."""
@@ -346,14 +280,14 @@ class _TaskFetch:
         parts = list(map(_partition, data))
         keys: list[Any]
         if self.by_partition is not None:
-            lookup = cast(Mapping[Any, _Range], self.by_partition)
+            lookup = cast(Mapping[Any, FetchRange], self.by_partition)
             keys = ids = parts
         else:
-            lookup = cast(Mapping[Any, _Range], self.ranges)
+            lookup = cast(Mapping[Any, FetchRange], self.ranges)
             keys = list(zip(map(_topic, data), parts, strict=True))
             ids = [id(lookup.get(k)) for k in keys]
         runs = pc.run_end_encode(pa.array(ids, _I64))
-        chunks: dict[int, tuple[_Range, list[Message]]] = {}
+        chunks: dict[int, tuple[FetchRange, list[Message]]] = {}
         start = 0
         for end in runs.run_ends.to_pylist():
             rng = lookup.get(keys[start])
@@ -363,21 +297,23 @@ class _TaskFetch:
             start = end
         return list(chunks.values())
 
-    def _range_of(self, msg: Message) -> _Range | None:
+    def _range_of(self, msg: Message) -> FetchRange | None:
         return self.ranges.get((msg.topic(), msg.partition()))  # type: ignore[arg-type]
 
     def _leave_done(self) -> None:
         """Ranges that are done leave the assignment, so their partitions are not fetched on
-        (their records past the range would fill the queue)."""
+        (their records past the range would fill the queue): together, once
+        1/:data:`UNASSIGN_SHARE` of the task's ranges are done; the last ones when the
+        consumer goes back to the pool."""
         done = [tp for tp, r in self.active.items() if r.done]
-        if not done:
-            return
-        for tp in done:
-            del self.active[tp]
-        if self.active:
+        if len(done) == len(self.active):
+            self.active.clear()
+        elif len(done) >= max(1, len(self.ranges) // UNASSIGN_SHARE):
+            for tp in done:
+                del self.active[tp]
             self.consumer.incremental_unassign([KafkaTopicPartition(*tp) for tp in done])
 
-    def _reassign(self, rng: _Range, offset: int) -> None:
+    def _reassign(self, rng: FetchRange, offset: int) -> None:
         """Fetch ``rng`` on from ``offset`` (after an out-of-range answer, or data loss)."""
         self.consumer.incremental_unassign([rng.tp])
         self.consumer.incremental_assign([rng.at(offset)])
@@ -423,22 +359,26 @@ class _TaskFetch:
             )
         log.debug("fetch %s: transient error %s", self.describe(), err)
 
-    def _ranges_of_topic(self, topic: str | None) -> list[_Range]:
+    def _ranges_of_topic(self, topic: str | None) -> list[FetchRange]:
         """The active ranges an error about ``topic`` (None: about no topic) concerns."""
         return [r for r in self.active.values() if topic is None or r.spec.topic == topic]
 
     def _check_positions(self, now: float) -> None:
-        """No range made progress: compare each stalled range's position with the
-        watermarks; go on with a new consumer when the leader does not answer."""
-        for rng in list(self.active.values()):
-            if rng.done or now - rng.last_progress < STALL_CHECK_S:
-                continue
+        """No range made progress: compare stalled ranges' positions with the watermarks
+        (:data:`RANGES_CHECKED_PER_STALL` of them, the least recently checked first); go on
+        with a new consumer when the leader does not answer."""
+        stalled = [
+            r for r in self.active.values() if not r.done and now - r.last_progress >= STALL_CHECK_S
+        ]
+        stalled.sort(key=lambda r: r.checked_at)
+        for rng in stalled[:RANGES_CHECKED_PER_STALL]:
+            rng.checked_at = now
             if not self._check_position(rng, now):
                 return
         self._raise_if_stuck(now, "")
 
     def _check_position(
-        self, rng: _Range, now: float, out_of_range: KafkaError | None = None
+        self, rng: FetchRange, now: float, out_of_range: KafkaError | None = None
     ) -> bool:
         """Compare ``rng``'s position with its partition's watermarks (after a stall, or an
         out-of-range answer); False when the leader did not answer and the consumer was
@@ -449,7 +389,7 @@ class _TaskFetch:
                 rng.tp, timeout=WATERMARK_QUERY_S, cached=False
             )
         except KafkaException as exc:
-            self._raise_if_stuck(time.monotonic(), error_text(exc))
+            self._raise_if_stuck(self._now(), error_text(exc))
             self._renew_consumer()
             return False
         self.entry.connected = True
@@ -474,7 +414,7 @@ class _TaskFetch:
                 low - next_offset,
             )
             self._reassign(rng, low)
-            rng.last_progress = time.monotonic()
+            rng.last_progress = self._now()
             return True
         if next_offset > high or (next_offset == high and high < until and stalled >= END_GRACE_S):
             what = "beyond" if next_offset > high else "at"
@@ -520,7 +460,7 @@ class _TaskFetch:
         leader."""
         self.entry = consumer_pool().replace(self.entry)
         self.consumer = self.entry.consumer
-        self.consumer.assign([r.at(r.next_offset) for r in self.active.values()])
+        self.consumer.assign([r.at(r.next_offset) for r in self.active.values() if not r.done])
         self.entry.assigned = True
         self.entry.assigns += 1
 
@@ -544,7 +484,8 @@ class _TaskFetch:
             and now - self.started >= min(UNREACHABLE_FAST_FAIL_S, self.fetch_timeout_s)
             and not self._cluster_answers()
         )
-        where = "; ".join(r.describe() for r in list(self.active.values())[:DESCRIBED_RANGES])
+        waiting = [r for r in self.active.values() if not r.done]
+        where = "; ".join(r.describe() for r in waiting[:DESCRIBED_RANGES])
         if errors.hopeless is not None:
             raise BrokerUnavailableError(
                 f"Fetching {where}: " + refused_message(self.servers, errors.hopeless)
@@ -572,7 +513,7 @@ class _TaskFetch:
 
     def _data_loss(
         self,
-        rng: _Range,
+        rng: FetchRange,
         message: str,
         exc_type: type[KafkaGroupError] = OffsetOutOfRangeError,
     ) -> None:

@@ -65,8 +65,11 @@ FETCHER_GROUP_ID = "spark-kafka-group-fetcher"
 FETCH_DEFAULTS: dict[str, Any] = {
     "group.id": FETCHER_GROUP_ID,
     "isolation.level": "read_uncommitted",
-    "max.partition.fetch.bytes": 8 * 1024 * 1024,
-    "fetch.max.bytes": 64 * 1024 * 1024,
+    # A task fetches all of its partitions at once, and a fetch response stays in memory while
+    # any of its records is: Kafka's Java defaults (1 MiB a partition) with a 16 MiB response
+    # kept a Python worker's memory about a quarter lower than 8 and 64 MiB, no slower.
+    "max.partition.fetch.bytes": 1024 * 1024,
+    "fetch.max.bytes": 16 * 1024 * 1024,
     # A small prefetch queue (memory per Python worker) is as fast as a big one provided the
     # fetcher does not back off for fetch.queue.backoff.ms (1 s by default) when it is full.
     "queued.max.messages.kbytes": 8 * 1024,

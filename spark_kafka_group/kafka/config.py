@@ -219,7 +219,7 @@ def client_config(
     # librdkafka sends metadata and admin requests to it until they time out; 10 s gets every
     # client off it about when Kafka fences it (broker.session.timeout.ms, 9 s). A fetch
     # answers within fetch.wait.max.ms plus the transfer of at most
-    # max.partition.fetch.bytes (8 MiB) per partition, well inside it.
+    # max.partition.fetch.bytes (1 MiB) per partition, well inside it.
     conf: dict[str, Any] = {"enable.sparse.connections": False, "socket.timeout.ms": 10_000}
     for key, value in translate_java_settings(client_conf).items():
         if for_admin and key.startswith(_CONSUMER_ONLY_PREFIXES):
