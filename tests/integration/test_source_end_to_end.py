@@ -34,6 +34,17 @@ def committed_soon(store: str, group: str, expected: dict[tuple[str, int], int])
     wait_until(lambda: committed(store, group) == expected, 30, f"commits of {expected}")
 
 
+def _stream_until(spark, options: dict[str, str], checkpoint: str, total: int) -> Collected:
+    """Run a query with a processing-time trigger until it has read ``total`` records."""
+    collected = Collected()
+    query = start_query(spark, options, checkpoint, collected, available_now=False)
+    try:
+        wait_until(lambda: collected.count() >= total, 120, f"{total} records")
+    finally:
+        query.stop()
+    return collected
+
+
 def test_reads_every_record_exactly_once_and_resumes(
     spark, bootstrap_servers, topic_name, group_store, tmp_path: Path
 ) -> None:
@@ -83,12 +94,7 @@ def test_max_offsets_per_trigger_bounds_every_batch(
     options = source_options(
         bootstrap_servers, topic_name, "g-limit", group_store, maxOffsetsPerTrigger=70
     )
-    collected = Collected()
-    query = start_query(spark, options, str(tmp_path / "ckpt"), collected, available_now=False)
-    try:
-        wait_until(lambda: collected.count() >= total, 120, f"{total} records")
-    finally:
-        query.stop()
+    collected = _stream_until(spark, options, str(tmp_path / "ckpt"), total)
     sizes = [len(rows) for _, rows in sorted(collected.batches.items())]
     assert collected.records == expected_records(counts)
     assert max(sizes) <= 70
@@ -107,12 +113,7 @@ def test_max_bytes_per_trigger_bounds_every_batch_by_the_sizes_of_its_records(
     options = source_options(
         bootstrap_servers, topic_name, "g-bytes", group_store, maxBytesPerTrigger="50k"
     )
-    collected = Collected()
-    query = start_query(spark, options, str(tmp_path / "ckpt"), collected, available_now=False)
-    try:
-        wait_until(lambda: collected.count() >= total, 120, f"{total} records")
-    finally:
-        query.stop()
+    collected = _stream_until(spark, options, str(tmp_path / "ckpt"), total)
     assert collected.records == expected_records(counts)
     batches = [rows for _, rows in sorted(collected.batches.items()) if rows]
     sizes = [sum(len(value or b"") for _, _, value in rows) for rows in batches]
