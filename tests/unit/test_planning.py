@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -108,7 +110,7 @@ def test_a_byte_limit_weighs_each_partition_by_its_record_size() -> None:
 def test_record_sizes_are_sampled_when_unknown_or_stale() -> None:
     asked: list[dict[TopicPartition, tuple[int, int]]] = []
 
-    def sample(ranges: dict[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, float]:
+    def sample(ranges: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, float]:
         asked.append(dict(ranges))
         return {tp: 100.0 + tp.partition for tp in ranges}
 
