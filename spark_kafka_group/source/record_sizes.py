@@ -26,8 +26,9 @@ from spark_kafka_group.source.planning import OffsetRange
 SAMPLE_RECORDS = 50
 #: A partition's figure is sampled again after this long.
 SAMPLE_TTL_MS = 60_000
-#: The sample's fetch asks each partition for little: its first record batches.
-SAMPLE_FETCH_CONF = {"max.partition.fetch.bytes": str(256 * 1024)}
+#: The sample's fetch asks each partition for little: its first record batches (Kafka sends
+#: at least one batch, however large; 50 records of 1 KiB fit).
+SAMPLE_FETCH_CONF = {"max.partition.fetch.bytes": str(64 * 1024)}
 
 #: ``{partition: (from, until)}`` -> bytes per record of the partitions it could sample.
 Sampler = Callable[[Mapping[TopicPartition, tuple[int, int]]], dict[TopicPartition, float]]
