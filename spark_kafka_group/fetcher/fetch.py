@@ -35,7 +35,6 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Message
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_group.errors import (
     BrokerUnavailableError,
@@ -46,6 +45,7 @@ from spark_kafka_group.errors import (
 )
 from spark_kafka_group.fetcher.pool import PooledConsumer, PoolKey, consumer_pool
 from spark_kafka_group.fetcher.ranges import FetchRange
+from spark_kafka_group.fetcher.schema import payload_bytes
 from spark_kafka_group.fetcher.spec import DESCRIBED_RANGES, FetchSpec, describe_ranges
 from spark_kafka_group.kafka.config import (
     SEND_TIMEOUT_S,
@@ -191,10 +191,9 @@ class _TaskFetch:
         self.last_progress = self.started
         self.last_check = self.started
         self.ranges = {(s.topic, s.partition): FetchRange(s, self.started) for s in specs}
+        self.topics = sorted({s.topic for s in specs})
         self.by_partition = (
-            {p: r for (_, p), r in self.ranges.items()}
-            if len({s.topic for s in specs}) == 1
-            else None
+            {p: r for (_, p), r in self.ranges.items()} if len(self.topics) == 1 else None
         )
         self.active = dict(self.ranges)
         self.max_rows = max(r.max_rows for r in self.ranges.values())
@@ -202,7 +201,17 @@ class _TaskFetch:
         self.batch_rows = self.max_rows
 
     def describe(self) -> str:
-        return describe_ranges([r.spec for r in self.active.values()] or self.specs)
+        return describe_ranges([r.spec for r in self._waiting()] or self.specs)
+
+    def _waiting(self) -> list[FetchRange]:
+        """The ranges not done yet."""
+        return [r for r in self.active.values() if not r.done]
+
+    def _assign_waiting(self) -> None:
+        """Assign the ranges not done yet, each at its position, replacing the assignment."""
+        self.consumer.assign([r.at(r.next_offset) for r in self._waiting()])
+        self.entry.assigned = True
+        self.entry.assigns += 1
 
     def _now(self) -> float:
         return time.monotonic() - self.suspended
@@ -211,9 +220,7 @@ class _TaskFetch:
 
     def run(self) -> Iterator[pa.RecordBatch]:
         self._refresh_if_a_broker_failed()
-        self.consumer.assign([r.at(r.next_offset) for r in self.active.values()])
-        self.entry.assigned = True
-        self.entry.assigns += 1
+        self._assign_waiting()
         # The cyclic GC is paused while a batch is consumed and converted (never across the
         # yield): the tens of thousands of short-lived tuples and Message objects per batch
         # otherwise trigger collections that cost more than the conversion itself.
@@ -267,7 +274,7 @@ class _TaskFetch:
             self._on_event(msg, err, now)
         if batches:
             rows = sum(b.num_rows for b in batches)
-            size = sum(b.column(0).nbytes + b.column(1).nbytes for b in batches) / rows
+            size = sum(map(payload_bytes, batches)) / rows
             self.batch_rows = max(1, min(self.max_rows, int(BATCH_BYTES / max(size, 1.0))))
         return batches
 
@@ -309,9 +316,7 @@ class _TaskFetch:
         if len(done) == len(self.active):
             self.active.clear()
         elif len(done) >= max(1, len(self.ranges) // UNASSIGN_SHARE):
-            for tp in done:
-                del self.active[tp]
-            self.consumer.incremental_unassign([KafkaTopicPartition(*tp) for tp in done])
+            self.consumer.incremental_unassign([self.active.pop(tp).tp for tp in done])
 
     def _reassign(self, rng: FetchRange, offset: int) -> None:
         """Fetch ``rng`` on from ``offset`` (after an out-of-range answer, or data loss)."""
@@ -367,9 +372,7 @@ class _TaskFetch:
         """No range made progress: compare stalled ranges' positions with the watermarks
         (:data:`RANGES_CHECKED_PER_STALL` of them, the least recently checked first); go on
         with a new consumer when the leader does not answer."""
-        stalled = [
-            r for r in self.active.values() if not r.done and now - r.last_progress >= STALL_CHECK_S
-        ]
+        stalled = [r for r in self._waiting() if now - r.last_progress >= STALL_CHECK_S]
         stalled.sort(key=lambda r: r.checked_at)
         for rng in stalled[:RANGES_CHECKED_PER_STALL]:
             rng.checked_at = now
@@ -460,16 +463,14 @@ class _TaskFetch:
         leader."""
         self.entry = consumer_pool().replace(self.entry)
         self.consumer = self.entry.consumer
-        self.consumer.assign([r.at(r.next_offset) for r in self.active.values() if not r.done])
-        self.entry.assigned = True
-        self.entry.assigns += 1
+        self._assign_waiting()
 
     def _refresh_leaders(self) -> None:
         """Ask a live broker for the partitions' metadata, so that the consumer can learn the
         leaders Kafka elected after the old one died. librdkafka refreshes its metadata once
         when a leader's connection drops, before the controller has fenced that broker;
         Kafka's Java consumer refreshes on every disconnect."""
-        for topic in sorted({s.topic for s in self.specs}):
+        for topic in self.topics:
             try:
                 self.consumer.list_topics(topic, timeout=SEND_TIMEOUT_S)
             except KafkaException as exc:
@@ -484,8 +485,7 @@ class _TaskFetch:
             and now - self.started >= min(UNREACHABLE_FAST_FAIL_S, self.fetch_timeout_s)
             and not self._cluster_answers()
         )
-        waiting = [r for r in self.active.values() if not r.done]
-        where = "; ".join(r.describe() for r in waiting[:DESCRIBED_RANGES])
+        where = "; ".join(r.describe() for r in self._waiting()[:DESCRIBED_RANGES])
         if errors.hopeless is not None:
             raise BrokerUnavailableError(
                 f"Fetching {where}: " + refused_message(self.servers, errors.hopeless)
@@ -504,7 +504,7 @@ class _TaskFetch:
         leader died, with the other brokers up, waits for Kafka to elect a new leader, up
         to ``fetch_timeout_s``; it does not fail as if no broker were reachable."""
         try:
-            self.consumer.list_topics(self.specs[0].topic, timeout=WATERMARK_QUERY_S)
+            self.consumer.list_topics(self.topics[0], timeout=WATERMARK_QUERY_S)
         except KafkaException:
             return False
         self.entry.connected = True

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 _BASE_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -50,3 +51,16 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     """The Arrow schema of every RecordBatch :func:`fetch` yields (what pyspark 4.2+ checks:
     ``binary`` not ``large_binary``, ``timestamp[us, tz=UTC]``, all fields nullable)."""
     return _SCHEMAS[bool(include_headers)]
+
+
+def payload_bytes(batch: pa.RecordBatch) -> int:
+    """Bytes of the keys and values of ``batch``, and of its header keys and values: what
+    ``maxBytesPerTrigger`` and the size of a batch handed to Spark count."""
+    total = 0
+    for name in ("key", "value"):
+        total += pc.sum(pc.binary_length(batch.column(name))).as_py() or 0
+    if "headers" in batch.schema.names:
+        headers = pc.list_flatten(batch.column("headers"))
+        for name in ("key", "value"):
+            total += pc.sum(pc.binary_length(pc.struct_field(headers, name))).as_py() or 0
+    return total

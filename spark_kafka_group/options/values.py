@@ -57,30 +57,47 @@ _DURATION_UNITS_MS = {
 }
 
 
+def _scaled(name: str, text: str, units: dict[str, int], default: str, refusal: str) -> int:
+    """A whole number with an optional unit of ``units`` (``default`` when none), as Spark's
+    time and size strings; ``refusal`` ends the error for any other text."""
+    alternatives = "|".join(sorted(units, key=len, reverse=True))
+    match = re.fullmatch(rf"\s*(\d+)\s*({alternatives})?\s*", text.lower())
+    if not match:
+        raise OptionError(f"Option {name!r} = {text!r} {refusal}")
+    return int(match.group(1)) * units[match.group(2) or default]
+
+
 def _duration_ms(name: str, text: str) -> int:
     """Spark's time strings: ``500ms``, ``30s``, ``15m``, ``1h``, ``2d``; a bare number is ms."""
-    match = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", text.lower())
-    if not match:
-        raise OptionError(
-            f"Option {name!r} = {text!r} is not a duration: use a number with a unit such as "
-            "'500ms', '30s', '15m', '1h' or '2d' (a bare number is milliseconds)."
-        )
-    return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
+    return _scaled(
+        name,
+        text,
+        _DURATION_UNITS_MS,
+        "ms",
+        "is not a duration: use a number with a unit such as '500ms', '30s', '15m', '1h' or "
+        "'2d' (a bare number is milliseconds).",
+    )
 
 
-_SIZE_UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE_UNITS = {
+    unit + suffix: 1 << (10 * power)
+    for power, unit in enumerate("bkmgt")
+    for suffix in ("", "b")
+    if unit + suffix != "bb"
+}
 
 
 def _bytes(name: str, text: str) -> int:
     """Spark's size strings: ``512k``, ``64m``, ``1g`` (also ``kb``, ``mb``, ``gb``; powers of
     1024, as Spark's ``byteStringAsBytes``); a bare number is bytes."""
-    match = re.fullmatch(r"\s*(\d+)\s*([bkmgt])?b?\s*", text.lower())
-    if not match:
-        raise OptionError(
-            f"Option {name!r} = {text!r} is not a size: use a number of bytes, or a number with "
-            "a unit such as '512k', '64m' or '1g'."
-        )
-    return int(match.group(1)) * _SIZE_UNITS[match.group(2) or "b"]
+    return _scaled(
+        name,
+        text,
+        _SIZE_UNITS,
+        "b",
+        "is not a size: use a number of bytes, or a number with a unit such as '512k', '64m' "
+        "or '1g'.",
+    )
 
 
 def duration_text(ms: int) -> str:

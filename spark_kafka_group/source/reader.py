@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -122,7 +123,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             if options.min_offsets_per_trigger is None
             else TriggerMinimum(options.min_offsets_per_trigger, options.max_trigger_delay_ms)
         )
-        self._record_sizes = RecordSizes(sample=self._sample_record_bytes)
+        self._record_sizes = RecordSizes(sample=partial(sample_record_bytes, options))
 
     # -- lazily created driver-side parts (never in __init__: Spark also builds readers in
     #    short-lived workers that must not join the group) --------------------------------
@@ -557,11 +558,6 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         backlog = {tp: max(0, end - start) for tp, (start, end) in ranges.items()}
         within = records_within_bytes(backlog, sizes, max_bytes)
         return within if max_records is None else min(within, max_records)
-
-    def _sample_record_bytes(
-        self, ranges: Mapping[TopicPartition, tuple[int, int]]
-    ) -> dict[TopicPartition, float]:
-        return sample_record_bytes(self._opts, ranges)
 
 
 def _carried_starts(

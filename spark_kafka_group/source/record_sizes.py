@@ -13,10 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from spark_kafka_group.fetcher import FetchSpec, fetch
+from spark_kafka_group.fetcher.schema import payload_bytes
 from spark_kafka_group.group.metadata import TopicPartition
 from spark_kafka_group.options import SourceOptions
 from spark_kafka_group.source.input_partition import fetch_spec
@@ -74,18 +72,6 @@ def sample_record_bytes(
     for batch in fetch(*specs):
         tp = TopicPartition(batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py())
         seen = totals.setdefault(tp, [0, 0])
-        seen[0] += _bytes(batch)
+        seen[0] += payload_bytes(batch)
         seen[1] += batch.num_rows
     return {tp: size / count for tp, (size, count) in totals.items() if count}
-
-
-def _bytes(batch: pa.RecordBatch) -> int:
-    """Bytes of the keys, values and header keys and values of ``batch``."""
-    total = 0
-    for name in ("key", "value"):
-        total += pc.sum(pc.binary_length(batch.column(name))).as_py() or 0
-    if "headers" in batch.schema.names:
-        headers = pc.list_flatten(batch.column("headers"))
-        for name in ("key", "value"):
-            total += pc.sum(pc.binary_length(pc.struct_field(headers, name))).as_py() or 0
-    return total
