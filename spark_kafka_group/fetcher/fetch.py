@@ -3,8 +3,8 @@
 :func:`fetch` gets everything it needs from pickled :class:`FetchSpec` s; the only state it
 keeps is the per-process consumer pool (:mod:`.pool`). A task's ranges (distinct partitions)
 are fetched together by one consumer assigned all of them; the records in each
-``[from_offset, until_offset)`` come back as ``pyarrow.RecordBatch`` es of one partition each,
-in offset order.
+``[from_offset, until_offset)`` come back in ``pyarrow.RecordBatch`` es, one per ``consume()``
+(of several partitions), each partition's records in offset order.
 
 When a range ends, given that offsets may have gaps (compaction, transaction markers,
 aborted records under read_committed):
@@ -21,7 +21,8 @@ before ``until`` is data loss after a grace period; otherwise it waits, up to
 message. ``failOnDataLoss=false`` turns data loss into a
 WARNING and skips to the log start (or stops).
 
-Each range's position and its conversion to Arrow are :class:`~.ranges.FetchRange`'s.
+Each range's position is a :class:`~.ranges.FetchRange`; the conversion to Arrow is
+:class:`~.ranges.ArrowRecords`'.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
+from itertools import chain
 from typing import Any, cast
 
 import pyarrow as pa
@@ -44,7 +46,7 @@ from spark_kafka_group.errors import (
     TopicNotFoundError,
 )
 from spark_kafka_group.fetcher.pool import PooledConsumer, PoolKey, consumer_pool
-from spark_kafka_group.fetcher.ranges import FetchRange
+from spark_kafka_group.fetcher.ranges import ArrowRecords, FetchRange
 from spark_kafka_group.fetcher.schema import payload_bytes
 from spark_kafka_group.fetcher.spec import DESCRIBED_RANGES, FetchSpec, describe_ranges
 from spark_kafka_group.kafka.config import (
@@ -102,8 +104,8 @@ _DENIED = frozenset(
 
 def fetch(*specs: FetchSpec) -> Iterator[pa.RecordBatch]:
     """Yield the records of each range ``[from_offset, until_offset)`` of ``specs`` as
-    RecordBatches of :func:`arrow_schema`: each batch holds records of one partition, in
-    offset order; batches of different partitions interleave.
+    RecordBatches of :func:`arrow_schema`: a batch holds the records of one ``consume()``,
+    of one or more partitions, each partition's records in offset order.
 
     The ranges are fetched together, through one pooled consumer assigned all of them at
     once: librdkafka fetches them in its own threads (one request per broker for all of its
@@ -116,11 +118,12 @@ def fetch(*specs: FetchSpec) -> Iterator[pa.RecordBatch]:
 
 
 def _fetch_groups(specs: list[FetchSpec]) -> list[list[FetchSpec]]:
-    """``specs`` in groups fetched through one consumer each: one cluster and client
-    configuration per group, a partition at most once in each."""
-    groups: list[tuple[PoolKey, set[tuple[str, int]], list[FetchSpec]]] = []
+    """``specs`` in groups fetched through one consumer each: one cluster, client
+    configuration and schema (``include_headers``) per group, a partition at most once in
+    each."""
+    groups: list[tuple[tuple[PoolKey, bool], set[tuple[str, int]], list[FetchSpec]]] = []
     for spec in specs:
-        key, tp = _pool_key(spec), (spec.topic, spec.partition)
+        key, tp = (_pool_key(spec), spec.include_headers), (spec.topic, spec.partition)
         group = next((g for g in groups if g[0] == key and tp not in g[1]), None)
         if group is None:
             group = (key, set(), [])
@@ -197,6 +200,7 @@ class _TaskFetch:
         )
         self.active = dict(self.ranges)
         self.max_rows = max(r.max_rows for r in self.ranges.values())
+        self.arrow = ArrowRecords(first.include_headers, self.max_rows, self.topics)
         #: Records per ``consume()``: ``max_rows`` until the first records show their size.
         self.batch_rows = self.max_rows
 
@@ -226,7 +230,7 @@ class _TaskFetch:
         # otherwise trigger collections that cost more than the conversion itself.
         gc_enabled = gc.isenabled()
         while self.active:
-            batches: list[pa.RecordBatch] = []
+            batch = None
             if gc_enabled:
                 gc.disable()
             try:
@@ -235,9 +239,9 @@ class _TaskFetch:
                 msgs = self.consumer.consume(min(self.batch_rows, left), self.poll_timeout_s)
                 now = self._now()
                 if msgs:
-                    batches = self._step(msgs, now)
+                    batch = self._step(msgs, now)
                 if (
-                    not batches
+                    batch is None
                     and self.active
                     and now - self.last_progress >= STALL_CHECK_S
                     and now - self.last_check >= STALL_CHECK_S
@@ -248,13 +252,13 @@ class _TaskFetch:
             finally:
                 if gc_enabled:
                     gc.enable()
-            if batches:
+            if batch is not None:
                 handed = time.monotonic()
-                yield from batches
+                yield batch
                 self.suspended += time.monotonic() - handed
 
-    def _step(self, msgs: list[Message], now: float) -> list[pa.RecordBatch]:
-        """Handle one ``consume()`` result: a batch per range that got records."""
+    def _step(self, msgs: list[Message], now: float) -> pa.RecordBatch | None:
+        """Handle one ``consume()`` result: its records in range as one batch."""
         errors = list(map(_error, msgs))
         # any(), not count(None): KafkaError.__eq__(None) raises (confluent-kafka 2.x).
         if not any(errors):
@@ -262,28 +266,31 @@ class _TaskFetch:
         else:
             data = [m for m, e in zip(msgs, errors, strict=True) if e is None]
             events = [(m, e) for m, e in zip(msgs, errors, strict=True) if e is not None]
-        batches = []
+        batch = None
         if data:
             self.last_progress = now
             self.entry.connected = True
-            for rng, chunk in self._by_range(data):
-                batch = rng.take(chunk, now)
-                if batch is not None:
-                    batches.append(batch)
+            batch = self._in_range(data, now)
         for msg, err in events:
             self._on_event(msg, err, now)
-        if batches:
-            rows = sum(b.num_rows for b in batches)
-            size = sum(map(payload_bytes, batches)) / rows
+        if batch is not None:
+            size = payload_bytes(batch) / batch.num_rows
             self.batch_rows = max(1, min(self.max_rows, int(BATCH_BYTES / max(size, 1.0))))
-        return batches
+        return batch
 
-    def _by_range(self, data: list[Message]) -> list[tuple[FetchRange, list[Message]]]:
-        """``data`` split by range, each range's records in the order they came. librdkafka
-        hands a partition's records over in runs, so the split goes by runs (found by
-        Arrow), not by record."""
+    def _in_range(self, data: list[Message], now: float) -> pa.RecordBatch | None:
+        """The records of ``data`` within their ranges, as one batch (None: none are); each
+        range moves past its records. librdkafka hands a partition's records over in runs, so
+        the ranges take them by runs (found by Arrow), not record by record."""
+        offsets = list(map(_offset, data))
         if len(self.ranges) == 1:
-            return [(next(iter(self.ranges.values())), data)]
+            rng = next(iter(self.ranges.values()))
+            lo, hi = rng.take(offsets, now)
+            if hi <= lo:
+                return None
+            if hi - lo < len(data):
+                data, offsets = data[lo:hi], offsets[lo:hi]
+            return self.arrow.batch(data, offsets, rng.spec.partition)
         parts = list(map(_partition, data))
         keys: list[Any]
         if self.by_partition is not None:
@@ -293,16 +300,23 @@ class _TaskFetch:
             lookup = cast(Mapping[Any, FetchRange], self.ranges)
             keys = list(zip(map(_topic, data), parts, strict=True))
             ids = [id(lookup.get(k)) for k in keys]
-        runs = pc.run_end_encode(pa.array(ids, _I64))
-        chunks: dict[int, tuple[FetchRange, list[Message]]] = {}
+        run_ends = pc.run_end_encode(pa.array(ids, _I64)).run_ends.to_pylist()
+        kept: list[tuple[int, int]] = []
         start = 0
-        for end in runs.run_ends.to_pylist():
-            rng = lookup.get(keys[start])
-            if rng is not None:
-                chunk = chunks.setdefault(id(rng), (rng, []))[1]
-                chunk.extend(data[start:end])
+        for end in run_ends:
+            owner = lookup.get(keys[start])
+            if owner is not None:
+                lo, hi = owner.take(offsets[start:end], now)
+                if hi > lo:
+                    kept.append((start + lo, start + hi))
             start = end
-        return list(chunks.values())
+        if not kept:
+            return None
+        if sum(hi - lo for lo, hi in kept) < len(data):
+            data = list(chain.from_iterable(data[lo:hi] for lo, hi in kept))
+            offsets = list(chain.from_iterable(offsets[lo:hi] for lo, hi in kept))
+            parts = list(chain.from_iterable(parts[lo:hi] for lo, hi in kept))
+        return self.arrow.batch(data, offsets, parts[0] if len(kept) == 1 else parts)
 
     def _range_of(self, msg: Message) -> FetchRange | None:
         return self.ranges.get((msg.topic(), msg.partition()))  # type: ignore[arg-type]

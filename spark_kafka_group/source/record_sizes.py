@@ -10,8 +10,10 @@ and the time are passed in); :func:`sample_record_bytes` is the sampler.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
 
 from spark_kafka_group.fetcher import FetchSpec, fetch
 from spark_kafka_group.fetcher.schema import payload_bytes
@@ -70,8 +72,18 @@ def sample_record_bytes(
         specs.append(replace(spec, client_conf=conf))
     totals: dict[TopicPartition, list[int]] = {}
     for batch in fetch(*specs):
-        tp = TopicPartition(batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py())
-        seen = totals.setdefault(tp, [0, 0])
-        seen[0] += payload_bytes(batch)
-        seen[1] += batch.num_rows
+        for tp, records in _by_partition(batch):
+            seen = totals.setdefault(tp, [0, 0])
+            seen[0] += payload_bytes(records)
+            seen[1] += records.num_rows
     return {tp: size / count for tp, (size, count) in totals.items() if count}
+
+
+def _by_partition(batch: pa.RecordBatch) -> Iterator[tuple[TopicPartition, pa.RecordBatch]]:
+    """The records of each partition in ``batch`` (a fetched batch holds several)."""
+    keys = list(
+        zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist(), strict=True)
+    )
+    for topic, partition in dict.fromkeys(keys):
+        mask = pa.array([k == (topic, partition) for k in keys])
+        yield TopicPartition(topic, partition), batch.filter(mask)
