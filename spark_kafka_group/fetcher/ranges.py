@@ -8,9 +8,7 @@ and one ``pa.array`` per column; no per-record Python code runs on the fast path
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
 from operator import itemgetter
-from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,9 +27,6 @@ _TS_TYPE = {0: -1, 1: 0, 2: 1}
 
 _key = Message.key
 _value = Message.value
-# Records consumed without an error always carry an offset (the stub's Optional covers
-# messages being produced).
-_offset = cast(Callable[[Message], int], Message.offset)
 _timestamp = Message.timestamp
 _headers = Message.headers
 _first = itemgetter(0)
