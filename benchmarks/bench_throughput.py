@@ -26,14 +26,17 @@ records (8-byte keys), then read, in the same run, on the same broker and data, 
    can deliver on this machine;
 5. ``fetch``: the source's executor-side ``fetch()`` called directly in the ``raw`` layout.
 
-A Spark source's rate is its steady state, from the query progress: rows over the trigger
-time of its batches, without the first trigger's ``latestOffset``, which is the start-up
-(for kafka-group the member's join and the Trigger.AvailableNow targets) and is printed on
-its own line. Each reader runs ``--rounds`` times, interleaved, and the best run counts: the
-broker shares the cores with the readers. A warm-up query of each source first starts the
-Python workers and warms the JVM; kafka-group runs one again before each of its measured
-runs, as Spark stops a Python worker that is idle for a minute (a default ``format("kafka")``
-run over 512 partitions takes longer), and a worker's start is start-up, not the rate.
+A Spark source's rate is its steady state, from the query progress: rows over the trigger time
+of its batches, without the first trigger's ``latestOffset``, which is the start-up (for
+kafka-group the member's join and the Trigger.AvailableNow targets) and is printed on its own
+line. Each Spark reader is a Spark application of its own (a process with its own driver JVM
+and Python workers), as a query is in production: in one shared JVM the sources' runs cost each
+other CPU (:class:`SparkApp`). Each reader runs ``--rounds`` times, interleaved, and the best
+run counts: the broker shares the cores with the readers. A warm-up query of each source first
+starts the Python workers and warms the JVM; kafka-group runs one again before each of its
+measured runs, as Spark stops a Python worker that is idle for a minute (a default
+``format("kafka")`` run over 512 partitions takes longer), and a worker's start is start-up,
+not the rate.
 
 **Resource cost** of the two Spark sources, per query (:mod:`benchmarks.resources`): the peak
 RSS of the driver JVM, of a Python worker and of the planning process (the Python process of
@@ -54,6 +57,7 @@ better).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import multiprocessing as mp
 import os
@@ -355,6 +359,81 @@ class SparkReaders:
         self.spark.stop()
 
 
+class SparkApp:
+    """A :class:`SparkReaders` in a process of its own: one reader's Spark application, with a
+    driver JVM and Python workers of its own, as a query runs in production.
+
+    In one shared JVM the sources' runs cost each other CPU: the tuned ``format("kafka")``
+    over 8 partitions used 3.15 CPU seconds per million records in a session shared with
+    kafka-group and 2.23 in one of its own; kafka-group's JVM used 1.56 after a default
+    ``format("kafka")`` run over 512 partitions against 0.83 in a session of its own.
+    """
+
+    def __init__(self, servers: str, cores: int, work: str, conf: dict[str, str]) -> None:
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(
+            target=_serve_readers, args=(child, servers, cores, work, conf), name="spark-app"
+        )
+        self._process.start()
+        child.close()
+
+    def _call(self, method: str, *args: Any) -> Any:
+        self._conn.send((method, args))
+        ok, value = self._conn.recv()
+        if not ok:
+            raise RuntimeError(value)
+        return value
+
+    def run(
+        self, fmt: str, topic: str, options: dict[str, str] | None = None
+    ) -> dict[str, Any] | None:
+        """:meth:`SparkReaders.run` in the application."""
+        got: dict[str, Any] | None = self._call("run", fmt, topic, options)
+        return got
+
+    def noop(self, partitions: int, rows_per_partition: int, value_bytes: int) -> float:
+        """:meth:`SparkReaders.noop` in the application."""
+        return float(self._call("noop", partitions, rows_per_partition, value_bytes))
+
+    def errors(self) -> dict[str, str]:
+        """The application's failed sources (:attr:`SparkReaders.errors`)."""
+        errors: dict[str, str] = self._call("errors")
+        return errors
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self._conn.send(("stop", ()))
+        self._process.join(timeout=300)
+        if self._process.is_alive():
+            self._process.kill()
+        self._conn.close()
+
+
+def _serve_readers(conn: Any, servers: str, cores: int, work: str, conf: dict[str, str]) -> None:
+    """A :class:`SparkApp`'s process: calls of :class:`SparkReaders` from ``conn`` until
+    ``stop`` or the benchmark's end."""
+    readers = SparkReaders(servers, cores, work, conf)
+    try:
+        while True:
+            try:
+                method, args = conn.recv()
+            except EOFError:
+                return
+            if method == "stop":
+                return
+            try:
+                value = (
+                    dict(readers.errors) if method == "errors" else getattr(readers, method)(*args)
+                )
+            except Exception as exc:
+                conn.send((False, f"{method} failed: {type(exc).__name__}: {exc}"))
+            else:
+                conn.send((True, value))
+    finally:
+        readers.stop()
+
+
 def _ceiling_source(value_bytes: int) -> Any:
     """The do-nothing data source of the ceiling measurement (pickled by value)."""
     import pyarrow as pa
@@ -550,30 +629,31 @@ def throughput(
         "kafka": kafka_options,
         "kafka-tuned": {**kafka_options, **TUNED_KAFKA_OPTIONS},
     }
-    spark = None
-    if {*SOURCES, "noop"} & set(readers):
-        spark = SparkReaders(servers, args.cores, work, spark_conf)
+    apps = {
+        reader: SparkApp(servers, args.cores, work, spark_conf)
+        for reader in readers
+        if reader in SOURCES or reader == "noop"
+    }
     summary: dict[str, Any] = {}
     try:
         for value_bytes in args.value_bytes:
             for partitions in args.partitions:
                 summary.update(
-                    _throughput_case(
-                        args, servers, spark, readers, options, value_bytes, partitions
-                    )
+                    _throughput_case(args, servers, apps, readers, options, value_bytes, partitions)
                 )
     finally:
-        if spark is not None:
-            for fmt, error in spark.errors.items():
-                print(f"format({fmt!r}) failed: {error}", flush=True)
-            spark.stop()
+        for reader, app in apps.items():
+            with contextlib.suppress(OSError, EOFError, RuntimeError):
+                for fmt, error in app.errors().items():
+                    print(f"{reader}: format({fmt!r}) failed: {error}", flush=True)
+            app.stop()
     return summary
 
 
 def _throughput_case(
     args: argparse.Namespace,
     servers: str,
-    spark: SparkReaders | None,
+    apps: dict[str, SparkApp],
     readers: list[str],
     options: dict[str, dict[str, str]],
     value_bytes: int,
@@ -610,24 +690,23 @@ def _throughput_case(
             if args.baseline_defaults
             else {k: FETCH_DEFAULTS[k] for k in FETCH_TUNING_KEYS if k in FETCH_DEFAULTS}
         )
-        sources = [f for f in SOURCES if f in readers]
-        if spark is not None:
-            for reader in sources:  # starts the Python workers, warms the JVM
-                spark.run(_format(reader), warmup, options[reader])
+        for reader in SOURCES:
+            if reader in readers:  # starts the Python workers, warms the JVM
+                apps[reader].run(_format(reader), warmup, options[reader])
         runs: dict[str, list[dict[str, Any]]] = {r: [] for r in readers}
         for round_no in range(1, args.rounds + 1):
             line = []
             for reader in readers:
                 got: dict[str, Any] | None
-                if reader in SOURCES and spark is not None:
+                if reader in SOURCES:
                     if reader in PYTHON_SOURCES:
                         # Spark stops a Python worker idle for a minute, less than a default
                         # format("kafka") run over 512 partitions takes: started again here,
                         # not within the measured run.
-                        spark.run(_format(reader), warmup, options[reader])
-                    got = spark.run(_format(reader), topic, options[reader])
-                elif reader == "noop" and spark is not None:
-                    rps = spark.noop(partitions, total // partitions, value_bytes)
+                        apps[reader].run(_format(reader), warmup, options[reader])
+                    got = apps[reader].run(_format(reader), topic, options[reader])
+                elif reader == "noop":
+                    rps = apps[reader].noop(partitions, total // partitions, value_bytes)
                     got = {"rps": rps, "rows": total}
                 elif reader == "raw":
                     got = run_processes(baseline_worker, servers, topic, ends, args.cores,
