@@ -379,8 +379,15 @@ class SparkApp:
         child.close()
 
     def _call(self, method: str, *args: Any) -> Any:
-        self._conn.send((method, args))
-        ok, value = self._conn.recv()
+        try:
+            self._conn.send((method, args))
+            ok, value = self._conn.recv()
+        except (EOFError, OSError) as exc:
+            self._process.join(timeout=10)
+            raise RuntimeError(
+                f"the Spark application process ended (exit code {self._process.exitcode}) "
+                f"before answering {method}(): its error is printed above"
+            ) from exc
         if not ok:
             raise RuntimeError(value)
         return value
