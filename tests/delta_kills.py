@@ -77,10 +77,12 @@ SURVIVOR_TRIGGER = "3 seconds"
 
 class Survivor:
     """The member in the test's SparkSession: writes through its own ExactlyOnceDeltaWriter
-    (rows tagged ``survivor``) and remembers what it read."""
+    (rows tagged ``survivor``) and remembers what it read and what it wrote."""
 
     def __init__(self, spark, uri: str, group: str, options: dict[str, str], checkpoint: str):
         self.read: list[tuple[int, int]] = []
+        #: The partitions of each batch the writer committed (or found already landed).
+        self.written: list[set[int]] = []
         self._lock = threading.Lock()
         self._writer = ExactlyOnceDeltaWriter(uri, group=group, transform=self._tag)
         self.query = start_query(
@@ -99,10 +101,18 @@ class Survivor:
                 zip(rows["partition"].to_pylist(), rows["offset"].to_pylist(), strict=True)
             )
         self._writer.write(rows, batch_id)
+        if rows.num_rows:
+            with self._lock:
+                self.written.append(set(rows["partition"].to_pylist()))
 
-    def read_since(self, count: int) -> int:
+    def batches_written(self) -> int:
         with self._lock:
-            return len(self.read) - count
+            return len(self.written)
+
+    def partitions_written_since(self, batches: int) -> set[int]:
+        """The partitions of the batches written after the first ``batches``."""
+        with self._lock:
+            return set().union(*self.written[batches:])
 
 
 def assert_each_record_once(uri: str, final: dict[int, int]) -> list[tuple[int, int, str]]:

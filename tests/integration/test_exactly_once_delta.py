@@ -56,9 +56,15 @@ def test_a_zombie_resumed_mid_batch_after_its_partitions_moved_fails_and_writes_
             60,
             "the victim's expiry",
         )
-        # the survivor writes the victim's partitions: several batches after the move
-        read_at_move = len(survivor.read)
-        wait_until(lambda: survivor.read_since(read_at_move) > 100, 60, "the new owner's rows")
+        # The survivor has written the victim's partitions (every partition, since the move):
+        # a zombie resumed before that lands its batch first, with no conflict, and the new
+        # owner's commit is the one that finds those offsets landed.
+        at_move = survivor.batches_written()
+        wait_until(
+            lambda: survivor.partitions_written_since(at_move) == set(range(PARTITIONS)),
+            60,
+            "the new owner's writes of every partition",
+        )
         victim.signal(signal.SIGCONT)
         returncode = victim.wait_for_exit("the zombie's query to end").returncode
         final = stop_producing_and_wait_for_the_table(producer, uri)
