@@ -27,7 +27,8 @@ when a record was appended to one of them again, from a watch of the cluster's m
 high watermarks, and the triggers (Spark's progress) from the loss to the record.
 
 At the end production stops, each source reads to the end, and its records are checked
-against the records the producer saw acknowledged: lost (acknowledged, never read) and
+against what the topic holds (its end offsets: every acknowledged record, and any the producer
+wrote without an acknowledgement, see ``SteadyProducer``): lost (in the topic, never read) and
 duplicated (read more than once). The benchmark must kill nodes, so it always starts its own
 cluster. It needs the pyspark of jvm/pom.xml's spark-sql-kafka jar:
 
@@ -239,8 +240,8 @@ class LeaderWatch:
 
 
 def delivery(produced: Mapping[int, int], read: Iterable[tuple[int, int]]) -> tuple[int, int]:
-    """``(lost, duplicated)``: acknowledged records (offsets ``0..n-1`` of each partition, an
-    idempotent producer's) never read, and reads beyond a record's first."""
+    """``(lost, duplicated)``: the topic's records (offsets ``0..n-1`` of each partition, ``n``
+    its end offset) never read, and reads beyond a record's first."""
     counts = Counter(read)
     lost = sum(1 for p, n in produced.items() for o in range(n) if (p, o) not in counts)
     return lost, sum(c - 1 for c in counts.values())
@@ -317,7 +318,7 @@ def report(
         print(f"  {name}: {line}; kafka-group / kafka p50 "
               f"{_shown(figures[f'{fault}_vs_spark_kafka_p50'])}")  # fmt: skip
     total = sum(produced.values())
-    print(f"\n== delivery: {total} records acknowledged by the brokers")
+    print(f"\n== delivery: {total} records in the topic")
     for fmt, reader in readers.items():
         key = SOURCES[fmt]
         lost, dup = delivery(produced, reader.records())
@@ -441,14 +442,14 @@ class FailoverRun:
 
 
 def drain(readers: Mapping[str, Reader], produced: Mapping[int, int], timeout_s: float) -> None:
-    """Until every live source read every acknowledged record (or ``timeout_s``)."""
+    """Until every live source read every record of the topic (or ``timeout_s``)."""
     expected = {(p, o) for p, n in produced.items() for o in range(n)}
 
     def done() -> bool:
         return all(not r.alive or expected <= set(r.records()) for r in readers.values())
 
     try:
-        wait_until(done, timeout_s, "every acknowledged record read", poll_s=0.5)
+        wait_until(done, timeout_s, "every record of the topic read", poll_s=0.5)
     except AssertionError as exc:
         print(f"note: {exc}", flush=True)
 

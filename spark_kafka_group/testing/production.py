@@ -6,7 +6,8 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 
 class SteadyProducer:
@@ -17,8 +18,18 @@ class SteadyProducer:
     moment (docs/contributing.md, "Test environment facts"). ``idempotent`` (Kafka's
     idempotent producer, acks=all) is for clusters whose brokers fail under it. Rounds start
     every ``interval_s`` whatever a round took. :attr:`produced` counts the records the broker
-    acknowledged, per partition; record ``i`` of partition ``p`` has key ``k<i>`` and value
-    ``v<p>-<i>``.
+    acknowledged so far, per partition; record ``i`` of partition ``p`` has key ``k<i>`` and
+    value ``v<p>-<i>``.
+
+    :meth:`stop` returns what the topic holds, its end offsets, not the acknowledged counts: a
+    reader must read every record in the log, and the log can hold more records than were
+    acknowledged. A delivery that failed may have been written (librdkafka's "possibly
+    persisted"), and during a leader change the idempotent producer can write a record twice
+    (a known librdkafka defect: an epoch bump after an out-of-order-sequence error on another
+    partition). Either way every later record of the partition sits one offset further on, so
+    "offsets 0..acknowledged-1" would name the wrong records. :attr:`log_extra` counts such
+    records; :attr:`failed` lists the failed deliveries. The topic must be this producer's
+    alone.
     """
 
     def __init__(
@@ -47,10 +58,15 @@ class SteadyProducer:
                 **({"socket.timeout.ms": 5000} if idempotent else {}),
             }
         )
+        self._bootstrap_servers = bootstrap_servers
         self._topic, self._partitions = topic, partitions
         self._per_round = per_round
         self._interval_s = interval_s
         self.produced: dict[int, int] = dict.fromkeys(range(partitions), 0)
+        self.highest_acknowledged: dict[int, int] = {}  # partition: its highest acked offset
+        self.failed: list[str] = []  # "partition p: error", a delivery that failed
+        self.log_extra = 0  # records in the log beyond the acknowledged ones, set by stop()
+        self._log_end: dict[int, int] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="steady-producer")
 
@@ -65,19 +81,49 @@ class SteadyProducer:
         self.stop()
 
     def stop(self) -> dict[int, int]:
-        """Stop producing; the final count per partition."""
+        """Stop producing; the topic's end offset per partition (every record of the log, the
+        acknowledged ones among them)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        self._producer.flush(30)
-        return dict(self.produced)
+        if self._log_end is None:
+            left = self._producer.flush(30)
+            if left:
+                raise RuntimeError(
+                    f"SteadyProducer: {left} records of topic {self._topic!r} still undelivered "
+                    "30 s after producing stopped; the brokers are not taking writes"
+                )
+            self._log_end = self._end_offsets()
+            beyond = {
+                p: offset
+                for p, offset in self.highest_acknowledged.items()
+                if offset >= self._log_end[p]
+            }
+            if beyond:
+                raise RuntimeError(
+                    f"topic {self._topic!r} lost acknowledged records: the highest acknowledged "
+                    f"offsets {beyond} are at or past the end offsets {self._log_end}"
+                )
+            self.log_extra = sum(self._log_end.values()) - sum(self.produced.values())
+        return dict(self._log_end)
 
-    def expected(self) -> list[tuple[int, int]]:
-        return sorted((p, o) for p, n in self.produced.items() for o in range(n))
+    def _end_offsets(self) -> dict[int, int]:
+        admin = AdminClient({"bootstrap.servers": self._bootstrap_servers})
+        asked = {
+            TopicPartition(self._topic, p): OffsetSpec.latest() for p in range(self._partitions)
+        }
+        futures = admin.list_offsets(asked, request_timeout=30)
+        return {tp.partition: future.result().offset for tp, future in futures.items()}
 
     def _delivered(self, error: Any, message: Any) -> None:
         if error is None:
             self.produced[message.partition()] += 1
+            p = message.partition()
+            self.highest_acknowledged[p] = max(
+                message.offset(), self.highest_acknowledged.get(p, -1)
+            )
+        else:
+            self.failed.append(f"partition {message.partition()}: {error}")
 
     def _run(self) -> None:
         tick = time.monotonic()
