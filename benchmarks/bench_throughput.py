@@ -571,7 +571,10 @@ def parser() -> argparse.ArgumentParser:
         "--latency-triggers", default="default,1s", help="'default' or '<seconds>s', comma-sep."
     )
     parser.add_argument("--latency-seconds", type=float, default=20.0, help="per reader")
-    parser.add_argument("--latency-warmup", type=float, default=5.0, help="seconds, per reader")
+    parser.add_argument(
+        "--latency-warmup", type=float, default=5.0,
+        help="seconds, per reader, at least (then until it has caught up; end_to_end's docstring)",
+    )  # fmt: skip
     parser.add_argument("--latency-partitions", type=int, default=4)
     parser.add_argument(
         "--latency-readers", default=",".join(end_to_end.READERS), help="comma-separated"
@@ -847,8 +850,8 @@ def latency(
                 print(
                     f"\n== end-to-end latency at {rate} records/s over {args.latency_partitions}"
                     f" partitions, {tname} trigger, record timestamp to the foreachBatch sink "
-                    f"({args.latency_seconds:.0f}s per reader after {args.latency_warmup:.0f}s"
-                    " warm-up):"
+                    f"({args.latency_seconds:.0f}s per reader once caught up, after at least "
+                    f"{args.latency_warmup:.0f}s of warm-up):"
                 )
                 for name, r in run.readers.items():
                     p50, p99, top = r.percentile(50), r.percentile(99), r.percentile(100)
@@ -860,7 +863,7 @@ def latency(
                         )
                     print(
                         f"  {labels[name]}: p50 {p50:.0f} ms, p99 {p99:.0f} ms, max {top:.0f} "
-                        f"ms ({len(r.values)} records){extra}"
+                        f"ms ({len(r.values)} records, {r.warm_up_shown()}){extra}"
                     )
                     key = f"latency_{name.replace('-', '_')}_{rate}_{tname}"
                     if name == "raw":

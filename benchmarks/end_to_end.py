@@ -15,8 +15,14 @@ after an unmeasured warm-up query (the session's first query starts the Python w
 The Spark readers run with the given trigger (Spark's default: the next batch as soon as the
 last one ends; or a processing-time interval) into a ``foreachBatch`` sink, which takes the
 batch's record timestamps; a record's latency is the time the sink has it minus its create
-time. The first ``warmup_s`` seconds of each reader are dropped (the join, the first
-batches).
+time. Each reader's records are measured for ``seconds`` from when it has caught up: at least
+``warmup_s`` after its first batch (the join, the first batches), and
+:data:`CAUGHT_UP_BATCHES` batches in a row whose oldest record is at most
+:data:`CAUGHT_UP_INTERVALS` times the time since the previous batch old. A reader still
+working through what piled up while it started delivers records many batch intervals old;
+measured then, its p99 is its start, not its steady state. A reader that has not caught up
+:data:`CATCH_UP_LIMIT_S` after its first batch is measured anyway, and says so
+(:attr:`Latencies.caught_up`).
 """
 
 from __future__ import annotations
@@ -40,6 +46,18 @@ FETCH_TUNING_KEYS = (
     "fetch.wait.max.ms",
     "fetch.queue.backoff.ms",
 )
+
+#: A batch is fresh when its oldest record is at most this many times the time since the
+#: previous batch old. Batch k starts where batch k-1 ended, at what was the end of the topic
+#: when k-1 was planned; so its oldest record's age is about the time since the previous
+#: batch plus the previous batch's duration: about twice the batch interval in a steady
+#: state, and more while the batches still take longer than the ones after them (a reader
+#: working through what piled up while it started).
+CAUGHT_UP_INTERVALS = 3.0
+#: Fresh batches in a row that make a reader caught up.
+CAUGHT_UP_BATCHES = 3
+#: Seconds after its first batch by which a reader is measured, caught up or not.
+CATCH_UP_LIMIT_S = 60.0
 
 #: Offsets JSON of the plain source: {"<partition>": offset}.
 PlainOffsets = dict[str, int]
@@ -81,12 +99,18 @@ def produce_steadily(servers: str, topic: str, partitions: int, rate: float, sto
 
 @dataclass
 class Latencies:
-    """Per-record latencies (ms) of one reader, kept only after its warm-up."""
+    """Per-record latencies (ms) of one reader, kept once it has caught up (the module's
+    docstring)."""
 
     name: str
-    warmup_until: float = 0.0
+    warmup_s: float
     values: list[float] = field(default_factory=list)
     batches: int = 0
+    first_batch_s: float | None = None  # wall clock of the first batch's arrival
+    measuring_since: float | None = None  # wall clock from which batches are measured
+    caught_up: bool = False  # False: measured from CATCH_UP_LIMIT_S on without catching up
+    fresh_in_a_row: int = 0
+    last_batch_s: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, timestamps_ms: list[int], now_s: float) -> None:
@@ -94,10 +118,36 @@ class Latencies:
             return
         with self.lock:
             self.batches += 1
-            if now_s < self.warmup_until:
+            if self.measuring_since is None:
+                self._warm_up(min(timestamps_ms) / 1000.0, now_s)
                 return
             now_ms = now_s * 1000.0
             self.values.extend(now_ms - ts for ts in timestamps_ms)
+
+    def _warm_up(self, oldest_s: float, now_s: float) -> None:
+        """One batch of the warm-up; the next batches are measured if it leaves the reader
+        caught up, or at CATCH_UP_LIMIT_S."""
+        if self.first_batch_s is None:
+            self.first_batch_s = now_s
+        since_last = None if self.last_batch_s is None else now_s - self.last_batch_s
+        self.last_batch_s = now_s
+        fresh = since_last is not None and now_s - oldest_s <= CAUGHT_UP_INTERVALS * since_last
+        self.fresh_in_a_row = self.fresh_in_a_row + 1 if fresh else 0
+        warmed = now_s >= self.first_batch_s + self.warmup_s
+        self.caught_up = warmed and self.fresh_in_a_row >= CAUGHT_UP_BATCHES
+        if self.caught_up or now_s >= self.first_batch_s + CATCH_UP_LIMIT_S:
+            self.measuring_since = now_s
+
+    def measuring(self) -> bool:
+        with self.lock:
+            return self.measuring_since is not None
+
+    def warm_up_shown(self) -> str:
+        """How long the warm-up took, for the report."""
+        if self.measuring_since is None or self.first_batch_s is None:
+            return "never measured"
+        took = f"{self.measuring_since - self.first_batch_s:.0f} s warm-up"
+        return took if self.caught_up else f"{took}, NOT caught up"
 
     def percentile(self, q: float) -> float:
         with self.lock:
@@ -113,7 +163,7 @@ def measure_raw(
     """A plain consumer assigned every partition at its end, polling until ``seconds`` pass."""
     from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
-    result = Latencies("raw")
+    result = Latencies("raw", warmup_s)
     consumer = Consumer(
         {
             "bootstrap.servers": servers,
@@ -123,9 +173,10 @@ def measure_raw(
         }
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
-    started = time.time()
-    result.warmup_until = started + warmup_s
-    while time.time() < started + warmup_s + seconds:
+    deadline = time.monotonic() + 120 + CATCH_UP_LIMIT_S
+    while not result.measuring() or time.time() < (result.measuring_since or 0.0) + seconds:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"raw: no records to measure in {deadline:.0f} s")
         msgs = consumer.consume(num_messages=1000, timeout=0.1)
         now = time.time()
         result.add([m.timestamp()[1] for m in msgs if m.error() is None], now)
@@ -157,7 +208,7 @@ def measure_spark(
     """Run ``reader`` (a streaming DataFrameReader, loaded here) into the timestamp sink, with
     Spark's default trigger or a ``trigger_s`` processing-time trigger; its latencies and the
     progress of the measured batches."""
-    result = Latencies(name)
+    result = Latencies(name, warmup_s)
     writer = (
         reader.load()
         .writeStream.foreachBatch(timestamp_sink(result))
@@ -167,17 +218,21 @@ def measure_spark(
         writer = writer.trigger(processingTime=f"{trigger_s} seconds")
     query = writer.start()
     try:
-        deadline = time.monotonic() + 120
-        while result.batches == 0 and time.monotonic() < deadline:  # the first record
+        # The first record (a Spark application's first query starts its Python workers),
+        # then the warm-up until caught up.
+        deadline = time.monotonic() + 120 + CATCH_UP_LIMIT_S
+        while not result.measuring():
             if not query.isActive:
                 raise RuntimeError(f"{name}: query failed: {query.exception()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name}: {result.batches} batches, none measured, in time")
             time.sleep(0.1)
-        result.warmup_until = time.time() + warmup_s
-        time.sleep(warmup_s + seconds)
+        time.sleep(seconds)
+        since = result.measuring_since or 0.0
         progress = [
             p
             for p in query.recentProgress
-            if p.get("numInputRows", 0) > 0 and _epoch_s(p["timestamp"]) >= result.warmup_until
+            if p.get("numInputRows", 0) > 0 and _epoch_s(p["timestamp"]) >= since
         ]
     finally:
         query.stop()

@@ -1,8 +1,8 @@
 """bench_throughput runs end to end at a tiny size, so that it cannot rot: format("kafka")
 (with its defaults and tuned), format("kafka-group"), the raw consumers, the do-nothing source
 and the fetch alone read the suite's broker in the pyspark of jvm/pom.xml's spark-sql-kafka
-jar. Its figures are printed, never asserted; the test asserts that it ran and printed its
-``key=value`` line."""
+jar; and its latency part, every reader measured once caught up. Its figures are printed,
+never asserted; the tests assert that it ran and printed its ``key=value`` line."""
 
 from __future__ import annotations
 
@@ -21,6 +21,20 @@ pytestmark = [pytest.mark.maven_spark, pytest.mark.spark, pytest.mark.broker]
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _run(command: list[str]) -> dict[str, str]:
+    """Run the benchmark; the figures of its last line."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    run = subprocess.run(
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    print(run.stdout)  # the figures, for the CI log
+    assert run.returncode == 0, (
+        f"{' '.join(command)} exited {run.returncode}:\n{run.stderr[-4000:]}"
+    )
+    last = run.stdout.strip().splitlines()[-1]
+    return dict(pair.split("=", 1) for pair in last.split())
+
+
 def test_bench_throughput_runs_and_prints_its_key_value_line(bootstrap_servers: str) -> None:
     reason = not_maven_spark_reason()
     if reason is not None:
@@ -31,16 +45,8 @@ def test_bench_throughput_runs_and_prints_its_key_value_line(bootstrap_servers: 
         "--only", "throughput", "--records", "4000", "--partitions", "8",
         "--value-bytes", "100", "--rounds", "1",
     ]  # fmt: skip
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    run = subprocess.run(
-        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
-    print(run.stdout)  # the figures, for the CI log
-    assert run.returncode == 0, (
-        f"{' '.join(command)} exited {run.returncode}:\n{run.stderr[-4000:]}"
-    )
-    last = run.stdout.strip().splitlines()[-1]
-    figures = dict(pair.split("=", 1) for pair in last.split())
+    figures = _run(command)
+    last = " ".join(f"{k}={v}" for k, v in figures.items())
     readers = ("kafka", "group", "raw", "noop", "fetch")
     for key in (
         *(f"{r}_rps_100b_8p" for r in readers if r != "group"),
@@ -54,3 +60,28 @@ def test_bench_throughput_runs_and_prints_its_key_value_line(bootstrap_servers: 
     ):
         assert key in figures, f"{key} missing from the last line: {last}"
         assert not math.isnan(float(figures[key])), f"{key} is nan (a reader failed): {last}"
+
+
+def test_bench_throughput_latency_runs_and_prints_its_key_value_line(
+    bootstrap_servers: str,
+) -> None:
+    reason = not_maven_spark_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    command = [
+        sys.executable, "-m", "benchmarks.bench_throughput",
+        "--bootstrap-servers", bootstrap_servers, "--only", "latency",
+        "--latency-rates", "1000", "--latency-triggers", "default",
+        "--latency-seconds", "3", "--latency-warmup", "1",
+    ]  # fmt: skip
+    figures = _run(command)
+    last = " ".join(f"{k}={v}" for k, v in figures.items())
+    for key in (
+        "latency_raw_1000_p50_ms",
+        "latency_kafka_1000_default_p99_ms",
+        "latency_kafka_group_1000_default_p99_ms",
+        "latency_plain_1000_default_p99_ms",
+        "latency_vs_spark_kafka_p50_1000_default",
+    ):
+        assert key in figures, f"{key} missing from the last line: {last}"
+        assert not math.isnan(float(figures[key])), f"{key} is nan (no record measured): {last}"
