@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,13 @@ pytestmark = [pytest.mark.maven_spark, pytest.mark.spark, pytest.mark.broker]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run(command: list[str]) -> dict[str, str]:
-    """Run the benchmark; the figures of its last line."""
+def _run_and_check(options: list[str], keys: Iterable[str]) -> None:
+    """Run the benchmark on the suite's broker with ``options``; every one of ``keys`` must be
+    in its last line, and a number."""
+    reason = not_maven_spark_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    command = [sys.executable, "-m", "benchmarks.bench_throughput", *options]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     run = subprocess.run(
         command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False
@@ -32,56 +38,49 @@ def _run(command: list[str]) -> dict[str, str]:
         f"{' '.join(command)} exited {run.returncode}:\n{run.stderr[-4000:]}"
     )
     last = run.stdout.strip().splitlines()[-1]
-    return dict(pair.split("=", 1) for pair in last.split())
+    figures = dict(pair.split("=", 1) for pair in last.split())
+    for key in keys:
+        assert key in figures, f"{key} missing from the last line: {last}"
+        assert not math.isnan(float(figures[key])), f"{key} is nan (a reader failed): {last}"
 
 
 def test_bench_throughput_runs_and_prints_its_key_value_line(bootstrap_servers: str) -> None:
-    reason = not_maven_spark_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    command = [
-        sys.executable, "-m", "benchmarks.bench_throughput",
+    options = [
         "--bootstrap-servers", bootstrap_servers,
         "--only", "throughput", "--records", "4000", "--partitions", "8",
         "--value-bytes", "100", "--rounds", "1",
     ]  # fmt: skip
-    figures = _run(command)
-    last = " ".join(f"{k}={v}" for k, v in figures.items())
-    readers = ("kafka", "group", "raw", "noop", "fetch")
-    for key in (
-        *(f"{r}_rps_100b_8p" for r in readers if r != "group"),
-        "kafka_group_rps_100b_8p",
-        "kafka_tuned_rps_100b_8p",
-        "vs_spark_kafka_100b_8p",
-        "vs_tuned_spark_kafka_100b_8p",
-        "group_cpu_s_per_m_100b_8p",
-        "kafka_cpu_s_per_m_100b_8p",
-        "group_startup_s_100b_8p",
-    ):
-        assert key in figures, f"{key} missing from the last line: {last}"
-        assert not math.isnan(float(figures[key])), f"{key} is nan (a reader failed): {last}"
+    readers = ("kafka", "raw", "noop", "fetch")
+    _run_and_check(
+        options,
+        [
+            *(f"{r}_rps_100b_8p" for r in readers),
+            "kafka_group_rps_100b_8p",
+            "kafka_tuned_rps_100b_8p",
+            "vs_spark_kafka_100b_8p",
+            "vs_tuned_spark_kafka_100b_8p",
+            "group_cpu_s_per_m_100b_8p",
+            "kafka_cpu_s_per_m_100b_8p",
+            "group_startup_s_100b_8p",
+        ],
+    )
 
 
 def test_bench_throughput_latency_runs_and_prints_its_key_value_line(
     bootstrap_servers: str,
 ) -> None:
-    reason = not_maven_spark_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    command = [
-        sys.executable, "-m", "benchmarks.bench_throughput",
+    options = [
         "--bootstrap-servers", bootstrap_servers, "--only", "latency",
         "--latency-rates", "1000", "--latency-triggers", "default",
         "--latency-seconds", "3", "--latency-warmup", "1",
     ]  # fmt: skip
-    figures = _run(command)
-    last = " ".join(f"{k}={v}" for k, v in figures.items())
-    for key in (
-        "latency_raw_1000_p50_ms",
-        "latency_kafka_1000_default_p99_ms",
-        "latency_kafka_group_1000_default_p99_ms",
-        "latency_plain_1000_default_p99_ms",
-        "latency_vs_spark_kafka_p50_1000_default",
-    ):
-        assert key in figures, f"{key} missing from the last line: {last}"
-        assert not math.isnan(float(figures[key])), f"{key} is nan (no record measured): {last}"
+    _run_and_check(
+        options,
+        [
+            "latency_raw_1000_p50_ms",
+            "latency_kafka_1000_default_p99_ms",
+            "latency_kafka_group_1000_default_p99_ms",
+            "latency_plain_1000_default_p99_ms",
+            "latency_vs_spark_kafka_p50_1000_default",
+        ],
+    )
