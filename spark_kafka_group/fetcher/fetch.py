@@ -46,7 +46,7 @@ from spark_kafka_group.errors import (
     TopicNotFoundError,
 )
 from spark_kafka_group.fetcher.pool import PooledConsumer, PoolKey, consumer_pool
-from spark_kafka_group.fetcher.ranges import ArrowRecords, FetchRange
+from spark_kafka_group.fetcher.ranges import ArrowRecords, FetchRange, task_max_rows
 from spark_kafka_group.fetcher.schema import payload_bytes
 from spark_kafka_group.fetcher.spec import DESCRIBED_RANGES, FetchSpec, describe_ranges
 from spark_kafka_group.kafka.config import (
@@ -199,7 +199,7 @@ class _TaskFetch:
             {p: r for (_, p), r in self.ranges.items()} if len(self.topics) == 1 else None
         )
         self.active = dict(self.ranges)
-        self.max_rows = max(r.max_rows for r in self.ranges.values())
+        self.max_rows = task_max_rows(specs)
         self.arrow = ArrowRecords(first.include_headers, self.max_rows, self.topics)
         #: Records per ``consume()``: ``max_rows`` until the first records show their size.
         self.batch_rows = self.max_rows

@@ -8,6 +8,7 @@ and one ``pa.array`` per column; no per-record Python code runs on the fast path
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from operator import itemgetter
 
 import pyarrow as pa
@@ -38,6 +39,17 @@ _topic = Message.topic
 _CONSTANTS_KEPT = 8
 
 
+def task_max_rows(specs: Sequence[FetchSpec]) -> int:
+    """Records per ``consume()`` (so per batch handed to Spark) at most, for a task fetching
+    ``specs`` together: ``max_batch_rows``, within what the whole task reads. By the task, not
+    by its largest range: a batch holds the records of several partitions, and a task of 256
+    ranges of 2,000 records each must not hand Spark its records 2,000 at a time. consume()
+    allows at most 1M; a small trigger's task must not ask for (or build the constant columns
+    of) 20,000 rows."""
+    wanted = sum(s.until_offset - s.from_offset for s in specs)
+    return max(1, min(max(int(s.max_batch_rows) for s in specs), 1_000_000, wanted))
+
+
 class FetchRange:
     """One range of a task's fetch: where it stands."""
 
@@ -49,10 +61,6 @@ class FetchRange:
         self.done = False
         self.last_progress = now
         self.checked_at = now
-        # consume() allows <= 1M; a small trigger's task must not ask for (or build the
-        # constant columns of) 20,000 rows.
-        rows = min(max(1, int(spec.max_batch_rows)), 1_000_000, self.until - self.next_offset)
-        self.max_rows = rows
 
     def describe(self) -> str:
         return f"{self.spec.describe()} at offset {self.next_offset}"

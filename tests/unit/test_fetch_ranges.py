@@ -7,7 +7,7 @@ from itertools import pairwise
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_kafka_group.fetcher.ranges import FetchRange
+from spark_kafka_group.fetcher.ranges import FetchRange, task_max_rows
 from spark_kafka_group.fetcher.spec import FetchSpec
 
 
@@ -58,3 +58,14 @@ def test_records_below_the_position_are_skipped() -> None:
     rng = FetchRange(FetchSpec("t", 0, 10, 20, "b:9092"), now=0.0)
     assert rng.take([8, 9, 10, 11], now=1.0) == (2, 4)
     assert rng.next_offset == 12 and not rng.done
+
+
+def test_a_task_of_many_small_ranges_asks_for_batches_of_its_whole_size() -> None:
+    # 256 ranges of 2,343 records: a batch holds records of several partitions, up to
+    # max_batch_rows, not one range's worth.
+    specs = [FetchSpec("t", p, 0, 2_343, "b:9092") for p in range(256)]
+    assert task_max_rows(specs) == 20_000
+    assert task_max_rows(specs[:3]) == 3 * 2_343
+    assert task_max_rows([FetchSpec("t", 0, 10, 11, "b:9092")]) == 1
+    assert task_max_rows([FetchSpec("t", 0, 0, 10**9, "b:9092", max_batch_rows=5_000)]) == 5_000
+    assert task_max_rows([FetchSpec("t", 0, 0, 10**9, "b:9092", max_batch_rows=10**8)]) == 10**6
