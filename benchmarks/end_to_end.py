@@ -173,10 +173,11 @@ def measure_raw(
         }
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
-    deadline = time.monotonic() + 120 + CATCH_UP_LIMIT_S
+    budget_s = 120 + CATCH_UP_LIMIT_S
+    deadline = time.monotonic() + budget_s
     while not result.measuring() or time.time() < (result.measuring_since or 0.0) + seconds:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"raw: no records to measure in {deadline:.0f} s")
+            raise RuntimeError(f"raw: no records to measure in {budget_s:.0f} s")
         msgs = consumer.consume(num_messages=1000, timeout=0.1)
         now = time.time()
         result.add([m.timestamp()[1] for m in msgs if m.error() is None], now)

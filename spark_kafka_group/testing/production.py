@@ -6,8 +6,10 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import Producer
+
+from spark_kafka_group.group.metadata import TopicPartition
+from spark_kafka_group.kafka.cluster import KafkaCluster
 
 
 class SteadyProducer:
@@ -108,12 +110,9 @@ class SteadyProducer:
         return dict(self._log_end)
 
     def _end_offsets(self) -> dict[int, int]:
-        admin = AdminClient({"bootstrap.servers": self._bootstrap_servers})
-        asked = {
-            TopicPartition(self._topic, p): OffsetSpec.latest() for p in range(self._partitions)
-        }
-        futures = admin.list_offsets(asked, request_timeout=30)
-        return {tp.partition: future.result().offset for tp, future in futures.items()}
+        tps = [TopicPartition(self._topic, p) for p in range(self._partitions)]
+        with KafkaCluster(self._bootstrap_servers) as cluster:
+            return {tp.partition: end for tp, end in cluster.latest_offsets(tps).items()}
 
     def _delivered(self, error: Any, message: Any) -> None:
         if error is None:
