@@ -58,7 +58,7 @@ def kill_in_turn(
     kill whose partitions move, wait for the survivor to hold them all. After every kill, no
     record is in the table twice."""
     for point, then, seconds in kill_points.chain(victim, workdir, schedule):
-        if then == "moves":
+        if then in kill_points.MOVES:
             wait_until(lambda: stable_with(store, group, 1, partitions), 60,
                        f"the victim's expiry after its kill {point}")  # fmt: skip
         twice = twice_in_table(uri)

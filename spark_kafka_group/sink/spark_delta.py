@@ -73,6 +73,11 @@ class SinkBatches:
         found: dict[str, Found] = {}
         table = None
         others = self._files.read_all(except_member=me)
+        # A query restarted on its checkpoint replays the last batch its previous member
+        # planned, and the listener records that batch complete under that member (the
+        # batch's end names it), while the plans that follow are the new member's: a chain
+        # runs through the plans of every member's files.
+        plans = [plan for batches in others.values() for plan in batches.plans]
         # A query restarted on its checkpoint goes on under a new member: its earlier
         # incarnations' batches are the query's, known from the newest incarnation's files.
         newest: dict[str, int] = {}
@@ -84,8 +89,9 @@ class SinkBatches:
             completed = batches.completed
             if completed is None:
                 if batches.plans:
-                    log.info("member %s: no batch of its query completed yet; its plans are "
-                             "not read", member)  # fmt: skip
+                    log.info("member %s: no batch it planned completed yet; its plans count "
+                             "only where they continue another member's completed batch",
+                             member)  # fmt: skip
                 continue
             if completed.batch_id < newest[completed.query_id]:
                 found[member] = Superseded(completed.query_id)
@@ -93,7 +99,7 @@ class SinkBatches:
             if table is None:
                 table = self._open_table()
             version = None if table is None else table.transaction_version(completed.query_id)
-            ranges = landed_ranges(completed, batches.plans, version)
+            ranges = landed_ranges(completed, plans, version)
             if isinstance(ranges, Unresolved):
                 log.warning("member %s: what its query landed in %s is not known: %s; a "
                             "partition it held starts at the group's committed offset",

@@ -100,17 +100,16 @@ def landed_ranges(
     ranges = {tp: LandedRange(end, end) for tp, end in completed.end.offsets.items()}
     if landed_version is None or landed_version <= completed.batch_id:
         return ranges
-    by_after: dict[Any, PlannedBatch] = {}
+    by_after: dict[Any, dict[Any, PlannedBatch]] = {}
     for plan in plans:
-        by_after.setdefault(plan.after.key(), plan)
+        by_after.setdefault(plan.after.key(), {})[plan.end.key()] = plan
     current = completed.end
     for batch_id in range(completed.batch_id + 1, landed_version + 1):
-        found = by_after.get(current.key())
-        if found is None:
+        found = _plan_that_ran(current, by_after.get(current.key(), {}))
+        if isinstance(found, str):
             return Unresolved(
-                f"batch {batch_id} of query {completed.query_id} landed in the table, but the "
-                f"member's plans do not go back to it (the newest completed batch known is "
-                f"{completed.batch_id})"
+                f"batch {batch_id} of query {completed.query_id} landed in the table, but "
+                f"{found} (the newest completed batch known is {completed.batch_id})"
             )
         plan = found
         for tp, end in plan.end.offsets.items():
@@ -123,6 +122,22 @@ def landed_ranges(
                 ranges[tp] = LandedRange(known.since, end)
         current = plan.end
     return ranges
+
+
+def _plan_that_ran(after: BatchEnd, candidates: Mapping[Any, PlannedBatch]) -> PlannedBatch | str:
+    """The plan Spark ran after the batch ending at ``after``, or why it is not known. Two
+    plans after one end come from two incarnations of the query: the member that planned
+    ``after`` planned the next batch and died before Spark's offset log had it, so the query's
+    next incarnation, resuming from ``after``, planned that batch again. The later
+    incarnation's plan is the one that ran; two later incarnations' plans cannot be told
+    apart."""
+    if len(candidates) > 1:
+        candidates = {k: p for k, p in candidates.items() if p.end.member != after.member}
+    if len(candidates) == 1:
+        return next(iter(candidates.values()))
+    if not candidates:
+        return "the members' plans do not go back to it"
+    return f"{len(candidates)} incarnations of the query planned a batch after the same end"
 
 
 def take_over(

@@ -99,6 +99,44 @@ def test_a_new_owner_starts_exactly_at_the_end_of_what_landed(steps, data) -> No
 
 
 @given(steps=batches, data=st.data())
+def test_a_query_s_incarnations_are_one_chain(steps, data) -> None:
+    """One query's batches planned by several of its incarnations (restarts on its checkpoint),
+    their plans pooled from all their files in any order, some dying incarnations having
+    planned a batch Spark never ran (before its offset log had it; the next incarnation
+    planned that batch again): the new owner starts at the ends of the landed batch."""
+    plans = chain({A: 5}, steps)
+    restarts = sorted(data.draw(st.sets(st.integers(1, max(1, len(plans) - 1))), label="restarts"))
+    restarts = [r for r in restarts if r < len(plans)]
+
+    def planner(batch_id: int) -> str:
+        """The incarnation that planned batch ``batch_id``: the last one started before it."""
+        return f"m{max([0, *(r for r in restarts if r <= batch_id)])}"
+
+    ran: list[PlannedBatch] = []
+    for i, plan in enumerate(plans):
+        after = ran[-1].end if ran else plan.after
+        end = BatchEnd(plan.end.generation, planner(i), plan.end.offsets)
+        ran.append(PlannedBatch(after, end, plan.starts))
+    never_ran = [
+        PlannedBatch(
+            ran[r].after,
+            BatchEnd(-r, planner(r - 1), {tp: o + 1000 for tp, o in ran[r].end.offsets.items()}),
+        )
+        for r in data.draw(st.sets(st.sampled_from(restarts)) if restarts else st.just(set()))
+    ]
+    completed_id = data.draw(st.integers(0, len(ran) - 1), label="completed batch")
+    landed = data.draw(st.integers(completed_id, len(ran) - 1), label="landed batch")
+    completed = CompletedBatch("q", completed_id, ran[completed_id].end)
+    pooled = data.draw(st.permutations([*ran, *never_ran]), label="pooled plans")
+    ranges = resolved(landed_ranges(completed, pooled, landed))
+    truth: dict[TopicPartition, int] = {}
+    for plan in ran[: landed + 1]:
+        truth.update(plan.end.offsets)
+    committed = dict(completed.end.offsets)
+    assert take_over(committed, [ranges]) == {tp: truth[tp] for tp in committed}
+
+
+@given(steps=batches, data=st.data())
 def test_a_partition_first_planned_after_the_completed_batch_starts_after_what_landed(
     steps, data
 ) -> None:
@@ -248,6 +286,54 @@ def test_an_earlier_incarnation_of_a_query_that_went_on_is_read_from_the_newest(
     # The first incarnation's files are deleted; the newest's stay (40 is not committed).
     left = sorted(p.name for p in (tmp_path / "groups" / "g" / "_sink_batches").iterdir())
     assert left == ["m-later~listener@4"]
+
+
+def test_a_query_restarted_under_a_new_member_is_followed_across_its_incarnations(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A query restarted on its checkpoint replays the batch its first incarnation planned: the
+    listener records that batch complete under the member that planned it (its end names that
+    member), while the batches planned since are the new member's. Killed after its next batch
+    landed and down past its session timeout, its partitions' new owner follows the chain from
+    the first incarnation's completed batch through the second's plans, and starts after what
+    landed."""
+    store, table = str(tmp_path / "groups"), str(tmp_path / "events")
+    (tmp_path / "groups" / "g").mkdir(parents=True)
+    files: dict = {}
+    first = SinkBatches(table, store=store, group_id="g")
+    plans = chain({A: 0}, [{A: 10}, {A: 10}, {A: 10}], member="m1")  # batches 0, 1 and 2
+    for plan in plans:
+        first.record(plan)
+    # Batch 2, planned by m1, ran again under m2 (m1 died in it) and completed.
+    record_completed(store, "g", "m1", CompletedBatch("q", 2, plans[2].end),
+                     storage_options=None, files=files)  # fmt: skip
+    second = SinkBatches(table, store=store, group_id="g")
+    batch_3 = PlannedBatch(plans[2].end, BatchEnd(9, "m2", {A: 45}))
+    second.record(batch_3)
+    for batch_id in range(4):  # batch 3 landed; m2 died before its group commit
+        spark_sink_batch(table, "q", batch_id)
+    caplog.set_level("INFO", logger="spark_kafka_group.sink.spark_delta")
+    new_owner = SinkBatches(table, store=store, group_id="g")
+    committed = {A: 30}  # batch 2's end, its group commit
+    assert new_owner.positions("m-new", committed, committed=committed,
+                               members={"m-new"}) == {A: 45}  # fmt: skip
+    assert "not known" not in caplog.text
+
+
+def test_a_plan_an_earlier_incarnation_made_and_spark_never_ran_is_not_followed() -> None:
+    """A member that died between writing its plan and Spark's offset log leaves a plan that
+    never ran; its query's next incarnation plans that batch again after the same end. The
+    chain follows the later incarnation's plan; two later ones are ambiguous (unresolved)."""
+    plans = chain({A: 0}, [{A: 10}, {A: 10}], member="m1")
+    stale = PlannedBatch(plans[1].end, BatchEnd(3, "m1", {A: 25}))
+    rerun = PlannedBatch(plans[1].end, BatchEnd(9, "m2", {A: 40}))
+    completed = CompletedBatch("q", 1, plans[1].end)
+    for pool in ([*plans, stale, rerun], [rerun, *plans, stale]):
+        ranges = resolved(landed_ranges(completed, pool, 2))
+        assert take_over({A: 20}, [ranges]) == {A: 40}
+    another = PlannedBatch(plans[1].end, BatchEnd(11, "m3", {A: 50}))
+    assert isinstance(landed_ranges(completed, [*plans, rerun, another], 2), Unresolved)
+    assert take_over({A: 20}, [resolved(landed_ranges(completed, [*plans, rerun], 1))]) == {A: 20}
 
 
 def test_files_are_spent_once_their_member_is_gone_and_what_it_landed_is_committed() -> None:
