@@ -73,13 +73,12 @@ class SinkBatches:
         found: dict[str, Found] = {}
         table = None
         others = self._files.read_all(except_member=me)
-        # A query restarted on its checkpoint replays the last batch its previous member
-        # planned, and the listener records that batch complete under that member (the
-        # batch's end names it), while the plans that follow are the new member's: a chain
-        # runs through the plans of every member's files.
+        # A query restarted on its checkpoint goes on under a new member. Its batches are one
+        # chain: read from its newest completed batch, through the plans of every member's
+        # files (it first runs again the last batch its previous member planned, which the
+        # listener records complete under that member, since the batch's end names it; the
+        # plans after it are the new member's).
         plans = [plan for batches in others.values() for plan in batches.plans]
-        # A query restarted on its checkpoint goes on under a new member: its earlier
-        # incarnations' batches are the query's, known from the newest incarnation's files.
         newest: dict[str, int] = {}
         for batches in others.values():
             if batches.completed is not None:

@@ -96,7 +96,9 @@ def landed_ranges(
 ) -> dict[TopicPartition, LandedRange] | Unresolved:
     """What the member's query landed past ``completed``, per partition, given the query's
     transaction version in the table (``None``: the table has none of its batches). Batch
-    ``completed.batch_id + k`` is the k-th plan along the chain from ``completed.end``."""
+    ``completed.batch_id + k`` is the k-th plan along the chain from ``completed.end``;
+    ``plans``: every member's, in any order (a query restarted on its checkpoint goes on
+    under a new member)."""
     ranges = {tp: LandedRange(end, end) for tp, end in completed.end.offsets.items()}
     if landed_version is None or landed_version <= completed.batch_id:
         return ranges
