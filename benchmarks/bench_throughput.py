@@ -577,6 +577,11 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--latency-partitions", type=int, default=4)
     parser.add_argument(
+        "--latency-rounds", type=int, default=1,
+        help="rounds per rate and trigger, the readers taking turns in each; the percentiles "
+        "are over the records of every round",
+    )  # fmt: skip
+    parser.add_argument(
         "--latency-readers", default=",".join(end_to_end.READERS), help="comma-separated"
     )
     parser.add_argument(
@@ -833,56 +838,77 @@ def latency(
             for n, trigger_s in enumerate(triggers):
                 # raw has no trigger: measured once per rate
                 wanted = tuple(r for r in readers if r != "raw" or n == 0)
-                run = end_to_end.measure(
-                    spark,
-                    servers,
-                    f"{topic}-{rate}-{n}",
-                    args.latency_partitions,
-                    work,
-                    rate=rate,
-                    warmup_s=args.latency_warmup,
-                    seconds=args.latency_seconds,
-                    readers=wanted,
-                    trigger_s=trigger_s,
-                    source_options=options,
-                )
                 tname = "default" if trigger_s is None else f"{trigger_s:g}s"
-                print(
-                    f"\n== end-to-end latency at {rate} records/s over {args.latency_partitions}"
-                    f" partitions, {tname} trigger, record timestamp to the foreachBatch sink "
-                    f"({args.latency_seconds:.0f}s per reader once caught up, after at least "
-                    f"{args.latency_warmup:.0f}s of warm-up):"
-                )
-                for name, r in run.readers.items():
-                    p50, p99, top = r.percentile(50), r.percentile(99), r.percentile(100)
-                    extra = ""
-                    if name in run.phases:
-                        extra = (
-                            f"; {run.batches_per_s[name]:.1f} batches/s, mean ms per phase: "
-                            f"{run.phases[name]}"
+                rounds: list[end_to_end.LatencyRun] = []
+                for round_no in range(1, args.latency_rounds + 1):
+                    rounds.append(
+                        end_to_end.measure(
+                            spark,
+                            servers,
+                            f"{topic}-{rate}-{n}-{round_no}",
+                            args.latency_partitions,
+                            work,
+                            rate=rate,
+                            warmup_s=args.latency_warmup,
+                            seconds=args.latency_seconds,
+                            readers=wanted,
+                            trigger_s=trigger_s,
+                            source_options=options,
                         )
-                    print(
-                        f"  {labels[name]}: p50 {p50:.0f} ms, p99 {p99:.0f} ms, max {top:.0f} "
-                        f"ms ({len(r.values)} records, {r.warm_up_shown()}){extra}"
                     )
+                    of = f", round {round_no} of {args.latency_rounds}"
+                    print(
+                        f"\n== end-to-end latency at {rate} records/s over "
+                        f"{args.latency_partitions} partitions, {tname} trigger"
+                        f"{of if args.latency_rounds > 1 else ''}, record timestamp to the "
+                        f"foreachBatch sink ({args.latency_seconds:.0f}s per reader once caught "
+                        f"up, after at least {args.latency_warmup:.0f}s of warm-up):"
+                    )
+                    _print_latencies(rounds[-1], labels)
+                pooled = end_to_end.pooled(rounds)
+                if len(rounds) > 1:
+                    print(
+                        f"\n== end-to-end latency at {rate} records/s, {tname} trigger, the "
+                        f"records of all {len(rounds)} rounds:"
+                    )
+                    _print_latencies(pooled, labels)
+                for name, r in pooled.readers.items():
                     key = f"latency_{name.replace('-', '_')}_{rate}_{tname}"
                     if name == "raw":
                         key = f"latency_raw_{rate}"
-                    summary[f"{key}_p50_ms"] = p50
-                    summary[f"{key}_p99_ms"] = p99
-                    summary[f"{key}_max_ms"] = top
-                if "kafka" in run.readers and "kafka-group" in run.readers:
-                    k, g = run.readers["kafka"], run.readers["kafka-group"]
-                    ratios = {q: g.percentile(q) / k.percentile(q) for q in (50, 99)}
-                    print(
-                        f"  kafka-group / kafka: p50 {ratios[50]:.2f}x, p99 {ratios[99]:.2f}x",
-                        flush=True,
-                    )
-                    for q, ratio in ratios.items():
-                        summary[f"latency_vs_spark_kafka_p{q}_{rate}_{tname}"] = ratio
+                    summary[f"{key}_p50_ms"] = r.percentile(50)
+                    summary[f"{key}_p99_ms"] = r.percentile(99)
+                    summary[f"{key}_max_ms"] = r.percentile(100)
+                for q, ratio in _latency_ratios(pooled).items():
+                    summary[f"latency_vs_spark_kafka_p{q}_{rate}_{tname}"] = ratio
     finally:
         spark.stop()
     return summary
+
+
+def _latency_ratios(run: end_to_end.LatencyRun) -> dict[int, float]:
+    """kafka-group's p50 and p99 over format("kafka")'s (none if either was not run)."""
+    if "kafka" not in run.readers or "kafka-group" not in run.readers:
+        return {}
+    k, g = run.readers["kafka"], run.readers["kafka-group"]
+    return {q: g.percentile(q) / k.percentile(q) for q in (50, 99)}
+
+
+def _print_latencies(run: end_to_end.LatencyRun, labels: dict[str, str]) -> None:
+    for name, r in run.readers.items():
+        extra = ""
+        if name in run.progress:
+            extra = (
+                f"; {run.batches_per_s(name):.1f} batches/s, mean ms per phase: {run.phases(name)}"
+            )
+        print(
+            f"  {labels[name]}: p50 {r.percentile(50):.0f} ms, p99 {r.percentile(99):.0f} ms, "
+            f"max {r.percentile(100):.0f} ms ({len(r.values)} records, {r.warm_up_shown()})"
+            f"{extra}"
+        )
+    ratios = _latency_ratios(run)
+    if ratios:
+        print(f"  kafka-group / kafka: p50 {ratios[50]:.2f}x, p99 {ratios[99]:.2f}x", flush=True)
 
 
 if __name__ == "__main__":

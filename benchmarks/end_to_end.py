@@ -112,6 +112,8 @@ class Latencies:
     fresh_in_a_row: int = 0
     last_batch_s: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Pooled: the rounds whose records these are (:func:`pooled`).
+    rounds: list[Latencies] = field(default_factory=list)
 
     def add(self, timestamps_ms: list[int], now_s: float) -> None:
         if not timestamps_ms:
@@ -144,6 +146,8 @@ class Latencies:
 
     def warm_up_shown(self) -> str:
         """How long the warm-up took, for the report."""
+        if self.rounds:
+            return "; ".join(r.warm_up_shown() for r in self.rounds)
         if self.measuring_since is None or self.first_batch_s is None:
             return "never measured"
         took = f"{self.measuring_since - self.first_batch_s:.0f} s warm-up"
@@ -379,11 +383,33 @@ READERS = ("raw", "kafka", "kafka-group", "plain")
 
 @dataclass
 class LatencyRun:
-    """One rate and trigger: each reader's latencies, mean ms per Spark phase, batches/s."""
+    """One rate and trigger, one round or several pooled: each reader's latencies, and each
+    Spark reader's query progress over the ``seconds`` it was measured."""
 
     readers: dict[str, Latencies]
-    phases: dict[str, str]
-    batches_per_s: dict[str, float]
+    progress: dict[str, list[dict[str, Any]]]
+    seconds: float
+
+    def phases(self, name: str) -> str:
+        """Mean ms per Spark phase of reader ``name``."""
+        return phase_means(self.progress[name])
+
+    def batches_per_s(self, name: str) -> float:
+        return len(self.progress[name]) / self.seconds
+
+
+def pooled(rounds: list[LatencyRun]) -> LatencyRun:
+    """The rounds of one rate and trigger as one run: each reader's records and batches of
+    every round."""
+    run = LatencyRun({}, {}, sum(r.seconds for r in rounds))
+    for one in rounds:
+        for name, latencies in one.readers.items():
+            run.readers.setdefault(name, Latencies(name, latencies.warmup_s))
+            run.readers[name].values.extend(latencies.values)
+            run.readers[name].rounds.append(latencies)
+        for name, progress in one.progress.items():
+            run.progress.setdefault(name, []).extend(progress)
+    return run
 
 
 def warm_up(spark: Any, servers: str, topic: str, partitions: int, work: str, *, rate: float,
@@ -415,7 +441,7 @@ def measure(
     trigger; the Spark readers use ``trigger_s`` (None: Spark's default) and their options in
     ``source_options`` (by reader name)."""
     spark.dataSource.register(plain_source())
-    run = LatencyRun({}, {}, {})
+    run = LatencyRun({}, {}, seconds)
     for name in (r for r in READERS if r in readers):
         with producing(servers, f"{topic}-{name}", partitions, rate):
             if name == "raw":
@@ -427,11 +453,9 @@ def measure(
                 spark, name, servers, f"{topic}-{name}", partitions, work,
                 (source_options or {}).get(name, {}),
             )  # fmt: skip
-            run.readers[name], progress = measure_spark(
+            run.readers[name], run.progress[name] = measure_spark(
                 spark, name, reader, work, warmup_s, seconds, trigger_s
             )
-            run.phases[name] = phase_means(progress)
-            run.batches_per_s[name] = len(progress) / seconds
     return run
 
 

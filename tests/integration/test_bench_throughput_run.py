@@ -22,9 +22,9 @@ pytestmark = [pytest.mark.maven_spark, pytest.mark.spark, pytest.mark.broker]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run_and_check(options: list[str], keys: Iterable[str]) -> None:
+def _run_and_check(options: list[str], keys: Iterable[str]) -> str:
     """Run the benchmark on the suite's broker with ``options``; every one of ``keys`` must be
-    in its last line, and a number."""
+    in its last line, and a number. Its output."""
     reason = not_maven_spark_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -42,6 +42,7 @@ def _run_and_check(options: list[str], keys: Iterable[str]) -> None:
     for key in keys:
         assert key in figures, f"{key} missing from the last line: {last}"
         assert not math.isnan(float(figures[key])), f"{key} is nan (a reader failed): {last}"
+    return run.stdout
 
 
 def test_bench_throughput_runs_and_prints_its_key_value_line(bootstrap_servers: str) -> None:
@@ -72,9 +73,9 @@ def test_bench_throughput_latency_runs_and_prints_its_key_value_line(
     options = [
         "--bootstrap-servers", bootstrap_servers, "--only", "latency",
         "--latency-rates", "1000", "--latency-triggers", "default",
-        "--latency-seconds", "3", "--latency-warmup", "1",
+        "--latency-seconds", "3", "--latency-warmup", "1", "--latency-rounds", "2",
     ]  # fmt: skip
-    _run_and_check(
+    out = _run_and_check(
         options,
         [
             "latency_raw_1000_p50_ms",
@@ -84,3 +85,5 @@ def test_bench_throughput_latency_runs_and_prints_its_key_value_line(
             "latency_vs_spark_kafka_p50_1000_default",
         ],
     )
+    assert "default trigger, round 2 of 2" in out, out
+    assert "the records of all 2 rounds:" in out, out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.end_to_end import CATCH_UP_LIMIT_S, Latencies
+from benchmarks.end_to_end import CATCH_UP_LIMIT_S, Latencies, LatencyRun, pooled
 
 
 def _batches(
@@ -61,3 +61,19 @@ def test_one_fresh_batch_among_stale_ones_does_not_start_the_measurement() -> No
     assert not lat.measuring(), "two fresh batches in a row"
     _batches(lat, now, [0.3])
     assert lat.measuring()
+
+
+def test_rounds_pool_every_record_and_batch_of_each_reader() -> None:
+    def one_round(values: list[float], batches: int) -> LatencyRun:
+        lat = Latencies("kafka-group", warmup_s=5.0)
+        lat.values.extend(values)
+        progress = [{"durationMs": {"addBatch": 100.0 * (i + 1)}} for i in range(batches)]
+        return LatencyRun({"kafka-group": lat}, {"kafka-group": progress}, seconds=10.0)
+
+    run = pooled([one_round([300.0, 100.0], 2), one_round([200.0, 400.0, 500.0], 3)])
+    lat = run.readers["kafka-group"]
+    assert sorted(lat.values) == [100.0, 200.0, 300.0, 400.0, 500.0]
+    assert lat.percentile(50) == 300.0
+    assert len(lat.rounds) == 2
+    assert run.batches_per_s("kafka-group") == 5 / 20.0
+    assert run.phases("kafka-group") == "addBatch=180"  # (100 + 200 + 100 + 200 + 300) / 5
