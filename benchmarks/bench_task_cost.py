@@ -9,6 +9,12 @@ task (from ``/proc``, Linux only; workers that exit during the round are not cou
 
     python -m benchmarks.bench_task_cost
     python -m benchmarks.bench_task_cost --partitions 1,4 --rounds 50 --cores 2
+    python -m benchmarks.bench_task_cost --freeze-gc
+
+pyspark's daemon runs ``gc.collect()`` in a reused Python worker after every task, a full
+collection of a heap that holds pyspark and pyarrow. ``--freeze-gc`` measures that
+collection's share: the source's first task in each worker moves every object alive then
+(the imported modules) out of the collections (``gc.freeze()``).
 
 The last line is ``key=value`` pairs: ``collect_p<N>_ms``, ``ratio_p<N>`` (to one partition)
 and ``worker_cpu_per_task_p<N>_ms`` per number of partitions ``N``.
@@ -17,6 +23,7 @@ and ``worker_cpu_per_task_p<N>_ms`` per number of partitions ``N``.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -33,13 +40,19 @@ def _one_row_source() -> Any:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class OneRowReader(DataSourceReader):
-        def __init__(self, partitions: int) -> None:
+        def __init__(self, partitions: int, freeze_gc: bool) -> None:
             self.count = partitions
+            self.freeze_gc = freeze_gc
 
         def partitions(self) -> list[InputPartition]:
             return [InputPartition(i) for i in range(self.count)]
 
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+            if self.freeze_gc and gc.get_freeze_count() == 0:
+                # The worker's first task: what is alive now (the modules) leaves the
+                # collections pyspark's daemon runs after every task.
+                gc.collect()
+                gc.freeze()
             yield pa.RecordBatch.from_arrays([pa.array([1], pa.int64())], names=["x"])
 
     class OneRowSource(DataSource):
@@ -51,7 +64,9 @@ def _one_row_source() -> Any:
             return "x long"
 
         def reader(self, schema: Any) -> DataSourceReader:
-            return OneRowReader(int(self.options.get("partitions", "1")))
+            return OneRowReader(
+                int(self.options.get("partitions", "1")), self.options.get("freezeGc") == "true"
+            )
 
     return OneRowSource
 
@@ -82,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=30, help="collects per count")
     parser.add_argument("--warmup", type=int, default=5, help="unmeasured collects per count")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--freeze-gc",
+        action="store_true",
+        help="the source's first task in each Python worker freezes the objects alive then "
+        "(gc.freeze()), out of the gc.collect() pyspark's daemon runs after every task",
+    )
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.partitions.split(",")]
     spark = spark_session("bench_task_cost", master=f"local[{args.cores}]")
@@ -90,7 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     baseline_ms: float | None = None
     try:
         for n in counts:
-            frame = spark.read.format("bench-one-row").option("partitions", str(n)).load()
+            frame = (
+                spark.read.format("bench-one-row")
+                .option("partitions", str(n))
+                .option("freezeGc", str(args.freeze_gc).lower())
+                .load()
+            )
             for _ in range(args.warmup):
                 frame.collect()
             cpu_before = _python_worker_cpu_s()

@@ -2,8 +2,9 @@
 
 Keyed by ``(bootstrap servers, client configuration)``. A consumer returned to the pool is
 unassigned, so an idle consumer sends no fetch requests; the next fetch assigns its own
-partitions and offsets (a re-assign costs about one ``fetch.wait.max.ms``, an open connection
-is kept). librdkafka's pause/resume is not used: a resume took 0.7-1 s in librdkafka 2.16.
+partitions and offsets (an open connection is kept; kept assigned, a consumer would have the
+next trigger's records at hand, docs/design.md says why it is not). librdkafka's
+pause/resume is not used: a resume took 0.7-1 s in librdkafka 2.16.
 Bounded (:data:`MAX_IDLE`), idle consumers expire after :data:`IDLE_TTL_S`, a consumer that
 saw an error or a vanished topic is closed instead of returned, and a forked child never uses
 its parent's.
