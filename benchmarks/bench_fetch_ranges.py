@@ -80,10 +80,7 @@ def measure(servers: str, case: str, rounds: int, delete: bool) -> dict[str, flo
                 wall, cpu, rows = read(specs, mode == "together")
                 assert rows == ranges * records, f"{case} {mode}: {rows} records"
                 runs[mode].append((wall, cpu))
-    figures: dict[str, float] = {}
-    for mode, timings in runs.items():
-        figures[f"{case}_{mode}_p50_s"] = statistics.median(w for w, _ in timings)
-        figures[f"{case}_{mode}_cpu_p50_s"] = statistics.median(c for _, c in timings)
+    figures = _medians(case, runs)
     figures[f"ratio_{case}_p50"] = figures[f"{case}_together_p50_s"] / figures[f"{case}_one_p50_s"]
     print(
         f"{case}: {ranges} ranges of {records} records; together p50 "
@@ -142,10 +139,7 @@ def measure_kept(servers: str, triggers: int, delete: bool) -> dict[str, float]:
                 start += records
             if plain is not None:
                 plain.close()
-    figures: dict[str, float] = {}
-    for mode, timings in runs.items():
-        figures[f"kept_{mode}_p50_s"] = statistics.median(w for w, _ in timings)
-        figures[f"kept_{mode}_cpu_p50_s"] = statistics.median(c for _, c in timings)
+    figures = _medians("kept", runs)
     figures["ratio_kept_p50"] = figures["kept_kept_p50_s"] / figures["kept_fetch_p50_s"]
     shown = ", ".join(
         f"{mode} p50 {figures[f'kept_{mode}_p50_s'] * 1000:.1f} ms "
@@ -153,6 +147,16 @@ def measure_kept(servers: str, triggers: int, delete: bool) -> dict[str, float]:
         for mode in modes
     )
     print(f"kept: {triggers} triggers of {ranges} ranges of {records} records: {shown}", flush=True)
+    return figures
+
+
+def _medians(case: str, runs: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
+    """Each mode's median wall and CPU seconds, as ``<case>_<mode>_p50_s`` and
+    ``<case>_<mode>_cpu_p50_s``."""
+    figures: dict[str, float] = {}
+    for mode, timings in runs.items():
+        figures[f"{case}_{mode}_p50_s"] = statistics.median(w for w, _ in timings)
+        figures[f"{case}_{mode}_cpu_p50_s"] = statistics.median(c for _, c in timings)
     return figures
 
 
